@@ -1,0 +1,190 @@
+//! The crate's one error type.
+//!
+//! Variants are named for what failed and carry the OS error (or the peer's words) that caused
+//! it, so a caller can both branch on the kind and print one clear line.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use crate::proto::DecodeError;
+
+/// Everything that can go wrong in rdma-container.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration is inconsistent (for example zero credits).
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+
+    /// Binding or listening on the bootstrap address failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address we tried to listen on.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Accepting a bootstrap connection failed.
+    #[error("accept failed: {0}")]
+    Accept(#[source] io::Error),
+
+    /// The client could not reach the server before the connect deadline.
+    #[error("could not connect to {addr} within {seconds:.1} s (last error: {source})")]
+    Connect {
+        /// The server address.
+        addr: SocketAddr,
+        /// How long we kept retrying.
+        seconds: f64,
+        /// The last OS error seen.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Setting a socket option or querying a socket failed.
+    #[error("socket setup failed ({what}): {source}")]
+    Socket {
+        /// Which operation failed.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The peer did not complete the handshake before the deadline.
+    #[error("handshake with {peer} timed out after {seconds:.1} s ({stage})")]
+    HandshakeTimeout {
+        /// The peer's address.
+        peer: SocketAddr,
+        /// The deadline that expired.
+        seconds: f64,
+        /// What we were waiting for.
+        stage: &'static str,
+    },
+
+    /// The peer sent bytes that are not a valid protocol message.
+    #[error("invalid message from peer: {0}")]
+    Decode(#[from] DecodeError),
+
+    /// The peer sent a valid message that the protocol does not allow at this point.
+    #[error("protocol violation by peer: {0}")]
+    Protocol(String),
+
+    /// The peer refused the session and said why.
+    #[error("peer rejected the session: {0}")]
+    Rejected(String),
+
+    /// We refused the peer's hello (the reason was sent to the peer too).
+    #[error("refused the peer: {0}")]
+    Refused(String),
+
+    /// The peer disappeared: the control channel closed or reset without a Finish.
+    #[error("peer lost ({reason}) after {messages} message(s) had arrived")]
+    PeerLost {
+        /// What we observed (EOF, reset, keepalive timeout, ...).
+        reason: String,
+        /// Messages fully transferred before the loss.
+        messages: u64,
+    },
+
+    /// A message is larger than the receiver accepts; nothing was sent.
+    #[error("message of {len} bytes exceeds the maximum message size of {max} bytes (nothing was sent)")]
+    MessageTooLarge {
+        /// The rejected message length.
+        len: usize,
+        /// The negotiated maximum.
+        max: usize,
+    },
+
+    /// A blocking wait was interrupted by the caller's stop flag (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
+
+    /// The session has already ended (Finish sent or received, or an earlier error).
+    #[error("the session is closed")]
+    Closed,
+
+    /// I/O on the control channel failed.
+    #[error("control channel I/O failed: {0}")]
+    ControlIo(#[source] io::Error),
+
+    /// The data path of a transport failed.
+    #[error("{transport} transport failed ({what}): {source}")]
+    TransportIo {
+        /// The transport's name.
+        transport: &'static str,
+        /// Which operation failed.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A transport detected a rule violation on its data path (RNR, length, ordering).
+    #[error("{transport} transport error: {detail}")]
+    TransportProtocol {
+        /// The transport's name.
+        transport: &'static str,
+        /// What happened.
+        detail: String,
+    },
+
+    /// The requested transport is not compiled in or not usable here.
+    #[error("transport {0} is not available: {1}")]
+    TransportUnavailable(String, String),
+
+    /// Reading the RDMA device tree in sysfs failed.
+    #[error("cannot read {path}: {source}")]
+    Sysfs {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// No RoCE v2 GID matches the source address (table and hint included).
+    #[error("no RoCE v2 GID for {ip}{}: {hint}\n{table}", .netdev.as_deref().map(|n| format!(" (interface {n})")).unwrap_or_default())]
+    NoRoceGid {
+        /// The local source IPv4 that needed a GID.
+        ip: Ipv4Addr,
+        /// The interface that owns it, when known.
+        netdev: Option<String>,
+        /// What is probably wrong and how to fix it.
+        hint: String,
+        /// A show_gids-style rendering of what was found.
+        table: String,
+    },
+
+    /// A `--device`/`--port`/`--gid-index` override names something that does not exist.
+    #[error("device override does not match the GID table: {0}")]
+    BadOverride(String),
+
+    /// A netlink route or address query failed.
+    #[error("route lookup for {dst} failed: {source}")]
+    Route {
+        /// The destination we asked about.
+        dst: Ipv4Addr,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The kernel has no usable route to the destination.
+    #[error("no route to {dst}: {detail}")]
+    NoRoute {
+        /// The destination.
+        dst: Ipv4Addr,
+        /// Route type or errno from the kernel.
+        detail: String,
+    },
+
+    /// Listing the host's interface addresses failed.
+    #[error("cannot list interface addresses: {0}")]
+    InterfaceAddrs(#[source] io::Error),
+}
+
+/// Shorthand for results in this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

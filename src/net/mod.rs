@@ -1,0 +1,4 @@
+//! Networking around the data path: route and interface lookup.
+
+pub mod iface;
+pub mod route;

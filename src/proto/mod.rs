@@ -1,0 +1,6 @@
+//! Pure protocol core: no I/O.
+
+/// Placeholder until the codec lands.
+#[derive(Debug, thiserror::Error)]
+#[error("decode error")]
+pub struct DecodeError;
