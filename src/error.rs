@@ -90,7 +90,9 @@ pub enum Error {
     },
 
     /// A message is larger than the receiver accepts; nothing was sent.
-    #[error("message of {len} bytes exceeds the maximum message size of {max} bytes (nothing was sent)")]
+    #[error(
+        "message of {len} bytes exceeds the maximum message size of {max} bytes (nothing was sent)"
+    )]
     MessageTooLarge {
         /// The rejected message length.
         len: usize,
@@ -129,6 +131,13 @@ pub enum Error {
         transport: &'static str,
         /// What happened.
         detail: String,
+    },
+
+    /// The peer closed a transport's data connection.
+    #[error("{transport} transport: the peer closed the data path")]
+    TransportClosed {
+        /// The transport's name.
+        transport: &'static str,
     },
 
     /// The requested transport is not compiled in or not usable here.

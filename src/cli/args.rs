@@ -1,0 +1,157 @@
+//! Command-line definitions.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Examples:
+  rdma-container demo                         server and client in one process over 127.0.0.1
+  rdma-container --server 10.0.0.2:5000       receive; print each message on stdout
+  rdma-container --client 10.0.0.2:5000       send 10,000 messages \"0\"..\"9999\"
+  rdma-container doctor --peer 10.0.0.2       GID table, device choice and what to fix
+
+The server address must be on the RoCE network (not a management IP): the RDMA device, port and
+GID are picked from the source address the kernel uses toward the peer. Without a RoCE v2 GID
+for that address, --transport auto falls back to TCP and says so. Payloads go to stdout, logs
+and summaries to stderr (RUST_LOG=debug for more).";
+
+/// Message-oriented RDMA (RoCE v2) sender/receiver with credit-based flow control.
+#[derive(Debug, Parser)]
+#[command(name = "rdma-container", version, long_version = long_version(), after_help = AFTER_HELP,
+          args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// Receive: listen on IP:PORT (the RoCE-network address of this host).
+    #[arg(short = 's', long, value_name = "IP:PORT", conflicts_with = "client")]
+    pub server: Option<SocketAddr>,
+
+    /// Send: connect to the server at IP:PORT.
+    #[arg(short = 'c', long, value_name = "IP:PORT")]
+    pub client: Option<SocketAddr>,
+
+    /// Server: exit after one session instead of serving clients one after another.
+    #[arg(long)]
+    pub once: bool,
+
+    /// Session options.
+    #[command(flatten)]
+    pub session: SessionArgs,
+
+    /// Subcommands (instead of --server/--client).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Server and client in one process over 127.0.0.1: see it work on any machine.
+    Demo(SessionArgs),
+    /// Show the RDMA devices and GIDs, the choice for a peer, limits and what to fix.
+    Doctor(DoctorArgs),
+}
+
+/// Options shared by --server, --client and demo.
+#[derive(Debug, Clone, Args)]
+pub struct SessionArgs {
+    /// Client: number of messages to send ("0", "1", ... unless --size is given).
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub count: u64,
+
+    /// Client: make every payload exactly BYTES long (the counter, padded or cut).
+    #[arg(long, value_name = "BYTES")]
+    pub size: Option<usize>,
+
+    /// Largest message: the receiver's slot size, the sender's limit (bytes).
+    #[arg(long, default_value_t = rdma_container::config::DEFAULT_MAX_MSG_SIZE, value_name = "BYTES")]
+    pub max_msg_size: usize,
+
+    /// Receive slots on the receiver = messages the sender may have in flight.
+    #[arg(long, default_value_t = rdma_container::config::DEFAULT_CREDITS, value_name = "N")]
+    pub credits: u16,
+
+    /// Data path: auto picks RDMA when a RoCE v2 GID owns the source address and an RDMA
+    /// transport is compiled in, otherwise TCP.
+    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
+    pub transport: TransportArg,
+
+    /// Use this RDMA device (perftest -d), e.g. mlx5_0.
+    #[arg(long, value_name = "NAME")]
+    pub device: Option<String>,
+
+    /// Use this port of the device (perftest -i).
+    #[arg(long, value_name = "N")]
+    pub port: Option<u32>,
+
+    /// Use this GID index (perftest -x) instead of matching the source address.
+    #[arg(long, value_name = "N")]
+    pub gid_index: Option<u32>,
+
+    /// Client: keep retrying to reach the server for this long (seconds).
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub connect_timeout: f64,
+
+    /// Give up on a peer that does not complete the handshake within this time (seconds).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    pub handshake_timeout: f64,
+
+    /// Server: do not print received payloads (the summary is still printed).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
+    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+}
+
+/// `doctor` options.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// Show the choice that would be made for a session with this peer.
+    #[arg(long, value_name = "IP", conflicts_with = "local_ip")]
+    pub peer: Option<Ipv4Addr>,
+
+    /// Show the choice for this local source address.
+    #[arg(long, value_name = "IP")]
+    pub local_ip: Option<Ipv4Addr>,
+
+    /// Restrict to this RDMA device.
+    #[arg(long, value_name = "NAME")]
+    pub device: Option<String>,
+
+    /// Restrict to this port.
+    #[arg(long, value_name = "N")]
+    pub port: Option<u32>,
+
+    /// Use this GID index.
+    #[arg(long, value_name = "N")]
+    pub gid_index: Option<u32>,
+
+    /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
+    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--transport` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// RDMA when possible, else TCP.
+    Auto,
+    /// TCP (works everywhere).
+    Tcp,
+}
+
+fn long_version() -> &'static str {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        "\ntransports: ",
+        env!("RDMA_CONTAINER_TRANSPORTS"),
+        "\nDOCA: ",
+        env!("RDMA_CONTAINER_DOCA_VERSION")
+    )
+}

@@ -1,0 +1,61 @@
+//! `--client`: send `--count` messages and finish the stream.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use rdma_container::{Config, Error, RdmaSink};
+
+use super::output::{fill_payload, summary_line};
+use super::EXIT_INTERRUPTED;
+
+/// Connects, sends, finishes; returns the exit status (130 after Ctrl-C).
+pub fn run(
+    addr: SocketAddr,
+    config: &Config,
+    count: u64,
+    size: Option<usize>,
+    stop: &Arc<AtomicBool>,
+) -> Result<u8> {
+    let mut sink = RdmaSink::connect(addr, config)
+        .with_context(|| format!("cannot start a session with {addr}"))?;
+    let started = Instant::now();
+    send_all(&mut sink, count, size, stop)?;
+    let interrupted = stop.load(Ordering::Relaxed);
+    let bytes = sink.bytes_sent();
+    let sent = sink.finish().context("ending the stream failed")?;
+    log::info!(
+        "{}: sent {}",
+        if interrupted { "interrupted" } else { "done" },
+        summary_line(sent, bytes, started.elapsed())
+    );
+    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+}
+
+/// Sends messages "0".."count-1" (sized by `size`), stopping early on Ctrl-C.
+pub fn send_all(
+    sink: &mut RdmaSink,
+    count: u64,
+    size: Option<usize>,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let mut buf = Vec::new();
+    for i in 0..count {
+        if stop.load(Ordering::Relaxed) {
+            log::info!("Ctrl-C: stopping after {i} message(s)");
+            return Ok(());
+        }
+        fill_payload(&mut buf, i, size);
+        match sink.send(&buf) {
+            Ok(()) => {}
+            Err(Error::Interrupted) => {
+                log::info!("Ctrl-C: stopping after {i} message(s)");
+                return Ok(());
+            }
+            Err(e) => return Err(e).with_context(|| format!("sending message {i} failed")),
+        }
+    }
+    Ok(())
+}

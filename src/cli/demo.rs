@@ -1,0 +1,55 @@
+//! `demo`: a server and a client in one process over 127.0.0.1.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+use rdma_container::net::bootstrap;
+use rdma_container::proto::Role;
+use rdma_container::{Config, RdmaSrc, Session};
+
+use super::output::PayloadPrinter;
+use super::server::{receive_all, SessionEnd};
+use super::{client, EXIT_INTERRUPTED};
+
+/// Runs the demo; returns the exit status.
+pub fn run(
+    config: Config,
+    count: u64,
+    size: Option<usize>,
+    quiet: bool,
+    stop: Arc<AtomicBool>,
+) -> Result<u8> {
+    let listener = bootstrap::listen(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let addr = listener
+        .local_addr()
+        .context("cannot read the demo listener's port")?;
+    log::info!("demo: server on {addr}, client sends {count} message(s)");
+    let server_config = config.clone();
+    let server = std::thread::Builder::new()
+        .name("demo-server".into())
+        .spawn(move || -> Result<SessionEnd> {
+            let (stream, _) = listener.accept().context("demo server: accept failed")?;
+            let (control, hello) = Session::read_hello(stream, &server_config)?;
+            let session = Session::accept(control, hello, Role::Receiver, &server_config)?;
+            log::info!("demo: using the {} transport", session.info().transport);
+            let src = RdmaSrc::from_session(session)?;
+            Ok(receive_all(
+                src,
+                &mut PayloadPrinter::new(quiet),
+                "demo server",
+            ))
+        })
+        .context("cannot start the demo server thread")?;
+    let client_status = client::run(addr, &config, count, size, &stop);
+    let server_end = server
+        .join()
+        .map_err(|_| anyhow!("the demo server thread panicked"))??;
+    let client_status = client_status?;
+    match server_end {
+        SessionEnd::EndOfStream if client_status == 0 => Ok(0),
+        SessionEnd::EndOfStream | SessionEnd::Interrupted => Ok(EXIT_INTERRUPTED),
+        SessionEnd::Failed => Ok(1),
+    }
+}

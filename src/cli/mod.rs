@@ -1,0 +1,55 @@
+//! The `rdma-container` command line: server, client, demo and doctor.
+
+pub mod args;
+pub mod client;
+pub mod demo;
+pub mod doctor;
+pub mod output;
+pub mod server;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use rdma_container::roce::Overrides;
+use rdma_container::{Config, TransportChoice};
+
+use args::{SessionArgs, TransportArg};
+
+/// Exit status after Ctrl-C, as shells report SIGINT.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Builds the library configuration from the command line.
+pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
+    let secs = |name: &str, v: f64| -> Result<Duration> {
+        if !(v.is_finite() && v > 0.0) {
+            bail!("--{name} must be a positive number of seconds, got {v}");
+        }
+        Ok(Duration::from_secs_f64(v))
+    };
+    let config = Config {
+        max_msg_size: args.max_msg_size,
+        credits: args.credits,
+        transport: match args.transport {
+            TransportArg::Auto => TransportChoice::Auto,
+            TransportArg::Tcp => TransportChoice::Tcp,
+        },
+        overrides: Overrides {
+            device: args.device.clone(),
+            port: args.port,
+            gid_index: args.gid_index,
+        },
+        sysfs_root: args.sysfs_root.clone(),
+        connect_timeout: secs("connect-timeout", args.connect_timeout)?,
+        handshake_timeout: secs("handshake-timeout", args.handshake_timeout)?,
+        stop: Some(stop.clone()),
+    };
+    config.validate()?;
+    if let Some(size) = args.size {
+        if size > args.max_msg_size {
+            bail!("--size {size} exceeds --max-msg-size {}", args.max_msg_size);
+        }
+    }
+    Ok(config)
+}

@@ -1,0 +1,100 @@
+//! Printing received messages and session summaries.
+
+use std::io::{self, IsTerminal, Write};
+use std::time::Duration;
+
+/// Writes payloads to stdout, one per line.
+pub struct PayloadPrinter {
+    out: io::BufWriter<io::Stdout>,
+    flush_each: bool,
+    quiet: bool,
+    pending: usize,
+}
+
+impl PayloadPrinter {
+    /// A printer; `quiet` prints nothing.
+    pub fn new(quiet: bool) -> Self {
+        let stdout = io::stdout();
+        let flush_each = stdout.is_terminal();
+        Self {
+            out: io::BufWriter::with_capacity(64 * 1024, stdout),
+            flush_each,
+            quiet,
+            pending: 0,
+        }
+    }
+
+    /// Prints one payload: printable UTF-8 as is, anything else as a length and hex summary.
+    pub fn print(&mut self, payload: &[u8]) {
+        if self.quiet {
+            return;
+        }
+        let result = match std::str::from_utf8(payload) {
+            Ok(s) if !s.is_empty() && !s.chars().any(char::is_control) => writeln!(self.out, "{s}"),
+            _ => writeln!(self.out, "{}", summarize(payload)),
+        };
+        self.pending += 1;
+        let result = result.and_then(|()| {
+            if self.flush_each || self.pending >= 1024 {
+                self.pending = 0;
+                self.out.flush()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = result {
+            log::warn!("cannot write to stdout ({e}); no more payloads will be printed");
+            self.quiet = true;
+        }
+    }
+
+    /// Flushes what is buffered.
+    pub fn flush(&mut self) {
+        self.pending = 0;
+        if let Err(e) = self.out.flush() {
+            log::warn!("cannot write to stdout ({e})");
+        }
+    }
+}
+
+/// `<N bytes: 00 01 ...>` with at most 16 bytes shown.
+pub fn summarize(payload: &[u8]) -> String {
+    let shown: Vec<String> = payload
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let more = if payload.len() > 16 { " ..." } else { "" };
+    if payload.is_empty() {
+        "<0 bytes>".to_owned()
+    } else {
+        format!("<{} bytes: {}{more}>", payload.len(), shown.join(" "))
+    }
+}
+
+/// One-line summary: messages, bytes, seconds, rates.
+pub fn summary_line(messages: u64, bytes: u64, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    format!(
+        "{messages} messages, {bytes} bytes in {:.3} s ({:.0} msg/s, {:.2} MiB/s, {:.3} Gb/s)",
+        elapsed.as_secs_f64(),
+        messages as f64 / secs,
+        bytes as f64 / secs / (1024.0 * 1024.0),
+        bytes as f64 * 8.0 / secs / 1e9
+    )
+}
+
+/// Fills `buf` with message `i`: the decimal counter, padded with a letter pattern or cut to
+/// exactly `size` bytes when a size is given.
+pub fn fill_payload(buf: &mut Vec<u8>, i: u64, size: Option<usize>) {
+    buf.clear();
+    let digits = i.to_string();
+    match size {
+        None => buf.extend_from_slice(digits.as_bytes()),
+        Some(size) => {
+            buf.extend(digits.bytes().take(size));
+            let pad = size - buf.len();
+            buf.extend((0..pad).map(|k| b'a' + (k % 26) as u8));
+        }
+    }
+}

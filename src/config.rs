@@ -1,0 +1,93 @@
+//! What a session is set up with.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::roce::Overrides;
+use crate::{Error, Result};
+
+/// Default largest message: 10 MiB, as in the C++ reference.
+pub const DEFAULT_MAX_MSG_SIZE: usize = 10 * 1024 * 1024;
+/// Default receive slots (and so credits).
+pub const DEFAULT_CREDITS: u16 = 2;
+
+/// Which transport to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransportChoice {
+    /// RDMA when a RoCE v2 GID owns the source address and an RDMA transport is compiled in,
+    /// otherwise TCP (said in one log line).
+    #[default]
+    Auto,
+    /// Always TCP.
+    Tcp,
+    /// NVIDIA DOCA (not compiled into this build yet).
+    Doca,
+    /// rdma-core verbs (not compiled into this build yet).
+    Verbs,
+}
+
+/// Settings for one session.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Largest message sent (sender) or accepted (receiver), in bytes.
+    pub max_msg_size: usize,
+    /// Receive slots on the receiver, staging slots on the sender.
+    pub credits: u16,
+    /// Transport selection.
+    pub transport: TransportChoice,
+    /// `--device`, `--port`, `--gid-index`.
+    pub overrides: Overrides,
+    /// Where sysfs is mounted (`/sys`); tests point it at a fixture tree.
+    pub sysfs_root: PathBuf,
+    /// How long a client keeps retrying to reach the server.
+    pub connect_timeout: Duration,
+    /// How long each handshake step may take.
+    pub handshake_timeout: Duration,
+    /// Set from a signal handler to make every blocking wait return [`Error::Interrupted`].
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_msg_size: DEFAULT_MAX_MSG_SIZE,
+            credits: DEFAULT_CREDITS,
+            transport: TransportChoice::Auto,
+            overrides: Overrides::default(),
+            sysfs_root: PathBuf::from("/sys"),
+            connect_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            stop: None,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the values a hello can carry.
+    pub fn validate(&self) -> Result<()> {
+        if self.max_msg_size == 0 || u32::try_from(self.max_msg_size).is_err() {
+            return Err(Error::InvalidConfig(format!(
+                "max message size must be between 1 and {} bytes, got {}",
+                u32::MAX,
+                self.max_msg_size
+            )));
+        }
+        if self.credits == 0 || self.credits > crate::proto::MAX_CREDITS {
+            return Err(Error::InvalidConfig(format!(
+                "credits must be between 1 and {}, got {}",
+                crate::proto::MAX_CREDITS,
+                self.credits
+            )));
+        }
+        Ok(())
+    }
+
+    /// True once the stop flag is set.
+    pub fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+}

@@ -1,0 +1,65 @@
+//! The `rdma-container` binary: thin glue over the library (see `cli`).
+
+mod cli;
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use clap::Parser;
+
+use cli::args::{Cli, Command};
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_millis()
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            log::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    if let Some(Command::Doctor(args)) = &cli.command {
+        return cli::doctor::run(args);
+    }
+    let stop = install_ctrl_c()?;
+    match cli.command {
+        Some(Command::Demo(args)) => {
+            let config = cli::config_from(&args, &stop)?;
+            cli::demo::run(config, args.count, args.size, args.quiet, stop)
+        }
+        Some(Command::Doctor(_)) => Ok(0),
+        None => {
+            let config = cli::config_from(&cli.session, &stop)?;
+            match (cli.server, cli.client) {
+                (Some(addr), None) => {
+                    cli::server::run(addr, config, cli.once, cli.session.quiet, stop)
+                }
+                (None, Some(addr)) => {
+                    cli::client::run(addr, &config, cli.session.count, cli.session.size, &stop)
+                }
+                _ => anyhow::bail!(
+                    "say --server IP:PORT, --client IP:PORT, demo or doctor (see --help)"
+                ),
+            }
+        }
+    }
+}
+
+/// First Ctrl-C: set the stop flag so sessions end cleanly. Second: exit at once.
+fn install_ctrl_c() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(i32::from(cli::EXIT_INTERRUPTED));
+        }
+    })?;
+    Ok(stop)
+}

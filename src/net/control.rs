@@ -1,0 +1,178 @@
+//! The control channel: framed protocol messages on the bootstrap TCP connection.
+//!
+//! The socket is non-blocking; reads go through a bounded buffer, so a garbage peer can never
+//! make us hold more than one maximal frame.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use super::wait::{remaining, wait_any, Interest};
+use crate::proto::{decode_frame, encode_frame, Message, FRAME_HEADER_LEN, MAX_FRAME_BODY};
+use crate::{Error, Result};
+
+/// How long a control write may stall before the peer counts as lost.
+const WRITE_STALL_LIMIT: Duration = Duration::from_secs(10);
+
+/// One end of the control connection.
+#[derive(Debug)]
+pub struct ControlChannel {
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    buf: Vec<u8>,
+    eof: bool,
+}
+
+impl ControlChannel {
+    /// Wraps a connected stream (switching it to non-blocking mode).
+    pub fn new(stream: TcpStream) -> Result<Self> {
+        let sock = |what| move |source| Error::Socket { what, source };
+        let peer = stream.peer_addr().map_err(sock("getpeername"))?;
+        let local = stream.local_addr().map_err(sock("getsockname"))?;
+        stream
+            .set_nonblocking(true)
+            .map_err(sock("set non-blocking"))?;
+        Ok(Self {
+            stream,
+            peer,
+            local,
+            buf: Vec::with_capacity(FRAME_HEADER_LEN + MAX_FRAME_BODY as usize),
+            eof: false,
+        })
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Our address on this connection: the source address the kernel chose toward the peer.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The descriptor to wait on for incoming messages.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+
+    /// Sends one message, waiting at most a few seconds for socket buffer space.
+    pub fn send(&mut self, msg: &Message) -> Result<()> {
+        let frame = encode_frame(msg);
+        let mut sent = 0;
+        let deadline = Instant::now() + WRITE_STALL_LIMIT;
+        while sent < frame.len() {
+            match self.stream.write(&frame[sent..]) {
+                Ok(0) => return Err(lost("control connection closed while sending")),
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let Some(left) = remaining(deadline) else {
+                        return Err(lost("control channel write stalled for 10 s"));
+                    };
+                    wait_any(&[Interest::write(self.stream.as_fd())], left)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_to_lost(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns the next complete message if one has arrived, without blocking.
+    ///
+    /// EOF or a reset becomes [`Error::PeerLost`] (with a message count of 0: callers that
+    /// know better fill it in). A message that does not decode becomes [`Error::Decode`].
+    pub fn try_recv(&mut self) -> Result<Option<Message>> {
+        loop {
+            if let Some((msg, used)) = decode_frame(&self.buf)? {
+                self.buf.drain(..used);
+                return Ok(Some(msg));
+            }
+            if self.eof {
+                return Err(lost(if self.buf.is_empty() {
+                    "control connection closed by the peer"
+                } else {
+                    "control connection closed in the middle of a message"
+                }));
+            }
+            // Read no further than the end of the frame we are assembling.
+            let want = if self.buf.len() < FRAME_HEADER_LEN {
+                FRAME_HEADER_LEN - self.buf.len()
+            } else {
+                FRAME_HEADER_LEN + frame_len(&self.buf) - self.buf.len()
+            };
+            let start = self.buf.len();
+            self.buf.resize(start + want, 0);
+            match self.stream.read(&mut self.buf[start..]) {
+                Ok(0) => {
+                    self.buf.truncate(start);
+                    self.eof = true;
+                }
+                Ok(n) => self.buf.truncate(start + n),
+                Err(e) => {
+                    self.buf.truncate(start);
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => return Ok(None),
+                        io::ErrorKind::Interrupted => {}
+                        _ => return Err(io_to_lost(e)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for the next message until `deadline`; `None` when the deadline passes first.
+    pub fn recv_until(&mut self, deadline: Instant) -> Result<Option<Message>> {
+        loop {
+            if let Some(msg) = self.try_recv()? {
+                return Ok(Some(msg));
+            }
+            let Some(left) = remaining(deadline) else {
+                return Ok(None);
+            };
+            wait_any(&[Interest::read(self.stream.as_fd())], left)?;
+        }
+    }
+
+    /// Tells the peer we will send nothing more (TCP FIN), keeping the read side open.
+    pub fn shutdown_write(&self) {
+        // Failing here only means the connection is already gone, which the reader sees.
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+
+    /// Sends a Reject (best effort), then half-closes.
+    pub fn reject(&mut self, reason: &str) {
+        if let Err(e) = self.send(&Message::reject(reason)) {
+            log::debug!("could not deliver Reject to {}: {e}", self.peer);
+        }
+        self.shutdown_write();
+    }
+}
+
+fn frame_len(buf: &[u8]) -> usize {
+    let mut len = [0u8; FRAME_HEADER_LEN];
+    len.copy_from_slice(&buf[..FRAME_HEADER_LEN]);
+    // decode_frame already rejected lengths above MAX_FRAME_BODY.
+    u32::from_le_bytes(len) as usize
+}
+
+fn lost(reason: &str) -> Error {
+    Error::PeerLost {
+        reason: reason.to_owned(),
+        messages: 0,
+    }
+}
+
+fn io_to_lost(e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset
+        | io::ErrorKind::BrokenPipe
+        | io::ErrorKind::ConnectionAborted => lost(&format!("control connection reset ({e})")),
+        io::ErrorKind::TimedOut => lost(&format!(
+            "control connection timed out, keepalive got no answer ({e})"
+        )),
+        _ => Error::ControlIo(e),
+    }
+}

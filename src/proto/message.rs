@@ -1,0 +1,114 @@
+//! Control messages: everything after the hello.
+
+use super::hello::Hello;
+use super::wire::{put_prefixed, Reader};
+use super::DecodeError;
+
+/// Upper bound on a Reject reason, in bytes of UTF-8.
+pub const MAX_REASON_LEN: usize = 512;
+
+const KIND_HELLO: u8 = 1;
+const KIND_READY: u8 = 2;
+const KIND_CREDIT: u8 = 3;
+const KIND_FINISH: u8 = 4;
+const KIND_REJECT: u8 = 5;
+
+/// One message on the control channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Who a side is and how to reach its data path; sent first, in both directions.
+    Hello(Hello),
+    /// Receiver to sender: every receive slot is posted, data may flow.
+    Ready,
+    /// Receiver to sender: the application has released every message with a sequence
+    /// number below `released` (cumulative, so credits cannot be lost or reordered).
+    Credit {
+        /// Messages released so far, in total.
+        released: u64,
+    },
+    /// Sender to receiver: end of stream after exactly `count` messages.
+    Finish {
+        /// The number of messages sent in this session.
+        count: u64,
+    },
+    /// Either direction: the session is refused or aborted, and why.
+    Reject {
+        /// Human-readable reason, at most [`MAX_REASON_LEN`] bytes.
+        reason: String,
+    },
+}
+
+impl Message {
+    /// A Reject whose reason is cut (on a character boundary) to fit the bound.
+    pub fn reject(reason: &str) -> Self {
+        let mut end = reason.len().min(MAX_REASON_LEN);
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        Message::Reject {
+            reason: reason[..end].to_owned(),
+        }
+    }
+
+    /// Short name for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "Hello",
+            Message::Ready => "Ready",
+            Message::Credit { .. } => "Credit",
+            Message::Finish { .. } => "Finish",
+            Message::Reject { .. } => "Reject",
+        }
+    }
+
+    /// Appends the message body (kind byte first) to `out`.
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
+        match self {
+            Message::Hello(h) => {
+                out.push(KIND_HELLO);
+                h.encode_into(out);
+            }
+            Message::Ready => out.push(KIND_READY),
+            Message::Credit { released } => {
+                out.push(KIND_CREDIT);
+                out.extend_from_slice(&released.to_le_bytes());
+            }
+            Message::Finish { count } => {
+                out.push(KIND_FINISH);
+                out.extend_from_slice(&count.to_le_bytes());
+            }
+            Message::Reject { reason } => {
+                out.push(KIND_REJECT);
+                let mut end = reason.len().min(MAX_REASON_LEN);
+                while !reason.is_char_boundary(end) {
+                    end -= 1;
+                }
+                put_prefixed(out, &reason.as_bytes()[..end]);
+            }
+        }
+    }
+
+    /// Decodes one complete message body; the whole slice must be consumed.
+    pub(crate) fn decode(body: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let msg = match r.u8("kind")? {
+            KIND_HELLO => Message::Hello(Hello::decode(&mut r)?),
+            KIND_READY => Message::Ready,
+            KIND_CREDIT => Message::Credit {
+                released: r.u64("released")?,
+            },
+            KIND_FINISH => Message::Finish {
+                count: r.u64("count")?,
+            },
+            KIND_REJECT => {
+                let raw = r.prefixed(MAX_REASON_LEN, "reason")?;
+                Message::Reject {
+                    reason: String::from_utf8_lossy(raw).into_owned(),
+                }
+            }
+            other => return Err(DecodeError::UnknownKind(other)),
+        };
+        r.finish()?;
+        Ok(msg)
+    }
+}

@@ -1,0 +1,388 @@
+//! Session setup: bootstrap connection, transport choice, hello exchange, Ready barrier.
+//!
+//! Order (DESIGN.md, wire rules 1-3): the client connects; the client sends its hello; the
+//! server answers with its hello or a Reject; both connect their transports with the blobs;
+//! the receiver posts every receive slot and then says Ready; the sender sends nothing before
+//! Ready.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, TransportChoice};
+use crate::net::bootstrap;
+use crate::net::iface::{path_info, PathInfo};
+use crate::net::wait::{wait_any, Interest};
+use crate::net::ControlChannel;
+use crate::proto::{Hello, Message, Role, TransportKind, PROTOCOL_VERSION};
+use crate::roce::{self, DeviceChoice, GidTable};
+use crate::transport::{self, BootstrapSide, SetupParams, Transport};
+use crate::{Error, Result};
+
+/// How long one wait slice lasts before the stop flag is checked again.
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// What was negotiated and chosen for a session (for logs, summaries and `--json`).
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    /// The transport in use.
+    pub transport: TransportKind,
+    /// Source address and interface toward the peer.
+    pub path: PathInfo,
+    /// The RDMA device, port and GID, when an RDMA transport runs.
+    pub device: Option<DeviceChoice>,
+    /// Our hello.
+    pub local: Hello,
+    /// The peer's hello.
+    pub peer: Hello,
+}
+
+impl SessionInfo {
+    /// The perftest-style block printed at start: what was chosen and negotiated.
+    pub fn describe(&self) -> String {
+        let iface = self.path.interface.as_deref().unwrap_or("?");
+        let mut s = format!(
+            "transport {} | source {} ({iface}) -> peer {} | credits {} | max message {} bytes",
+            self.transport,
+            self.path.source,
+            self.path.peer,
+            self.credits(),
+            self.max_msg_size()
+        );
+        if let Some(d) = &self.device {
+            s.push_str(&format!(
+                " | device {} port {} gid-index {} gid {} netdev {}",
+                d.device,
+                d.port,
+                d.gid_index,
+                d.gid_string(),
+                d.netdev.as_deref().unwrap_or("-")
+            ));
+        }
+        s
+    }
+
+    /// The window: the receiver's slot count.
+    pub fn credits(&self) -> u16 {
+        match self.local.role {
+            Role::Receiver => self.local.credits,
+            Role::Sender => self.peer.credits,
+        }
+    }
+
+    /// The largest message this session carries: the smaller of both ends' limits.
+    pub fn max_msg_size(&self) -> u32 {
+        self.local.max_msg_size.min(self.peer.max_msg_size)
+    }
+}
+
+/// An established session: control channel plus connected transport, past the Ready barrier.
+#[derive(Debug)]
+pub struct Session {
+    pub(crate) control: ControlChannel,
+    pub(crate) transport: Box<dyn Transport>,
+    pub(crate) info: SessionInfo,
+    pub(crate) config: Config,
+}
+
+impl Session {
+    /// Client side: connect to `addr` (retrying until the connect deadline) and set up a
+    /// session in which we play `role`.
+    pub fn connect(addr: SocketAddr, role: Role, config: &Config) -> Result<Session> {
+        config.validate()?;
+        let stream = bootstrap::connect(addr, config.connect_timeout, config.stop.as_deref())?;
+        let mut control = ControlChannel::new(stream)?;
+        let deadline = Instant::now() + config.handshake_timeout;
+        let prepared = Prepared::new(&control, BootstrapSide::Client, role, config)?;
+        control.send(&Message::Hello(prepared.hello.clone()))?;
+        let peer = match control.recv_until(deadline)? {
+            Some(Message::Hello(h)) => h,
+            Some(Message::Reject { reason }) => return Err(Error::Rejected(reason)),
+            Some(other) => {
+                let reason = format!("expected Hello, got {}", other.name());
+                control.reject(&reason);
+                return Err(Error::Protocol(reason));
+            }
+            None => return Err(timeout(&control, config, "the server's hello")),
+        };
+        if let Err(reason) = check_peer(&prepared.hello, &peer) {
+            control.reject(&reason);
+            return Err(Error::Refused(reason));
+        }
+        prepared.finish(control, peer, deadline, config)
+    }
+
+    /// Server side, first step: read the client's hello on an accepted connection, within the
+    /// handshake deadline. A garbage or silent peer gets a Reject (when possible) and an error.
+    pub fn read_hello(stream: TcpStream, config: &Config) -> Result<(ControlChannel, Hello)> {
+        let mut control = ControlChannel::new(stream)?;
+        let deadline = Instant::now() + config.handshake_timeout;
+        match control.recv_until(deadline) {
+            Ok(Some(Message::Hello(h))) => Ok((control, h)),
+            Ok(Some(other)) => {
+                let reason = format!("expected Hello, got {}", other.name());
+                control.reject(&reason);
+                Err(Error::Protocol(reason))
+            }
+            Ok(None) => Err(timeout(&control, config, "the client's hello")),
+            Err(Error::Decode(e)) => {
+                control.reject(&format!("invalid hello: {e}"));
+                Err(Error::Decode(e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Server side, second step: answer a hello read by [`Session::read_hello`] and set up a
+    /// session in which we play `role`.
+    pub fn accept(
+        mut control: ControlChannel,
+        peer: Hello,
+        role: Role,
+        config: &Config,
+    ) -> Result<Session> {
+        if let Err(e) = config.validate() {
+            control.reject("server configuration error");
+            return Err(e);
+        }
+        let deadline = Instant::now() + config.handshake_timeout;
+        let prepared = match Prepared::new(&control, BootstrapSide::Server, role, config) {
+            Ok(p) => p,
+            Err(e) => {
+                control.reject(&format!("server could not set up its data path: {e}"));
+                return Err(e);
+            }
+        };
+        if let Err(reason) = check_peer(&prepared.hello, &peer) {
+            control.reject(&reason);
+            return Err(Error::Refused(reason));
+        }
+        control.send(&Message::Hello(prepared.hello.clone()))?;
+        prepared.finish(control, peer, deadline, config)
+    }
+
+    /// What was chosen and negotiated.
+    pub fn info(&self) -> &SessionInfo {
+        &self.info
+    }
+
+    /// Sleeps until the transport or the control channel may have news, or a short slice has
+    /// passed. Returns [`Error::Interrupted`] when the stop flag is set and `honor_stop` is.
+    pub(crate) fn wait(&self, honor_stop: bool) -> Result<()> {
+        if honor_stop && self.config.stopped() {
+            return Err(Error::Interrupted);
+        }
+        let mut interests = vec![Interest::read(self.control.fd())];
+        if let Some(h) = self.transport.wait_handle() {
+            interests.push(Interest {
+                fd: h.fd,
+                readable: true,
+                writable: h.writable,
+            });
+        }
+        wait_any(&interests, WAIT_SLICE)?;
+        Ok(())
+    }
+}
+
+/// Local half of the handshake: transport chosen and created, our hello built.
+struct Prepared {
+    transport: Box<dyn Transport>,
+    hello: Hello,
+    path: PathInfo,
+    device: Option<DeviceChoice>,
+}
+
+impl Prepared {
+    fn new(
+        control: &ControlChannel,
+        side: BootstrapSide,
+        role: Role,
+        config: &Config,
+    ) -> Result<Self> {
+        let local_ip = ipv4(control.local_addr().ip())?;
+        let peer_ip = ipv4(control.peer_addr().ip())?;
+        let path = path_info(local_ip, peer_ip);
+        let (kind, device) = choose_transport(config, &path)?;
+        let params = SetupParams {
+            side,
+            role,
+            local_ip,
+            peer_ip,
+            slots: usize::from(config.credits),
+            slot_size: config.max_msg_size,
+            device: device.clone(),
+        };
+        let transport = transport::create(kind, &params)?;
+        let gid = device
+            .as_ref()
+            .map_or_else(|| roce::gid_from_ipv4(local_ip), |d| d.gid);
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            role,
+            transport: kind,
+            // validate() bounded it to u32.
+            max_msg_size: config.max_msg_size as u32,
+            credits: config.credits,
+            gid,
+            blob: transport.local_blob(),
+        };
+        Ok(Self {
+            transport,
+            hello,
+            path,
+            device,
+        })
+    }
+
+    /// Connects the transport and passes the Ready barrier.
+    fn finish(
+        mut self,
+        mut control: ControlChannel,
+        peer: Hello,
+        deadline: Instant,
+        config: &Config,
+    ) -> Result<Session> {
+        if let Err(e) = self.transport.connect(&peer.blob, deadline) {
+            control.reject(&format!("data path setup failed: {e}"));
+            return Err(e);
+        }
+        match self.hello.role {
+            Role::Receiver => {
+                for slot in 0..self.transport.slot_count() {
+                    self.transport.post_recv(slot)?;
+                }
+                control.send(&Message::Ready)?;
+            }
+            Role::Sender => match control.recv_until(deadline)? {
+                Some(Message::Ready) => {}
+                Some(Message::Reject { reason }) => return Err(Error::Rejected(reason)),
+                Some(other) => {
+                    let reason = format!("expected Ready, got {}", other.name());
+                    control.reject(&reason);
+                    return Err(Error::Protocol(reason));
+                }
+                None => return Err(timeout(&control, config, "Ready")),
+            },
+        }
+        let info = SessionInfo {
+            transport: self.hello.transport,
+            path: self.path,
+            device: self.device,
+            local: self.hello,
+            peer,
+        };
+        log::info!("session established: {}", info.describe());
+        Ok(Session {
+            control,
+            transport: self.transport,
+            info,
+            config: config.clone(),
+        })
+    }
+}
+
+/// Applies DESIGN.md's device rule and the transport choice; logs what was decided.
+fn choose_transport(
+    config: &Config,
+    path: &PathInfo,
+) -> Result<(TransportKind, Option<DeviceChoice>)> {
+    let iface = path.interface.as_deref().unwrap_or("unknown interface");
+    let wanted = match config.transport {
+        TransportChoice::Tcp => return Ok((TransportKind::Tcp, None)),
+        TransportChoice::Doca => Some(TransportKind::Doca),
+        TransportChoice::Verbs => Some(TransportKind::Verbs),
+        TransportChoice::Auto => None,
+    };
+    if let Some(kind) = wanted {
+        if !transport::compiled_in().contains(&kind) {
+            return Err(Error::TransportUnavailable(
+                kind.name().to_owned(),
+                "not compiled into this build; use --transport tcp or auto".to_owned(),
+            ));
+        }
+    }
+    let table = GidTable::read(&config.sysfs_root).unwrap_or_else(|e| {
+        log::warn!("cannot read the RDMA GID table: {e}");
+        GidTable::default()
+    });
+    let selection = roce::select(
+        &table,
+        path.source,
+        path.interface.as_deref(),
+        &config.overrides,
+    );
+    if let Some(kind) = wanted {
+        let sel = selection?;
+        return Ok((kind, Some(sel.choice)));
+    }
+    let rdma = transport::compiled_in()
+        .iter()
+        .copied()
+        .find(|k| *k != TransportKind::Tcp);
+    match (selection, rdma) {
+        (Ok(sel), Some(kind)) => {
+            for w in &sel.warnings {
+                log::warn!("{w}");
+            }
+            Ok((kind, Some(sel.choice)))
+        }
+        (Ok(sel), None) => {
+            log::info!(
+                "RoCE v2 GID {} on {} port {} owns source {} ({iface}), but this build has no RDMA transport: using the TCP transport",
+                sel.choice.gid_string(),
+                sel.choice.device,
+                sel.choice.port,
+                path.source
+            );
+            Ok((TransportKind::Tcp, None))
+        }
+        (Err(Error::NoRoceGid { hint, table, .. }), _) => {
+            log::info!(
+                "no RoCE v2 GID for source {} ({iface}): {hint}; using the TCP transport",
+                path.source
+            );
+            log::debug!("GID table:\n{table}");
+            Ok((TransportKind::Tcp, None))
+        }
+        (Err(e), _) => {
+            log::info!("RDMA device selection failed for source {} ({iface}): {e}; using the TCP transport", path.source);
+            Ok((TransportKind::Tcp, None))
+        }
+    }
+}
+
+/// Checks the peer's hello against ours; the error is the Reject reason.
+fn check_peer(ours: &Hello, theirs: &Hello) -> std::result::Result<(), String> {
+    if ours.role == theirs.role {
+        return Err(format!(
+            "both ends are {}s: one end must send (client) and the other receive (server)",
+            ours.role
+        ));
+    }
+    if ours.transport != theirs.transport {
+        return Err(format!(
+            "transport mismatch: one end uses {}, the other {} (choose the same --transport on both ends)",
+            ours.transport, theirs.transport
+        ));
+    }
+    Ok(())
+}
+
+fn ipv4(ip: IpAddr) -> Result<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(v4) => Ok(v4),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "{v6} is IPv6; RoCE v2 discovery needs an IPv4 bootstrap address"
+            ))
+        }),
+    }
+}
+
+fn timeout(control: &ControlChannel, config: &Config, stage: &'static str) -> Error {
+    Error::HandshakeTimeout {
+        peer: control.peer_addr(),
+        seconds: config.handshake_timeout.as_secs_f64(),
+        stage,
+    }
+}

@@ -1,0 +1,131 @@
+//! The data path behind one small trait.
+//!
+//! A transport owns registered memory: `slot_count` slots of `slot_size` bytes, used as
+//! receive slots by a receiver and as send staging slots by a sender. It moves one message per
+//! `post_send` into the next posted receive slot on the other side, in order, and reports
+//! completions through `poll`. Flow control, end of stream and peer loss live above it (see
+//! [`crate::sink`], [`crate::src`]); a transport only has to keep the RDMA rules:
+//! receives are consumed in the order they were posted, a message larger than the posted slot
+//! or arriving with no slot posted is an error, and zero-length messages are ordinary.
+
+use std::net::Ipv4Addr;
+use std::os::fd::BorrowedFd;
+use std::time::Instant;
+
+use crate::proto::{Role, TransportKind};
+use crate::roce::DeviceChoice;
+use crate::Result;
+
+pub mod tcp;
+
+/// Which end of the bootstrap connection we are (independent of the data direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootstrapSide {
+    /// We connected.
+    Client,
+    /// We accepted.
+    Server,
+}
+
+/// What a transport needs to know to set itself up.
+#[derive(Debug, Clone)]
+pub struct SetupParams {
+    /// Our end of the bootstrap connection.
+    pub side: BootstrapSide,
+    /// Whether we send or receive data.
+    pub role: Role,
+    /// Our source address toward the peer.
+    pub local_ip: Ipv4Addr,
+    /// The peer's address.
+    pub peer_ip: Ipv4Addr,
+    /// Number of slots to register.
+    pub slots: usize,
+    /// Bytes per slot.
+    pub slot_size: usize,
+    /// The RDMA device chosen by discovery (RDMA transports only).
+    pub device: Option<DeviceChoice>,
+}
+
+/// One finished work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// A message landed in receive slot `slot` with `len` bytes.
+    Recv {
+        /// The slot index.
+        slot: usize,
+        /// The message length.
+        len: usize,
+    },
+    /// The send from staging slot `slot` completed; the slot may be reused.
+    Send {
+        /// The slot index.
+        slot: usize,
+    },
+}
+
+/// What to wait on when `poll` found nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitHandle<'a> {
+    /// A descriptor that becomes ready when `poll` may make progress.
+    pub fd: BorrowedFd<'a>,
+    /// Also wait for writability (a transport with queued output).
+    pub writable: bool,
+}
+
+/// A connected (or connecting) data path. Implementations: TCP here; DOCA and verbs plug in
+/// behind the same methods.
+pub trait Transport: Send + std::fmt::Debug {
+    /// Which transport this is.
+    fn kind(&self) -> TransportKind;
+
+    /// Connection data for the peer, carried in our hello (bounded by `MAX_BLOB_LEN`).
+    fn local_blob(&self) -> Vec<u8>;
+
+    /// Connects to the peer described by its blob, finishing before `deadline`.
+    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<()>;
+
+    /// Number of registered slots.
+    fn slot_count(&self) -> usize;
+
+    /// Bytes per slot.
+    fn slot_size(&self) -> usize;
+
+    /// Posts receive slot `slot` (the receiver posts every slot before Ready).
+    fn post_recv(&mut self, slot: usize) -> Result<()>;
+
+    /// The first `len` bytes of receive slot `slot`.
+    fn recv_buf(&self, slot: usize, len: usize) -> &[u8];
+
+    /// Send staging slot `slot`, to be filled before `post_send`.
+    fn send_buf(&mut self, slot: usize) -> &mut [u8];
+
+    /// Sends the first `len` bytes of staging slot `slot` as one message.
+    fn post_send(&mut self, slot: usize, len: usize) -> Result<()>;
+
+    /// Makes progress without blocking and appends completions to `out`. When it appends
+    /// nothing, the transport arms its notification so that [`Transport::wait_handle`] becomes
+    /// ready as soon as progress is possible (no lost wake-ups).
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()>;
+
+    /// The descriptor to sleep on after an empty `poll` (`None` before connect).
+    fn wait_handle(&self) -> Option<WaitHandle<'_>>;
+
+    /// Tears the data path down; safe to call more than once and after errors.
+    fn close(&mut self);
+}
+
+/// Builds the transport of the given kind (only those compiled in).
+pub fn create(kind: TransportKind, params: &SetupParams) -> Result<Box<dyn Transport>> {
+    match kind {
+        TransportKind::Tcp => Ok(Box::new(tcp::TcpTransport::new(params)?)),
+        other => Err(crate::Error::TransportUnavailable(
+            other.name().to_owned(),
+            "not compiled into this build (only tcp is)".to_owned(),
+        )),
+    }
+}
+
+/// The transports compiled into this build.
+pub fn compiled_in() -> &'static [TransportKind] {
+    &[TransportKind::Tcp]
+}

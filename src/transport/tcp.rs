@@ -1,0 +1,465 @@
+//! The TCP transport: the RDMA data-path rules, kept over a second TCP connection.
+//!
+//! The bootstrap server listens on an ephemeral port of the address the client reached it
+//! on; the port and a random 16-byte token travel in the server's hello blob, and the client
+//! connects and proves itself with the token. Each message is a u32 little-endian length and the
+//! payload. The receiver copies messages into its posted slots in FIFO order and fails, as RDMA
+//! would, on a message larger than the slot (local length error) or one that arrives with no slot
+//! posted (receiver not ready). Sends are non-blocking; a send completes when the kernel has
+//! taken its last byte, after which its staging slot may be reused.
+
+use std::collections::hash_map::RandomState;
+use std::collections::VecDeque;
+use std::hash::BuildHasher;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use super::{BootstrapSide, Completion, SetupParams, Transport, WaitHandle};
+use crate::net::bootstrap::tune_stream;
+use crate::net::wait::{remaining, wait_any, Interest};
+use crate::proto::{Role, TransportKind};
+use crate::{Error, Result};
+
+const NAME: &str = "tcp";
+const TOKEN_LEN: usize = 16;
+const HEADER_LEN: usize = 4;
+/// Bytes read from the socket per system call on the receive side.
+const READ_CHUNK: usize = 256 * 1024;
+
+/// A send that the kernel has not fully taken yet.
+#[derive(Debug)]
+struct PendingSend {
+    slot: usize,
+    len: usize,
+    header: [u8; HEADER_LEN],
+    written: usize,
+}
+
+/// The message being assembled on the receive side.
+#[derive(Debug)]
+struct Incoming {
+    slot: usize,
+    len: usize,
+    got: usize,
+}
+
+/// The TCP implementation of [`Transport`].
+#[derive(Debug)]
+pub struct TcpTransport {
+    role: Role,
+    side: BootstrapSide,
+    peer_ip: Ipv4Addr,
+    token: [u8; TOKEN_LEN],
+    listener: Option<TcpListener>,
+    stream: Option<TcpStream>,
+    slots: Vec<Vec<u8>>,
+    slot_size: usize,
+    posted: VecDeque<usize>,
+    rx: Vec<u8>,
+    rx_start: usize,
+    rx_end: usize,
+    incoming: Option<Incoming>,
+    peer_closed: bool,
+    sends: VecDeque<PendingSend>,
+}
+
+impl TcpTransport {
+    /// Allocates the slots and, on the bootstrap server, opens the data listener.
+    pub fn new(params: &SetupParams) -> Result<Self> {
+        let listener = match params.side {
+            BootstrapSide::Server => {
+                let addr = SocketAddr::V4(SocketAddrV4::new(params.local_ip, 0));
+                let l = TcpListener::bind(addr).map_err(|source| Error::Listen { addr, source })?;
+                l.set_nonblocking(true)
+                    .map_err(io_err("set listener non-blocking"))?;
+                Some(l)
+            }
+            BootstrapSide::Client => None,
+        };
+        Ok(Self {
+            role: params.role,
+            side: params.side,
+            peer_ip: params.peer_ip,
+            token: random_token(),
+            listener,
+            stream: None,
+            slots: (0..params.slots)
+                .map(|_| vec![0u8; params.slot_size])
+                .collect(),
+            slot_size: params.slot_size,
+            posted: VecDeque::with_capacity(params.slots),
+            rx: match params.role {
+                Role::Receiver => vec![0u8; READ_CHUNK],
+                Role::Sender => Vec::new(),
+            },
+            rx_start: 0,
+            rx_end: 0,
+            incoming: None,
+            peer_closed: false,
+            sends: VecDeque::with_capacity(params.slots),
+        })
+    }
+
+    fn stream(&mut self) -> Result<&mut TcpStream> {
+        self.stream
+            .as_mut()
+            .ok_or_else(|| Error::TransportProtocol {
+                transport: NAME,
+                detail: "used before connect".to_owned(),
+            })
+    }
+
+    fn accept_data_connection(&mut self, deadline: Instant) -> Result<TcpStream> {
+        let listener = self
+            .listener
+            .take()
+            .ok_or_else(|| Error::TransportProtocol {
+                transport: NAME,
+                detail: "no data listener".to_owned(),
+            })?;
+        loop {
+            match listener.accept() {
+                Ok((mut stream, from)) => {
+                    stream
+                        .set_nonblocking(false)
+                        .map_err(io_err("set blocking"))?;
+                    let left = remaining(deadline).unwrap_or(Duration::from_millis(1));
+                    stream
+                        .set_read_timeout(Some(left))
+                        .map_err(io_err("SO_RCVTIMEO"))?;
+                    let mut token = [0u8; TOKEN_LEN];
+                    if stream.read_exact(&mut token).is_ok() && token == self.token {
+                        stream
+                            .set_read_timeout(None)
+                            .map_err(io_err("SO_RCVTIMEO"))?;
+                        return Ok(stream);
+                    }
+                    log::warn!("tcp transport: dropped a data connection from {from} without the session token");
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let Some(left) = remaining(deadline) else {
+                        return Err(Error::TransportIo {
+                            transport: NAME,
+                            what: "accept data connection",
+                            source: io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                "the peer did not connect",
+                            ),
+                        });
+                    };
+                    wait_any(&[Interest::read(listener.as_fd())], left)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(Error::TransportIo {
+                        transport: NAME,
+                        what: "accept data connection",
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    fn connect_data_connection(&self, peer_blob: &[u8], deadline: Instant) -> Result<TcpStream> {
+        let bad_blob = || Error::TransportProtocol {
+            transport: NAME,
+            detail: format!(
+                "peer's blob has {} bytes, expected {}",
+                peer_blob.len(),
+                2 + TOKEN_LEN
+            ),
+        };
+        if peer_blob.len() != 2 + TOKEN_LEN {
+            return Err(bad_blob());
+        }
+        let port = u16::from_le_bytes([peer_blob[0], peer_blob[1]]);
+        let addr = SocketAddr::V4(SocketAddrV4::new(self.peer_ip, port));
+        let left = remaining(deadline).unwrap_or(Duration::from_millis(1));
+        let mut stream =
+            TcpStream::connect_timeout(&addr, left).map_err(|source| Error::TransportIo {
+                transport: NAME,
+                what: "connect data connection",
+                source,
+            })?;
+        stream
+            .write_all(&peer_blob[2..])
+            .map_err(io_err("send token"))?;
+        Ok(stream)
+    }
+
+    /// Moves bytes from the socket into posted slots; stops at WouldBlock or EOF.
+    fn receive(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+        loop {
+            self.consume_buffered(out)?;
+            if self.peer_closed {
+                return Ok(());
+            }
+            if self.rx_start == self.rx_end {
+                self.rx_start = 0;
+                self.rx_end = 0;
+            }
+            let end = self.rx_end;
+            let Some(stream) = self.stream.as_mut() else {
+                return Ok(());
+            };
+            match stream.read(&mut self.rx[end..]) {
+                Ok(0) => self.peer_closed = true,
+                Ok(n) => self.rx_end += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(data_io("receive", e)),
+            }
+        }
+    }
+
+    /// Parses buffered bytes into completions.
+    fn consume_buffered(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+        loop {
+            let avail = self.rx_end - self.rx_start;
+            let Some(cur) = self.incoming.as_mut() else {
+                if avail < HEADER_LEN {
+                    // Keep the partial header at the front so the next read completes it.
+                    self.rx.copy_within(self.rx_start..self.rx_end, 0);
+                    self.rx_start = 0;
+                    self.rx_end = avail;
+                    return Ok(());
+                }
+                let mut h = [0u8; HEADER_LEN];
+                h.copy_from_slice(&self.rx[self.rx_start..self.rx_start + HEADER_LEN]);
+                self.rx_start += HEADER_LEN;
+                let len = u32::from_le_bytes(h) as usize;
+                let Some(&slot) = self.posted.front() else {
+                    return Err(protocol(format!(
+                        "a {len}-byte message arrived with no receive posted (receiver not ready)"
+                    )));
+                };
+                if len > self.slot_size {
+                    return Err(protocol(format!(
+                        "a {len}-byte message does not fit the {}-byte receive slot (local length error)",
+                        self.slot_size
+                    )));
+                }
+                self.incoming = Some(Incoming { slot, len, got: 0 });
+                continue;
+            };
+            let take = (cur.len - cur.got).min(avail);
+            self.slots[cur.slot][cur.got..cur.got + take]
+                .copy_from_slice(&self.rx[self.rx_start..self.rx_start + take]);
+            cur.got += take;
+            self.rx_start += take;
+            if cur.got < cur.len {
+                return Ok(());
+            }
+            out.push(Completion::Recv {
+                slot: cur.slot,
+                len: cur.len,
+            });
+            self.posted.pop_front();
+            self.incoming = None;
+        }
+    }
+
+    /// Writes queued sends until the kernel pushes back.
+    fn flush(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+        while let Some(front) = self.sends.front_mut() {
+            let total = HEADER_LEN + front.len;
+            while front.written < total {
+                let payload = &self.slots[front.slot][..front.len];
+                let bufs: [IoSlice<'_>; 2] = if front.written < HEADER_LEN {
+                    [
+                        IoSlice::new(&front.header[front.written..]),
+                        IoSlice::new(payload),
+                    ]
+                } else {
+                    [
+                        IoSlice::new(&payload[front.written - HEADER_LEN..]),
+                        IoSlice::new(&[]),
+                    ]
+                };
+                let Some(stream) = self.stream.as_mut() else {
+                    return Ok(());
+                };
+                match stream.write_vectored(&bufs) {
+                    Ok(0) => return Err(Error::TransportClosed { transport: NAME }),
+                    Ok(n) => front.written += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(data_io("send", e)),
+                }
+            }
+            out.push(Completion::Send { slot: front.slot });
+            self.sends.pop_front();
+        }
+        Ok(())
+    }
+
+    /// On the sending side the peer never writes: readable means closed (or misbehaving).
+    fn check_sender_socket(&mut self) -> Result<()> {
+        let mut byte = [0u8; 1];
+        match self.stream()?.read(&mut byte) {
+            Ok(0) => Err(Error::TransportClosed { transport: NAME }),
+            Ok(_) => Err(protocol(
+                "the receiver wrote on the data connection".to_owned(),
+            )),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(data_io("receive", e)),
+        }
+    }
+}
+
+impl Transport for TcpTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+
+    fn local_blob(&self) -> Vec<u8> {
+        match (&self.listener, self.side) {
+            (Some(l), BootstrapSide::Server) => {
+                let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
+                let mut blob = port.to_le_bytes().to_vec();
+                blob.extend_from_slice(&self.token);
+                blob
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<()> {
+        let stream = match self.side {
+            BootstrapSide::Server => self.accept_data_connection(deadline)?,
+            BootstrapSide::Client => self.connect_data_connection(peer_blob, deadline)?,
+        };
+        tune_stream(&stream)?;
+        stream
+            .set_nonblocking(true)
+            .map_err(io_err("set non-blocking"))?;
+        self.stream = Some(stream);
+        Ok(())
+    }
+
+    fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+    fn post_recv(&mut self, slot: usize) -> Result<()> {
+        if slot >= self.slots.len() || self.posted.contains(&slot) {
+            return Err(protocol(format!(
+                "receive slot {slot} posted twice or out of range"
+            )));
+        }
+        self.posted.push_back(slot);
+        Ok(())
+    }
+
+    fn recv_buf(&self, slot: usize, len: usize) -> &[u8] {
+        &self.slots[slot][..len.min(self.slot_size)]
+    }
+
+    fn send_buf(&mut self, slot: usize) -> &mut [u8] {
+        &mut self.slots[slot]
+    }
+
+    fn post_send(&mut self, slot: usize, len: usize) -> Result<()> {
+        if slot >= self.slots.len() || len > self.slot_size {
+            return Err(protocol(format!(
+                "send of {len} bytes from slot {slot} out of range"
+            )));
+        }
+        let header = u32::try_from(len)
+            .map_err(|_| {
+                protocol(format!(
+                    "message of {len} bytes exceeds the 4 GiB frame limit"
+                ))
+            })?
+            .to_le_bytes();
+        self.sends.push_back(PendingSend {
+            slot,
+            len,
+            header,
+            written: 0,
+        });
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+        let before = out.len();
+        match self.role {
+            Role::Receiver => self.receive(out)?,
+            Role::Sender => {
+                self.flush(out)?;
+                self.check_sender_socket()?;
+            }
+        }
+        // Deliver what arrived before the close first; report the close on an empty poll.
+        if self.peer_closed && out.len() == before {
+            return Err(Error::TransportClosed { transport: NAME });
+        }
+        Ok(())
+    }
+
+    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
+        self.stream.as_ref().map(|s| WaitHandle {
+            fd: s.as_fd(),
+            writable: !self.sends.is_empty(),
+        })
+    }
+
+    fn close(&mut self) {
+        self.stream = None;
+        self.listener = None;
+        self.posted.clear();
+        self.sends.clear();
+    }
+}
+
+/// 16 unpredictable bytes from std's per-process random hasher keys (no extra dependency).
+fn random_token() -> [u8; TOKEN_LEN] {
+    let mut token = [0u8; TOKEN_LEN];
+    for (i, chunk) in token.chunks_mut(8).enumerate() {
+        let v = RandomState::new().hash_one((i, std::process::id(), Instant::now()));
+        chunk.copy_from_slice(&v.to_le_bytes());
+    }
+    token
+}
+
+fn io_err(what: &'static str) -> impl Fn(io::Error) -> Error {
+    move |source| Error::TransportIo {
+        transport: NAME,
+        what,
+        source,
+    }
+}
+
+fn data_io(what: &'static str, e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => {
+            Error::TransportClosed { transport: NAME }
+        }
+        _ => Error::TransportIo {
+            transport: NAME,
+            what,
+            source: e,
+        },
+    }
+}
+
+fn protocol(detail: String) -> Error {
+    Error::TransportProtocol {
+        transport: NAME,
+        detail,
+    }
+}
