@@ -28,6 +28,17 @@ pub enum TransportChoice {
     Verbs,
 }
 
+impl std::fmt::Display for TransportChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TransportChoice::Auto => "auto",
+            TransportChoice::Tcp => "tcp",
+            TransportChoice::Doca => "doca",
+            TransportChoice::Verbs => "verbs",
+        })
+    }
+}
+
 /// Settings for one session.
 #[derive(Debug, Clone)]
 pub struct Config {

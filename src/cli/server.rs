@@ -76,7 +76,7 @@ pub fn run(
         .set_nonblocking(true)
         .context("cannot make the listening socket non-blocking")?;
     log::info!(
-        "listening on {addr} (transport {:?}, credits {}, max message {} bytes)",
+        "listening on {addr} (transport {}, credits {}, max message {} bytes)",
         config.transport,
         config.credits,
         config.max_msg_size
@@ -95,7 +95,7 @@ pub fn run(
     loop {
         let (control, hello) = match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(conn) => conn,
-            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => {
+            Err(_) if stop.load(Ordering::Relaxed) => {
                 log::info!("interrupted after {sessions} session(s)");
                 return Ok(EXIT_INTERRUPTED);
             }
