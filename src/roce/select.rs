@@ -317,11 +317,10 @@ fn select_index(
         .filter(|e| e.index == index)
         .collect();
     if hits.is_empty() {
-        let mut present: Vec<String> = scoped
+        let present: Vec<String> = scoped
             .iter()
             .map(|e| format!("{}/{}/{}", e.device, e.port, e.index))
             .collect();
-        present.dedup();
         return Err(Error::BadOverride(format!(
             "GID index {index} does not exist or is empty on {} (populated device/port/index: {})",
             scope_text(overrides),

@@ -63,6 +63,8 @@ pub struct TcpTransport {
     incoming: Option<Incoming>,
     peer_closed: bool,
     sends: VecDeque<PendingSend>,
+    /// Sends the kernel took inside `post_send`, reported by the next `poll`.
+    early: Vec<Completion>,
 }
 
 impl TcpTransport {
@@ -99,6 +101,7 @@ impl TcpTransport {
             incoming: None,
             peer_closed: false,
             sends: VecDeque::with_capacity(params.slots),
+            early: Vec::with_capacity(params.slots),
         })
     }
 
@@ -392,11 +395,16 @@ impl Transport for TcpTransport {
             header,
             written: 0,
         });
-        Ok(())
+        // Hand the bytes to the kernel now (lowest latency); completion is reported by `poll`.
+        let mut done = std::mem::take(&mut self.early);
+        let flushed = self.flush(&mut done);
+        self.early = done;
+        flushed
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()> {
         let before = out.len();
+        out.append(&mut self.early);
         match self.role {
             Role::Receiver => self.receive(out)?,
             Role::Sender => {

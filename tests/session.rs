@@ -1,0 +1,245 @@
+//! The library over loopback in one process: RdmaSink/RdmaSrc semantics on the TCP transport.
+
+use std::net::{SocketAddr, TcpListener};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rdma_container::net::bootstrap;
+use rdma_container::proto::Role;
+use rdma_container::{Config, Error, RdmaSink, RdmaSrc, Session, TransportChoice};
+
+fn config() -> Config {
+    Config {
+        transport: TransportChoice::Auto,
+        handshake_timeout: Duration::from_secs(5),
+        connect_timeout: Duration::from_secs(5),
+        ..Config::default()
+    }
+}
+
+/// Listens on an ephemeral loopback port; the returned closure accepts one session as `role`.
+fn server(
+    role: Role,
+    cfg: Config,
+) -> (SocketAddr, impl FnOnce() -> rdma_container::Result<Session>) {
+    let listener: TcpListener = bootstrap::listen(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    let addr = listener.local_addr().unwrap();
+    (addr, move || {
+        let (stream, _) = listener.accept().unwrap();
+        let (control, hello) = Session::read_hello(stream, &cfg)?;
+        Session::accept(control, hello, role, &cfg)
+    })
+}
+
+#[test]
+fn messages_arrive_in_order_including_empty_ones_then_end_of_stream() {
+    let (addr, accept) = server(Role::Receiver, config());
+    let rx = thread::spawn(move || {
+        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let mut got = Vec::new();
+        while let Some(m) = src.recv().unwrap() {
+            got.push(m.to_vec());
+        }
+        // End of stream is sticky.
+        assert!(src.recv().unwrap().is_none());
+        got
+    });
+    let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+    assert_eq!(sink.info().transport.name(), "tcp");
+    let sent: Vec<Vec<u8>> = (0..500u32)
+        .map(|i| {
+            if i % 7 == 0 {
+                Vec::new()
+            } else {
+                vec![i as u8; (i as usize * 37) % 5000]
+            }
+        })
+        .collect();
+    for m in &sent {
+        sink.send(m).unwrap();
+    }
+    assert_eq!(sink.finish().unwrap(), 500);
+    assert_eq!(rx.join().unwrap(), sent);
+}
+
+#[test]
+fn receiver_may_be_the_client_and_full_size_messages_fit() {
+    let cfg = Config {
+        max_msg_size: 1 << 20,
+        credits: 4,
+        ..config()
+    };
+    let (addr, accept) = server(Role::Sender, cfg.clone());
+    let tx = thread::spawn(move || {
+        let mut sink = RdmaSink::from_session(accept().unwrap()).unwrap();
+        let big = vec![0xabu8; 1 << 20];
+        for _ in 0..20 {
+            sink.send(&big).unwrap();
+        }
+        sink.finish().unwrap()
+    });
+    let mut src = RdmaSrc::connect(addr, &cfg).unwrap();
+    let mut n = 0;
+    while let Some(m) = src.recv().unwrap() {
+        assert_eq!(m.len(), 1 << 20);
+        assert!(m.iter().all(|&b| b == 0xab));
+        n += 1;
+    }
+    assert_eq!(n, 20);
+    assert_eq!(tx.join().unwrap(), 20);
+}
+
+#[test]
+fn oversize_message_fails_before_sending_and_the_session_goes_on() {
+    let small = Config {
+        max_msg_size: 100,
+        ..config()
+    };
+    let (addr, accept) = server(Role::Receiver, small);
+    let rx = thread::spawn(move || {
+        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let mut got = Vec::new();
+        while let Some(m) = src.recv().unwrap() {
+            got.push(m.len());
+        }
+        got
+    });
+    let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+    assert_eq!(sink.max_message_size(), 100);
+    match sink.send(&[0u8; 101]) {
+        Err(Error::MessageTooLarge { len: 101, max: 100 }) => {}
+        other => panic!("expected MessageTooLarge, got {other:?}"),
+    }
+    sink.send(&[1u8; 100]).unwrap();
+    assert_eq!(sink.finish().unwrap(), 1);
+    assert_eq!(rx.join().unwrap(), vec![100]);
+}
+
+#[test]
+fn sender_blocks_when_the_receiver_holds_every_slot() {
+    let (addr, accept) = server(Role::Receiver, config());
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let rx = thread::spawn(move || {
+        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        // Take nothing until told: both credits stay with the sender's first two messages.
+        go_rx.recv().unwrap();
+        let mut n = 0;
+        while src.recv().unwrap().is_some() {
+            n += 1;
+        }
+        n
+    });
+    let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+    sink.send(b"a").unwrap();
+    sink.send(b"b").unwrap();
+    let sender = thread::spawn(move || {
+        let started = Instant::now();
+        sink.send(b"c").unwrap();
+        (started.elapsed(), sink.finish().unwrap())
+    });
+    thread::sleep(Duration::from_millis(300));
+    assert!(!sender.is_finished(), "third send must wait for a credit");
+    go_tx.send(()).unwrap();
+    let (_, count) = sender.join().unwrap();
+    assert_eq!(count, 3);
+    assert_eq!(rx.join().unwrap(), 3);
+}
+
+#[test]
+fn received_slice_stays_valid_until_the_next_recv() {
+    let (addr, accept) = server(Role::Receiver, config());
+    let rx = thread::spawn(move || {
+        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let first = src.recv().unwrap().unwrap().to_vec();
+        // Give the sender time to push everything it has credit for.
+        thread::sleep(Duration::from_millis(200));
+        let held = src.recv().unwrap().unwrap();
+        let snapshot = held.to_vec();
+        thread::sleep(Duration::from_millis(200));
+        // The sender had at most `credits` messages outstanding; the held slot was not reused.
+        assert_eq!(held, &snapshot[..]);
+        let mut rest = 0;
+        while src.recv().unwrap().is_some() {
+            rest += 1;
+        }
+        (first, snapshot, rest)
+    });
+    let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+    for i in 0..50u8 {
+        sink.send(&[i; 64]).unwrap();
+    }
+    sink.finish().unwrap();
+    let (first, second, rest) = rx.join().unwrap();
+    assert_eq!(first, vec![0u8; 64]);
+    assert_eq!(second, vec![1u8; 64]);
+    assert_eq!(rest, 48);
+}
+
+#[test]
+fn dropping_the_sink_without_finish_is_an_error_not_end_of_stream() {
+    let (addr, accept) = server(Role::Receiver, config());
+    let rx = thread::spawn(move || {
+        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let mut n = 0;
+        loop {
+            match src.recv() {
+                Ok(Some(_)) => n += 1,
+                Ok(None) => return Err(n),
+                Err(e) => return Ok((n, e.to_string())),
+            }
+        }
+    });
+    let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+    sink.send(b"x").unwrap();
+    drop(sink);
+    let (n, err) = rx.join().unwrap().expect("must not be end of stream");
+    // The message went out before the abort; the abort arrives on the control channel, which
+    // may overtake it. Either way the receiver must report the abort, never end of stream.
+    assert!(n <= 1);
+    assert!(err.contains("without finishing"), "{err}");
+}
+
+#[test]
+fn two_receivers_are_refused_with_a_reason() {
+    let (addr, accept) = server(Role::Receiver, config());
+    let srv = thread::spawn(move || accept().map(|_| ()));
+    match RdmaSrc::connect(addr, &config()) {
+        Err(Error::Rejected(reason)) => {
+            assert!(reason.contains("both ends are receivers"), "{reason}")
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert!(matches!(srv.join().unwrap(), Err(Error::Refused(_))));
+}
+
+#[test]
+fn stop_flag_interrupts_a_waiting_receiver() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cfg = Config {
+        stop: Some(stop.clone()),
+        ..config()
+    };
+    let (addr, accept) = server(Role::Receiver, cfg);
+    let rx = thread::spawn(move || {
+        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let r = src.recv().map(|m| m.map(<[u8]>::to_vec));
+        (r, src)
+    });
+    let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (r, src) = rx.join().unwrap();
+    assert!(matches!(r, Err(Error::Interrupted)), "{r:?}");
+    src.abort("receiver interrupted");
+    // The sender learns why.
+    let err = loop {
+        match sink.send(b"late") {
+            Ok(()) => thread::sleep(Duration::from_millis(10)),
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(&err, Error::Rejected(r) if r.contains("receiver interrupted")),
+        "{err:?}"
+    );
+}
