@@ -4,7 +4,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::Result;
-use rdma_container::net::iface::{path_info, PathInfo};
+use rdma_container::net::iface::{interface_owning, path_info, PathInfo};
 use rdma_container::net::route::route_to;
 use rdma_container::roce::{render_table, select, DeviceChoice, GidTable, Overrides};
 use rdma_container::transport::compiled_in;
@@ -108,7 +108,15 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
 
 fn source_path(args: &DoctorArgs, problems: &mut Vec<String>) -> Option<PathInfo> {
     if let Some(local) = args.local_ip {
-        return Some(path_info(local, local));
+        let mut path = path_info(local, local);
+        path.route = None;
+        if !matches!(interface_owning(local), Ok(Some(_))) {
+            problems.push(format!(
+                "{local} is not an address of this host (in this network namespace): sessions would never use it as a source"
+            ));
+            path.interface = None;
+        }
+        return Some(path);
     }
     let peer = args.peer?;
     match route_to(peer) {
@@ -137,7 +145,14 @@ fn print_text(r: &Report, table: &GidTable) {
     );
     println!();
     println!("GID table ({}/class/infiniband):", r.sysfs_root);
-    print!("{}", render_table(table));
+    if table.entries.is_empty() {
+        println!(
+            "no RDMA devices found (nothing under {}/class/infiniband)",
+            r.sysfs_root
+        );
+    } else {
+        print!("{}", render_table(table));
+    }
     println!();
     if let Some(p) = &r.path {
         let route = p
