@@ -140,6 +140,29 @@ pub enum Error {
         transport: &'static str,
     },
 
+    /// A verbs call failed; `verb` names it.
+    #[error("{verb} failed: {source}{}", .hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    Verbs {
+        /// The verb, e.g. `ibv_modify_qp(RTR)`.
+        verb: &'static str,
+        /// The OS error it returned.
+        #[source]
+        source: io::Error,
+        /// What usually causes this, when known.
+        hint: Option<&'static str>,
+    },
+
+    /// A verbs work request completed with an error status.
+    #[error("{op} completed with {status}{}", .hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    VerbsCompletion {
+        /// `send` or `receive`.
+        op: &'static str,
+        /// The work completion status, named as rdma-core names it.
+        status: String,
+        /// What usually causes this, when known.
+        hint: Option<&'static str>,
+    },
+
     /// The requested transport is not compiled in or not usable here.
     #[error("transport {0} is not available: {1}")]
     TransportUnavailable(String, String),

@@ -202,7 +202,6 @@ impl Prepared {
         let local_ip = ipv4(control.local_addr().ip())?;
         let peer_ip = ipv4(control.peer_addr().ip())?;
         let path = path_info(local_ip, peer_ip);
-        let (kind, device) = choose_transport(config, &path)?;
         let params = SetupParams {
             side,
             role,
@@ -210,9 +209,10 @@ impl Prepared {
             peer_ip,
             slots: usize::from(config.credits),
             slot_size: config.max_msg_size,
-            device: device.clone(),
+            device: None,
         };
-        let transport = transport::create(kind, &params)?;
+        let (transport, device) = create_transport(config, &path, params)?;
+        let kind = transport.kind();
         let gid = device
             .as_ref()
             .map_or_else(|| roce::gid_from_ipv4(local_ip), |d| d.gid);
@@ -281,14 +281,18 @@ impl Prepared {
     }
 }
 
-/// Applies DESIGN.md's device rule and the transport choice; logs what was decided.
-fn choose_transport(
+/// Applies DESIGN.md's device rule and the transport choice, and creates the transport; logs
+/// what was decided. With `auto`, an RDMA transport that cannot start here falls back to TCP.
+fn create_transport(
     config: &Config,
     path: &PathInfo,
-) -> Result<(TransportKind, Option<DeviceChoice>)> {
+    params: SetupParams,
+) -> Result<(Box<dyn Transport>, Option<DeviceChoice>)> {
     let iface = path.interface.as_deref().unwrap_or("unknown interface");
+    let tcp =
+        |params: &SetupParams| transport::create(TransportKind::Tcp, params).map(|t| (t, None));
     let wanted = match config.transport {
-        TransportChoice::Tcp => return Ok((TransportKind::Tcp, None)),
+        TransportChoice::Tcp => return tcp(&params),
         TransportChoice::Doca => Some(TransportKind::Doca),
         TransportChoice::Verbs => Some(TransportKind::Verbs),
         TransportChoice::Auto => None,
@@ -313,7 +317,14 @@ fn choose_transport(
     );
     if let Some(kind) = wanted {
         let sel = selection?;
-        return Ok((kind, Some(sel.choice)));
+        for w in &sel.warnings {
+            log::warn!("{w}");
+        }
+        let params = SetupParams {
+            device: Some(sel.choice.clone()),
+            ..params
+        };
+        return Ok((transport::create(kind, &params)?, Some(sel.choice)));
     }
     let rdma = transport::compiled_in()
         .iter()
@@ -324,7 +335,23 @@ fn choose_transport(
             for w in &sel.warnings {
                 log::warn!("{w}");
             }
-            Ok((kind, Some(sel.choice)))
+            let rdma_params = SetupParams {
+                device: Some(sel.choice.clone()),
+                ..params.clone()
+            };
+            match transport::create(kind, &rdma_params) {
+                Ok(t) => Ok((t, Some(sel.choice))),
+                Err(e) => {
+                    log::warn!(
+                        "RoCE v2 GID {} on {} port {} owns source {} ({iface}), but the {kind} transport cannot start: {e}; using the TCP transport",
+                        sel.choice.gid_string(),
+                        sel.choice.device,
+                        sel.choice.port,
+                        path.source
+                    );
+                    tcp(&params)
+                }
+            }
         }
         (Ok(sel), None) => {
             log::info!(
@@ -334,7 +361,7 @@ fn choose_transport(
                 sel.choice.port,
                 path.source
             );
-            Ok((TransportKind::Tcp, None))
+            tcp(&params)
         }
         (Err(Error::NoRoceGid { hint, table, .. }), _) => {
             log::info!(
@@ -342,11 +369,11 @@ fn choose_transport(
                 path.source
             );
             log::debug!("GID table:\n{table}");
-            Ok((TransportKind::Tcp, None))
+            tcp(&params)
         }
         (Err(e), _) => {
             log::info!("RDMA device selection failed for source {} ({iface}): {e}; using the TCP transport", path.source);
-            Ok((TransportKind::Tcp, None))
+            tcp(&params)
         }
     }
 }

@@ -144,6 +144,8 @@ pub enum TransportArg {
     Auto,
     /// TCP (works everywhere).
     Tcp,
+    /// rdma-core verbs (RoCE v2 NIC or soft-RoCE).
+    Verbs,
 }
 
 fn long_version() -> &'static str {

@@ -34,6 +34,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
         transport: match args.transport {
             TransportArg::Auto => TransportChoice::Auto,
             TransportArg::Tcp => TransportChoice::Tcp,
+            TransportArg::Verbs => TransportChoice::Verbs,
         },
         overrides: Overrides {
             device: args.device.clone(),

@@ -17,6 +17,8 @@ use crate::roce::DeviceChoice;
 use crate::Result;
 
 pub mod tcp;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 
 /// Which end of the bootstrap connection we are (independent of the data direction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,14 +120,21 @@ pub trait Transport: Send + std::fmt::Debug {
 pub fn create(kind: TransportKind, params: &SetupParams) -> Result<Box<dyn Transport>> {
     match kind {
         TransportKind::Tcp => Ok(Box::new(tcp::TcpTransport::new(params)?)),
+        #[cfg(feature = "verbs")]
+        TransportKind::Verbs => Ok(Box::new(verbs::VerbsTransport::new(params)?)),
+        #[allow(unreachable_patterns)]
         other => Err(crate::Error::TransportUnavailable(
             other.name().to_owned(),
-            "not compiled into this build (only tcp is)".to_owned(),
+            "not compiled into this build".to_owned(),
         )),
     }
 }
 
-/// The transports compiled into this build.
+/// The transports compiled into this build, in the order `auto` prefers them.
 pub fn compiled_in() -> &'static [TransportKind] {
-    &[TransportKind::Tcp]
+    &[
+        #[cfg(feature = "verbs")]
+        TransportKind::Verbs,
+        TransportKind::Tcp,
+    ]
 }
