@@ -1,9 +1,16 @@
 //! Records build facts that `--version` and `doctor` report: the transports compiled in and
-//! the DOCA version found (the DOCA transport arrives with its own issue).
+//! the DOCA version found. The doca transport is compiled only when doca-sys found DOCA (the real
+//! SDK or its simulator): doca-sys says so through its `links = "doca"` metadata.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo::rustc-check-cfg=cfg(doca_transport)");
+    let found = std::env::var("DEP_DOCA_FOUND").unwrap_or_else(|_| "none".to_owned());
     let mut transports = Vec::new();
+    if found != "none" {
+        println!("cargo:rustc-cfg=doca_transport");
+        transports.push("doca");
+    }
     if std::env::var_os("CARGO_FEATURE_VERBS").is_some() {
         transports.push("verbs");
     }
@@ -12,5 +19,16 @@ fn main() {
         "cargo:rustc-env=RDMA_CONTAINER_TRANSPORTS={}",
         transports.join(",")
     );
-    println!("cargo:rustc-env=RDMA_CONTAINER_DOCA_VERSION=none");
+    let doca = match (found.as_str(), std::env::var("DEP_DOCA_VERSION")) {
+        ("none", _) => "none (transport compiled out)".to_owned(),
+        (kind, Ok(v)) => format!("{v} ({kind})"),
+        (kind, Err(_)) => format!("unknown version ({kind})"),
+    };
+    println!("cargo:rustc-env=RDMA_CONTAINER_DOCA_VERSION={doca}");
+    // A library's link arguments do not reach the final binary: add the SDK's rpath here.
+    if let Ok(rpath) = std::env::var("DEP_DOCA_RPATH") {
+        for dir in rpath.split(':').filter(|d| !d.is_empty()) {
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+        }
+    }
 }

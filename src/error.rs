@@ -163,6 +163,17 @@ pub enum Error {
         hint: Option<&'static str>,
     },
 
+    /// A DOCA call failed; `call` names it and `code` is DOCA's error name.
+    #[error("{call} failed: {code}{}", .hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    Doca {
+        /// The DOCA function, e.g. `doca_rdma_connect`.
+        call: &'static str,
+        /// DOCA's name for the `doca_error_t`, e.g. `DOCA_ERROR_CONNECTION_ABORTED`.
+        code: String,
+        /// What usually causes this, when known.
+        hint: Option<&'static str>,
+    },
+
     /// The requested transport is not compiled in or not usable here.
     #[error("transport {0} is not available: {1}")]
     TransportUnavailable(String, String),

@@ -146,6 +146,8 @@ pub enum TransportArg {
     Tcp,
     /// rdma-core verbs (RoCE v2 NIC or soft-RoCE).
     Verbs,
+    /// NVIDIA DOCA (ConnectX / BlueField; only in builds with DOCA).
+    Doca,
 }
 
 fn long_version() -> &'static str {

@@ -35,6 +35,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
             TransportArg::Auto => TransportChoice::Auto,
             TransportArg::Tcp => TransportChoice::Tcp,
             TransportArg::Verbs => TransportChoice::Verbs,
+            TransportArg::Doca => TransportChoice::Doca,
         },
         overrides: Overrides {
             device: args.device.clone(),

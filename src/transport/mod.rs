@@ -16,6 +16,8 @@ use crate::proto::{Role, TransportKind};
 use crate::roce::DeviceChoice;
 use crate::Result;
 
+#[cfg(doca_transport)]
+pub mod doca;
 pub mod tcp;
 #[cfg(feature = "verbs")]
 pub mod verbs;
@@ -120,6 +122,8 @@ pub trait Transport: Send + std::fmt::Debug {
 pub fn create(kind: TransportKind, params: &SetupParams) -> Result<Box<dyn Transport>> {
     match kind {
         TransportKind::Tcp => Ok(Box::new(tcp::TcpTransport::new(params)?)),
+        #[cfg(doca_transport)]
+        TransportKind::Doca => Ok(Box::new(doca::DocaTransport::new(params)?)),
         #[cfg(feature = "verbs")]
         TransportKind::Verbs => Ok(Box::new(verbs::VerbsTransport::new(params)?)),
         #[allow(unreachable_patterns)]
@@ -133,6 +137,8 @@ pub fn create(kind: TransportKind, params: &SetupParams) -> Result<Box<dyn Trans
 /// The transports compiled into this build, in the order `auto` prefers them.
 pub fn compiled_in() -> &'static [TransportKind] {
     &[
+        #[cfg(doca_transport)]
+        TransportKind::Doca,
         #[cfg(feature = "verbs")]
         TransportKind::Verbs,
         TransportKind::Tcp,

@@ -1,0 +1,47 @@
+/*
+ * rdma-container: control surface of the DOCA simulator (test support only).
+ *
+ * Not a DOCA header: these functions exist only in the simulator linked by doca-sys
+ * when it is built with the `sim` feature or DOCA_SYS_SIM=1. The environment variables
+ * the simulator reads are documented in doca-sys/README.md.
+ */
+#ifndef DOCA_SIM_H
+#define DOCA_SIM_H
+
+#include <stddef.h>
+
+#include "doca_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of simulator objects not yet destroyed (lists, devices, engines, contexts,
+ * mmaps, inventories, bufs taken and tasks allocated). */
+size_t doca_sim_live_objects(void);
+
+/* Write a one-line JSON report (live objects by kind, misuse count) into buf.
+ * Returns the length the full report needs, like snprintf. */
+size_t doca_sim_report(char *buf, size_t len);
+
+/* Replace the fault list (same syntax as DOCA_SIM_FAIL; NULL or "" clears it) and
+ * reset the call counters. DOCA_ERROR_INVALID_VALUE if the spec does not parse. */
+doca_error_t doca_sim_set_faults(const char *spec);
+
+/* Drop every connection after n completed messages (as DOCA_SIM_DROP_AFTER); n < 0 disables. */
+void doca_sim_set_drop_after(long n);
+
+/* Replace the device list (same syntax as DOCA_SIM_DEVICES). */
+doca_error_t doca_sim_set_devices(const char *spec);
+
+/* Set the delay between receiver-not-ready retries (as DOCA_SIM_RNR_DELAY_MS). */
+void doca_sim_set_rnr_delay_ms(unsigned int ms);
+
+/* Restore every setting to what the environment said at start-up. */
+void doca_sim_reset_config(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DOCA_SIM_H */

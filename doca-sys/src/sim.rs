@@ -1,0 +1,96 @@
+//! Control surface of the DOCA simulator (only with `found = sim`): leak accounting,
+//! fault injection and device list, the same knobs as its environment variables
+//! (`DOCA_SIM_FAIL`, `DOCA_SIM_DROP_AFTER`, `DOCA_SIM_DEVICES`, `DOCA_SIM_RNR_DELAY_MS`;
+//! see the crate README). Settings are process-wide.
+
+use crate::bindings::{doca_error, doca_error_t};
+use std::ffi::CString;
+use std::os::raw::{c_char, c_long, c_uint};
+
+/// The raw C functions (declared in `sim/include/doca_sim.h`).
+pub mod ffi {
+    use super::*;
+
+    extern "C" {
+        /// Objects not destroyed yet (lists, devices, engines, contexts, mmaps,
+        /// inventories, bufs taken, tasks allocated).
+        pub fn doca_sim_live_objects() -> usize;
+        /// One-line JSON report into `buf` (NUL-terminated); returns the full length.
+        pub fn doca_sim_report(buf: *mut c_char, len: usize) -> usize;
+        /// Replace the fault list (`DOCA_SIM_FAIL` syntax; NULL clears it).
+        pub fn doca_sim_set_faults(spec: *const c_char) -> doca_error_t;
+        /// Drop connections after `n` completed messages; `n < 0` disables.
+        pub fn doca_sim_set_drop_after(n: c_long);
+        /// Replace the device list (`DOCA_SIM_DEVICES` syntax).
+        pub fn doca_sim_set_devices(spec: *const c_char) -> doca_error_t;
+        /// Back-off between receiver-not-ready retries, in milliseconds.
+        pub fn doca_sim_set_rnr_delay_ms(ms: c_uint);
+        /// Restore the settings the environment gave at start-up.
+        pub fn doca_sim_reset_config();
+    }
+}
+
+/// Number of simulator objects that have not been destroyed (0 after a clean teardown).
+pub fn live_objects() -> usize {
+    // SAFETY: takes no arguments; the simulator locks its own state.
+    unsafe { ffi::doca_sim_live_objects() }
+}
+
+/// The simulator's report, e.g. `{"pid":1,"live":0,"objects":{"pe":0,...}}`.
+pub fn report() -> String {
+    let mut buf = vec![0u8; 1024];
+    // SAFETY: buf is writable for buf.len() bytes; the simulator NUL-terminates within it.
+    let needed = unsafe { ffi::doca_sim_report(buf.as_mut_ptr().cast(), buf.len()) };
+    buf.truncate(needed.min(buf.len() - 1));
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+fn cstring(s: &str) -> Result<CString, doca_error_t> {
+    CString::new(s).map_err(|_| doca_error::DOCA_ERROR_INVALID_VALUE)
+}
+
+fn check(rc: doca_error_t) -> Result<(), doca_error_t> {
+    if rc == doca_error::DOCA_SUCCESS {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// Replace the fault list: `"function:N[+]:CODE,..."` fails the Nth call (or the Nth and
+/// every later one with `+`) of `function` with `CODE` (`DOCA_ERROR_X`, `X`, or a number).
+/// Besides API functions, `doca_rdma_task_send_completion` and
+/// `doca_rdma_task_receive_completion` fail the Nth successful completion of that task type.
+/// An empty spec clears the list.
+pub fn set_faults(spec: &str) -> Result<(), doca_error_t> {
+    let spec = cstring(spec)?;
+    // SAFETY: spec is a valid NUL-terminated string for the duration of the call.
+    check(unsafe { ffi::doca_sim_set_faults(spec.as_ptr()) })
+}
+
+/// Drop every connection after `n` completed messages (both sides then fail their tasks
+/// with `DOCA_ERROR_CONNECTION_RESET`); `None` disables.
+pub fn set_drop_after(n: Option<u64>) {
+    let n = n.map_or(-1, |n| c_long::try_from(n).unwrap_or(c_long::MAX));
+    // SAFETY: plain value argument.
+    unsafe { ffi::doca_sim_set_drop_after(n) }
+}
+
+/// Replace the device list: `"ibdev[:iface[:ipv4[:ib|eth]]],..."`.
+pub fn set_devices(spec: &str) -> Result<(), doca_error_t> {
+    let spec = cstring(spec)?;
+    // SAFETY: spec is a valid NUL-terminated string for the duration of the call.
+    check(unsafe { ffi::doca_sim_set_devices(spec.as_ptr()) })
+}
+
+/// Set the back-off between receiver-not-ready retries.
+pub fn set_rnr_delay_ms(ms: u32) {
+    // SAFETY: plain value argument.
+    unsafe { ffi::doca_sim_set_rnr_delay_ms(ms) }
+}
+
+/// Restore every setting to what the environment said when the simulator started.
+pub fn reset_config() {
+    // SAFETY: takes no arguments.
+    unsafe { ffi::doca_sim_reset_config() }
+}

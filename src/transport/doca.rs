@@ -1,0 +1,825 @@
+//! The DOCA transport: one `doca_rdma` RC context with an out-of-band export/connect.
+//!
+//! The transport is the one owner of its device, progress engine (PE), context, memory map,
+//! inventory, bufs and tasks; everything runs on the thread that calls it. DOCA callbacks only
+//! run inside `doca_pe_progress`, and they only record what happened into an [`Inbox`] reached
+//! through the context's user data: no allocation beyond reserved capacity, no panics, no
+//! progress calls, nothing that could unwind into C.
+//!
+//! Memory: one buffer of `slots × slot_size` bytes, one mmap over it, one buf and one task per
+//! slot, all created once. A receiver's tasks are receives (their buf's data length is reset
+//! before each repost, since DOCA appends); a sender's are sends (their buf's data window is set
+//! to the message before each submit, or no buf at all for an empty message).
+//!
+//! Blocking: after an empty progress the PE notification is requested and the PE progressed once
+//! more (closing the race with a completion that came in between), then the caller sleeps on the
+//! PE's notification handle together with the control socket.
+//!
+//! Teardown follows DOCA's order, also after errors: stop the context and progress until it is
+//! IDLE (flushed tasks come back through the error callbacks), free every task, release every
+//! buf, destroy the context, the PE, the inventory and the mmap, close the device.
+
+use std::ffi::{c_void, CStr};
+use std::os::fd::BorrowedFd;
+use std::ptr;
+use std::time::{Duration, Instant};
+
+use doca_sys as sys;
+use sys::{doca_data, doca_error, doca_error_t};
+
+use super::{Completion, SetupParams, Transport, WaitHandle};
+use crate::proto::{Role, TransportKind};
+use crate::{Error, Result};
+
+const NAME: &str = "doca";
+/// How long teardown waits for the context to drain to IDLE.
+const STOP_TIMEOUT: Duration = Duration::from_secs(2);
+/// Progress calls per `poll` before returning what was collected (each runs at most one callback).
+const PROGRESS_BUDGET: usize = 256;
+/// Receiver-not-ready retries. Our protocol posts receives before Ready and returns credits
+/// only after re-posting, so RNR means a bug: fail after a bounded budget instead of forever.
+const RNR_RETRY_COUNT: u8 = 6;
+const MEMLOCK_HINT: &str =
+    "memory registration needs CAP_IPC_LOCK or a higher memlock limit: run the container \
+with --cap-add=IPC_LOCK or ulimit -l unlimited";
+const DEVICE_HINT: &str =
+    "DOCA lists no such device: check `rdma-container doctor` and the --device nodes \
+passed to the container";
+const CONNECTION_HINT: &str =
+    "the RDMA connection to the peer failed: check that both ends use the RoCE-network \
+addresses and RoCE v2 GIDs, and that UDP port 4791 is not blocked";
+
+/// What the callbacks report; lives in a `Box` whose address is the context's user data.
+#[derive(Debug)]
+struct Inbox {
+    /// Successful completions, capacity reserved up front.
+    done: Vec<Completion>,
+    /// The first task error seen (DOCA error code and which side).
+    failure: Option<(bool, doca_error_t)>,
+    /// Per slot: is its task submitted and not yet completed?
+    in_flight: Vec<bool>,
+    /// A callback had no room to record (cannot happen with the reserved capacity).
+    overflow: bool,
+}
+
+impl Inbox {
+    fn record(
+        &mut self,
+        slot: usize,
+        completion: Option<Completion>,
+        error: Option<(bool, doca_error_t)>,
+    ) {
+        if let Some(f) = self.in_flight.get_mut(slot) {
+            *f = false;
+        }
+        if let Some(c) = completion {
+            if self.done.len() < self.done.capacity() {
+                self.done.push(c);
+            } else {
+                self.overflow = true;
+            }
+        }
+        if let (None, Some(e)) = (self.failure, error) {
+            self.failure = Some(e);
+        }
+    }
+}
+
+/// The DOCA implementation of [`Transport`].
+#[derive(Debug)]
+pub struct DocaTransport {
+    role: Role,
+    dev: *mut sys::doca_dev,
+    pe: *mut sys::doca_pe,
+    rdma: *mut sys::doca_rdma,
+    ctx: *mut sys::doca_ctx,
+    mmap: *mut sys::doca_mmap,
+    inventory: *mut sys::doca_buf_inventory,
+    connection: *mut sys::doca_rdma_connection,
+    bufs: Vec<*mut sys::doca_buf>,
+    send_tasks: Vec<*mut sys::doca_rdma_task_send>,
+    recv_tasks: Vec<*mut sys::doca_rdma_task_receive>,
+    inbox: *mut Inbox,
+    notify_fd: i32,
+    buffer: Vec<u8>,
+    slot_size: usize,
+    blob: Vec<u8>,
+    started: bool,
+    closed: bool,
+    /// The context never drained to IDLE: its objects (and the inbox) are deliberately leaked.
+    leaked: bool,
+}
+
+// SAFETY: every DOCA object here is owned by this value and used only through `&mut self`, so
+// from one thread at a time; DOCA objects are not tied to the thread that created them.
+unsafe impl Send for DocaTransport {}
+
+impl DocaTransport {
+    /// Opens the device discovery chose and builds the context, memory and tasks; starts the
+    /// context and exports the connection blob. On any failure, what was built is torn down.
+    pub fn new(params: &SetupParams) -> Result<Self> {
+        let choice = params.device.as_ref().ok_or_else(|| {
+            Error::TransportUnavailable(
+                NAME.into(),
+                "no RDMA device was chosen for this address".into(),
+            )
+        })?;
+        let total = params.slots.checked_mul(params.slot_size).ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "{} slots of {} bytes overflow",
+                params.slots, params.slot_size
+            ))
+        })?;
+        let mut inbox = Box::new(Inbox {
+            done: Vec::with_capacity(params.slots * 2),
+            failure: None,
+            in_flight: vec![false; params.slots],
+            overflow: false,
+        });
+        inbox.done.clear();
+        let mut t = DocaTransport {
+            role: params.role,
+            dev: ptr::null_mut(),
+            pe: ptr::null_mut(),
+            rdma: ptr::null_mut(),
+            ctx: ptr::null_mut(),
+            mmap: ptr::null_mut(),
+            inventory: ptr::null_mut(),
+            connection: ptr::null_mut(),
+            bufs: Vec::with_capacity(params.slots),
+            send_tasks: Vec::new(),
+            recv_tasks: Vec::new(),
+            inbox: Box::into_raw(inbox),
+            notify_fd: -1,
+            buffer: vec![0u8; total.max(1)],
+            slot_size: params.slot_size,
+            blob: Vec::new(),
+            started: false,
+            closed: false,
+            leaked: false,
+        };
+        // On error `t` is dropped, which tears down whatever was created.
+        t.open_device(&choice.device)?;
+        t.build(params.slots, choice.gid_index)?;
+        Ok(t)
+    }
+
+    fn open_device(&mut self, ibdev: &str) -> Result<()> {
+        let mut list: *mut *mut sys::doca_devinfo = ptr::null_mut();
+        let mut count: u32 = 0;
+        // SAFETY: out-pointers are valid locals.
+        check(
+            "doca_devinfo_create_list",
+            unsafe { sys::doca_devinfo_create_list(&mut list, &mut count) },
+            None,
+        )
+        .map_err(|e| Error::TransportUnavailable(NAME.into(), e.to_string()))?;
+        let mut found = None;
+        for i in 0..count as usize {
+            // SAFETY: `list` holds `count` entries until destroy_list.
+            let info = unsafe { *list.add(i) };
+            let mut name = [0u8; 64];
+            // SAFETY: `name` has the documented size (DOCA_DEVINFO_IBDEV_NAME_SIZE = 64).
+            let rc = unsafe {
+                sys::doca_devinfo_get_ibdev_name(info, name.as_mut_ptr().cast(), name.len() as u32)
+            };
+            if rc != doca_error::DOCA_SUCCESS {
+                continue;
+            }
+            let name = CStr::from_bytes_until_nul(&name)
+                .ok()
+                .and_then(|c| c.to_str().ok());
+            if name == Some(ibdev) {
+                found = Some(info);
+                break;
+            }
+        }
+        let opened = match found {
+            // SAFETY: `info` is an entry of the live list; `self.dev` receives the device.
+            Some(info) => check(
+                "doca_dev_open",
+                unsafe { sys::doca_dev_open(info, &mut self.dev) },
+                None,
+            ),
+            None => Err(Error::TransportUnavailable(
+                NAME.into(),
+                format!("DOCA lists no device named {ibdev} ({DEVICE_HINT})"),
+            )),
+        };
+        // SAFETY: the list came from create_list; the opened device stays valid without it.
+        unsafe { sys::doca_devinfo_destroy_list(list) };
+        opened
+    }
+
+    fn build(&mut self, slots: usize, gid_index: u32) -> Result<()> {
+        let rw = sys::doca_access_flag::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE.0;
+        let depth = u32::try_from(slots).unwrap_or(u32::MAX);
+        // SAFETY (all calls below): each pointer passed was produced by the matching DOCA
+        // create call earlier in this function and is still alive; out-pointers are fields of
+        // `self`; the memory range is `self.buffer`, which outlives the mmap.
+        unsafe {
+            check(
+                "doca_mmap_create",
+                sys::doca_mmap_create(&mut self.mmap),
+                None,
+            )?;
+            check(
+                "doca_mmap_set_permissions",
+                sys::doca_mmap_set_permissions(self.mmap, rw),
+                None,
+            )?;
+            check(
+                "doca_mmap_set_memrange",
+                sys::doca_mmap_set_memrange(
+                    self.mmap,
+                    self.buffer.as_mut_ptr().cast(),
+                    self.buffer.len(),
+                ),
+                None,
+            )?;
+            check(
+                "doca_mmap_add_dev",
+                sys::doca_mmap_add_dev(self.mmap, self.dev),
+                None,
+            )?;
+            check(
+                "doca_mmap_start",
+                sys::doca_mmap_start(self.mmap),
+                Some(MEMLOCK_HINT),
+            )?;
+            check(
+                "doca_buf_inventory_create",
+                sys::doca_buf_inventory_create(slots, &mut self.inventory),
+                None,
+            )?;
+            check(
+                "doca_buf_inventory_start",
+                sys::doca_buf_inventory_start(self.inventory),
+                None,
+            )?;
+            check("doca_pe_create", sys::doca_pe_create(&mut self.pe), None)?;
+            check(
+                "doca_rdma_create",
+                sys::doca_rdma_create(self.dev, &mut self.rdma),
+                None,
+            )?;
+            self.ctx = sys::doca_rdma_as_ctx(self.rdma);
+            check(
+                "doca_rdma_set_permissions",
+                sys::doca_rdma_set_permissions(self.rdma, rw),
+                None,
+            )?;
+            check(
+                "doca_rdma_set_gid_index",
+                sys::doca_rdma_set_gid_index(self.rdma, gid_index),
+                None,
+            )?;
+            check(
+                "doca_rdma_set_grh_enabled",
+                sys::doca_rdma_set_grh_enabled(self.rdma, 1),
+                None,
+            )?;
+            check(
+                "doca_rdma_set_transport_type",
+                sys::doca_rdma_set_transport_type(
+                    self.rdma,
+                    sys::doca_rdma_transport_type::DOCA_RDMA_TRANSPORT_TYPE_RC,
+                ),
+                None,
+            )?;
+            check(
+                "doca_rdma_set_max_num_connections",
+                sys::doca_rdma_set_max_num_connections(self.rdma, 1),
+                None,
+            )?;
+            check(
+                "doca_rdma_set_rnr_retry_count",
+                sys::doca_rdma_set_rnr_retry_count(self.rdma, RNR_RETRY_COUNT),
+                None,
+            )?;
+            check(
+                "doca_pe_connect_ctx",
+                sys::doca_pe_connect_ctx(self.pe, self.ctx),
+                None,
+            )?;
+            check(
+                "doca_rdma_task_send_set_conf",
+                sys::doca_rdma_task_send_set_conf(
+                    self.rdma,
+                    Some(send_done),
+                    Some(send_failed),
+                    depth,
+                ),
+                None,
+            )?;
+            check(
+                "doca_rdma_task_receive_set_conf",
+                sys::doca_rdma_task_receive_set_conf(
+                    self.rdma,
+                    Some(recv_done),
+                    Some(recv_failed),
+                    depth,
+                ),
+                None,
+            )?;
+            let user = doca_data {
+                ptr: self.inbox.cast::<c_void>(),
+            };
+            check(
+                "doca_ctx_set_user_data",
+                sys::doca_ctx_set_user_data(self.ctx, user),
+                None,
+            )?;
+            check("doca_ctx_start", sys::doca_ctx_start(self.ctx), None)?;
+            self.started = true;
+            let mut state = sys::doca_ctx_states::DOCA_CTX_STATE_IDLE;
+            check(
+                "doca_ctx_get_state",
+                sys::doca_ctx_get_state(self.ctx, &mut state),
+                None,
+            )?;
+            if state != sys::doca_ctx_states::DOCA_CTX_STATE_RUNNING {
+                return Err(Error::Doca {
+                    call: "doca_ctx_start",
+                    code: format!("context state {} instead of RUNNING", state.0),
+                    hint: Some("DOCA 2.9 or later starts an RDMA context synchronously"),
+                });
+            }
+            let mut blob: *const c_void = ptr::null();
+            let mut len: usize = 0;
+            check(
+                "doca_rdma_export",
+                sys::doca_rdma_export(self.rdma, &mut blob, &mut len, &mut self.connection),
+                None,
+            )?;
+            if blob.is_null() || len > crate::proto::MAX_BLOB_LEN {
+                return Err(Error::Doca {
+                    call: "doca_rdma_export",
+                    code: format!(
+                        "connection details of {len} bytes (limit {})",
+                        crate::proto::MAX_BLOB_LEN
+                    ),
+                    hint: None,
+                });
+            }
+            self.blob = std::slice::from_raw_parts(blob.cast::<u8>(), len).to_vec();
+            for slot in 0..slots {
+                let addr = self
+                    .buffer
+                    .as_mut_ptr()
+                    .add(slot * self.slot_size)
+                    .cast::<c_void>();
+                let mut buf = ptr::null_mut();
+                let rc = match self.role {
+                    Role::Receiver => sys::doca_buf_inventory_buf_get_by_addr(
+                        self.inventory,
+                        self.mmap,
+                        addr,
+                        self.slot_size,
+                        &mut buf,
+                    ),
+                    Role::Sender => sys::doca_buf_inventory_buf_get_by_data(
+                        self.inventory,
+                        self.mmap,
+                        addr,
+                        self.slot_size,
+                        &mut buf,
+                    ),
+                };
+                check("doca_buf_inventory_buf_get_by_addr", rc, None)?;
+                self.bufs.push(buf);
+                let ud = doca_data { u64_: slot as u64 };
+                match self.role {
+                    Role::Receiver => {
+                        let mut task = ptr::null_mut();
+                        check(
+                            "doca_rdma_task_receive_allocate_init",
+                            sys::doca_rdma_task_receive_allocate_init(
+                                self.rdma, buf, ud, &mut task,
+                            ),
+                            None,
+                        )?;
+                        self.recv_tasks.push(task);
+                    }
+                    Role::Sender => {
+                        let mut task = ptr::null_mut();
+                        check(
+                            "doca_rdma_task_send_allocate_init",
+                            sys::doca_rdma_task_send_allocate_init(
+                                self.rdma,
+                                self.connection,
+                                buf,
+                                ud,
+                                &mut task,
+                            ),
+                            None,
+                        )?;
+                        self.send_tasks.push(task);
+                    }
+                }
+            }
+            check(
+                "doca_pe_get_notification_handle",
+                sys::doca_pe_get_notification_handle(self.pe, &mut self.notify_fd),
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn inbox(&mut self) -> &mut Inbox {
+        // SAFETY: `inbox` came from Box::into_raw in `new` and is freed only in Drop; no
+        // callback runs while this borrow is alive (callbacks run inside doca_pe_progress only).
+        unsafe { &mut *self.inbox }
+    }
+
+    /// Runs the PE until it is idle or the budget is spent; returns whether anything happened.
+    fn progress(&mut self) -> bool {
+        let mut any = false;
+        for _ in 0..PROGRESS_BUDGET {
+            // SAFETY: the PE is alive; callbacks only touch the inbox through its raw pointer.
+            if unsafe { sys::doca_pe_progress(self.pe) } == 0 {
+                break;
+            }
+            any = true;
+        }
+        any
+    }
+
+    fn submit(&mut self, call: &'static str, task: *mut sys::doca_task, slot: usize) -> Result<()> {
+        self.inbox().in_flight[slot] = true;
+        // SAFETY: the task belongs to this context and is not in flight (checked by the caller).
+        let rc = unsafe { sys::doca_task_submit(task) };
+        if rc != doca_error::DOCA_SUCCESS {
+            self.inbox().in_flight[slot] = false;
+        }
+        check(call, rc, None)
+    }
+
+    fn failure_error(is_send: bool, code: doca_error_t) -> Error {
+        let op = if is_send { "send" } else { "receive" };
+        match code {
+            doca_error::DOCA_ERROR_CONNECTION_RESET | doca_error::DOCA_ERROR_CONNECTION_ABORTED => {
+                Error::TransportClosed { transport: NAME }
+            }
+            doca_error::DOCA_ERROR_TOO_BIG => Error::Doca {
+                call: if is_send {
+                    "doca_rdma_task_send"
+                } else {
+                    "doca_rdma_task_receive"
+                },
+                code: error_name(code),
+                hint: Some("a message larger than the receive slot"),
+            },
+            _ => Error::Doca {
+                call: if is_send {
+                    "doca_rdma_task_send"
+                } else {
+                    "doca_rdma_task_receive"
+                },
+                code: format!("{} ({op} completion)", error_name(code)),
+                hint: Some(CONNECTION_HINT),
+            },
+        }
+    }
+
+    /// Stops the context and waits (bounded) until it is IDLE, freeing tasks as they return.
+    fn stop(&mut self) {
+        if !self.started {
+            return;
+        }
+        self.started = false;
+        // SAFETY: the context is alive and started.
+        let rc = unsafe { sys::doca_ctx_stop(self.ctx) };
+        if rc != doca_error::DOCA_SUCCESS && rc != doca_error::DOCA_ERROR_IN_PROGRESS {
+            log::debug!("doca_ctx_stop: {}", error_name(rc));
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            self.free_idle_tasks();
+            let mut state = sys::doca_ctx_states::DOCA_CTX_STATE_IDLE;
+            // SAFETY: the context is alive.
+            unsafe { sys::doca_ctx_get_state(self.ctx, &mut state) };
+            if state == sys::doca_ctx_states::DOCA_CTX_STATE_IDLE {
+                break;
+            }
+            if Instant::now() > deadline {
+                log::warn!(
+                    "doca: the context did not reach IDLE within {STOP_TIMEOUT:?}; leaking it"
+                );
+                // Never destroy objects DOCA may still use.
+                self.leaked = true;
+                return;
+            }
+            if !self.progress() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Frees every task that is not in flight (after stop, flushed tasks come back first).
+    fn free_idle_tasks(&mut self) {
+        for slot in 0..self.send_tasks.len().max(self.recv_tasks.len()) {
+            if self.inbox().in_flight.get(slot).copied().unwrap_or(false) {
+                continue;
+            }
+            if let Some(t) = self.send_tasks.get_mut(slot) {
+                if !t.is_null() {
+                    // SAFETY: the task is allocated and not in flight.
+                    unsafe { sys::doca_task_free(sys::doca_rdma_task_send_as_task(*t)) };
+                    *t = ptr::null_mut();
+                }
+            }
+            if let Some(t) = self.recv_tasks.get_mut(slot) {
+                if !t.is_null() {
+                    // SAFETY: the task is allocated and not in flight.
+                    unsafe { sys::doca_task_free(sys::doca_rdma_task_receive_as_task(*t)) };
+                    *t = ptr::null_mut();
+                }
+            }
+        }
+    }
+
+    /// Tears everything down in DOCA's order; safe after partial construction.
+    fn teardown(&mut self) {
+        self.stop();
+        if self.leaked {
+            return;
+        }
+        self.free_idle_tasks();
+        // SAFETY (all calls below): each object is destroyed once, after everything that
+        // depends on it, and its pointer is nulled; null pointers are skipped.
+        unsafe {
+            for buf in self.bufs.drain(..) {
+                sys::doca_buf_dec_refcount(buf, ptr::null_mut());
+            }
+            if !self.rdma.is_null() {
+                log_failure("doca_rdma_destroy", sys::doca_rdma_destroy(self.rdma));
+                self.rdma = ptr::null_mut();
+                self.ctx = ptr::null_mut();
+            }
+            if !self.pe.is_null() {
+                log_failure("doca_pe_destroy", sys::doca_pe_destroy(self.pe));
+                self.pe = ptr::null_mut();
+            }
+            if !self.inventory.is_null() {
+                sys::doca_buf_inventory_stop(self.inventory);
+                log_failure(
+                    "doca_buf_inventory_destroy",
+                    sys::doca_buf_inventory_destroy(self.inventory),
+                );
+                self.inventory = ptr::null_mut();
+            }
+            if !self.mmap.is_null() {
+                sys::doca_mmap_stop(self.mmap);
+                log_failure("doca_mmap_destroy", sys::doca_mmap_destroy(self.mmap));
+                self.mmap = ptr::null_mut();
+            }
+            if !self.dev.is_null() {
+                log_failure("doca_dev_close", sys::doca_dev_close(self.dev));
+                self.dev = ptr::null_mut();
+            }
+        }
+    }
+}
+
+impl Transport for DocaTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Doca
+    }
+
+    fn local_blob(&self) -> Vec<u8> {
+        self.blob.clone()
+    }
+
+    fn connect(&mut self, peer_blob: &[u8], _deadline: Instant) -> Result<()> {
+        // SAFETY: the blob is a valid slice; the connection came from our export.
+        let rc = unsafe {
+            sys::doca_rdma_connect(
+                self.rdma,
+                peer_blob.as_ptr().cast(),
+                peer_blob.len(),
+                self.connection,
+            )
+        };
+        check("doca_rdma_connect", rc, Some(CONNECTION_HINT))
+    }
+
+    fn slot_count(&self) -> usize {
+        self.bufs.len()
+    }
+
+    fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+    fn post_recv(&mut self, slot: usize) -> Result<()> {
+        let (Some(&task), Some(&buf)) = (self.recv_tasks.get(slot), self.bufs.get(slot)) else {
+            return Err(misuse(format!("receive slot {slot} does not exist")));
+        };
+        if task.is_null() || self.inbox().in_flight[slot] {
+            return Err(misuse(format!("receive slot {slot} is already posted")));
+        }
+        // SAFETY: the buf is ours and idle; receives append, so empty it first.
+        check(
+            "doca_buf_reset_data_len",
+            unsafe { sys::doca_buf_reset_data_len(buf) },
+            None,
+        )?;
+        // SAFETY: conversion of a live task.
+        let task = unsafe { sys::doca_rdma_task_receive_as_task(task) };
+        self.submit("doca_task_submit(receive)", task, slot)
+    }
+
+    fn recv_buf(&self, slot: usize, len: usize) -> &[u8] {
+        let start = slot * self.slot_size;
+        &self.buffer[start..start + len.min(self.slot_size)]
+    }
+
+    fn send_buf(&mut self, slot: usize) -> &mut [u8] {
+        let start = slot * self.slot_size;
+        &mut self.buffer[start..start + self.slot_size]
+    }
+
+    fn post_send(&mut self, slot: usize, len: usize) -> Result<()> {
+        let (Some(&task), Some(&buf)) = (self.send_tasks.get(slot), self.bufs.get(slot)) else {
+            return Err(misuse(format!("send slot {slot} does not exist")));
+        };
+        if task.is_null() || len > self.slot_size || self.inbox().in_flight[slot] {
+            return Err(misuse(format!(
+                "send slot {slot} is busy or {len} bytes do not fit"
+            )));
+        }
+        if len == 0 {
+            // SAFETY: a NULL source is DOCA's zero-length message.
+            unsafe { sys::doca_rdma_task_send_set_src_buf(task, ptr::null()) };
+        } else {
+            let data = self.send_buf(slot).as_mut_ptr().cast::<c_void>();
+            // SAFETY: the window lies inside the buf's range (the slot); the buf is idle.
+            check(
+                "doca_buf_set_data",
+                unsafe { sys::doca_buf_set_data(buf, data, len) },
+                None,
+            )?;
+            // SAFETY: the buf belongs to this task's mmap and stays alive until teardown.
+            unsafe { sys::doca_rdma_task_send_set_src_buf(task, buf) };
+        }
+        // SAFETY: conversion of a live task.
+        let task = unsafe { sys::doca_rdma_task_send_as_task(task) };
+        self.submit("doca_task_submit(send)", task, slot)
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+        if self.closed {
+            return Err(Error::TransportClosed { transport: NAME });
+        }
+        // SAFETY: the PE and its handle are alive; clearing an unarmed handle is harmless.
+        unsafe { sys::doca_pe_clear_notification(self.pe, self.notify_fd) };
+        if !self.progress() {
+            // SAFETY: the PE is alive. Arm, then progress once more so nothing slips in between.
+            unsafe { sys::doca_pe_request_notification(self.pe) };
+            self.progress();
+        }
+        let inbox = self.inbox();
+        out.append(&mut inbox.done);
+        if inbox.overflow {
+            return Err(misuse("completion queue overflow".to_owned()));
+        }
+        if let Some((is_send, code)) = inbox.failure.take() {
+            return Err(Self::failure_error(is_send, code));
+        }
+        Ok(())
+    }
+
+    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
+        if self.notify_fd < 0 {
+            return None;
+        }
+        // SAFETY: the descriptor belongs to the PE, which lives as long as `self`.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.notify_fd) };
+        Some(WaitHandle {
+            fd,
+            writable: false,
+        })
+    }
+
+    fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            self.teardown();
+        }
+    }
+}
+
+impl Drop for DocaTransport {
+    fn drop(&mut self) {
+        self.teardown();
+        if !self.leaked {
+            // SAFETY: the inbox came from Box::into_raw and the context that referenced it is
+            // destroyed. A leaked context may still call back, so its inbox is leaked with it.
+            drop(unsafe { Box::from_raw(self.inbox) });
+        }
+    }
+}
+
+/// The slot a task carries in its user data.
+fn slot_of(task_user_data: doca_data) -> usize {
+    // SAFETY: we always store the slot index in the u64 member.
+    (unsafe { task_user_data.u64_ }) as usize
+}
+
+fn inbox_of(ctx_user_data: doca_data) -> Option<&'static mut Inbox> {
+    // SAFETY: the context's user data is the inbox pointer set in `build`; callbacks run only
+    // inside doca_pe_progress, while no other reference to the inbox exists.
+    unsafe { ctx_user_data.ptr.cast::<Inbox>().as_mut() }
+}
+
+unsafe extern "C" fn send_done(
+    _task: *mut sys::doca_rdma_task_send,
+    ud: doca_data,
+    ctx_ud: doca_data,
+) {
+    if let Some(inbox) = inbox_of(ctx_ud) {
+        let slot = slot_of(ud);
+        inbox.record(slot, Some(Completion::Send { slot }), None);
+    }
+}
+
+unsafe extern "C" fn send_failed(
+    task: *mut sys::doca_rdma_task_send,
+    ud: doca_data,
+    ctx_ud: doca_data,
+) {
+    // SAFETY: DOCA hands us a live task.
+    let code = unsafe { sys::doca_task_get_status(sys::doca_rdma_task_send_as_task(task)) };
+    if let Some(inbox) = inbox_of(ctx_ud) {
+        inbox.record(slot_of(ud), None, Some((true, code)));
+    }
+}
+
+unsafe extern "C" fn recv_done(
+    task: *mut sys::doca_rdma_task_receive,
+    ud: doca_data,
+    ctx_ud: doca_data,
+) {
+    // SAFETY: valid in the success callback, per DOCA.
+    let len = unsafe { sys::doca_rdma_task_receive_get_result_len(task) } as usize;
+    if let Some(inbox) = inbox_of(ctx_ud) {
+        let slot = slot_of(ud);
+        inbox.record(slot, Some(Completion::Recv { slot, len }), None);
+    }
+}
+
+unsafe extern "C" fn recv_failed(
+    task: *mut sys::doca_rdma_task_receive,
+    ud: doca_data,
+    ctx_ud: doca_data,
+) {
+    // SAFETY: DOCA hands us a live task.
+    let code = unsafe { sys::doca_task_get_status(sys::doca_rdma_task_receive_as_task(task)) };
+    if let Some(inbox) = inbox_of(ctx_ud) {
+        inbox.record(slot_of(ud), None, Some((false, code)));
+    }
+}
+
+/// DOCA's name for an error code.
+pub fn error_name(code: doca_error_t) -> String {
+    // SAFETY: returns a static C string (or NULL for unknown codes).
+    let name = unsafe { sys::doca_error_get_name(code) };
+    if name.is_null() {
+        return format!("doca_error {}", code.0);
+    }
+    // SAFETY: non-null, NUL-terminated, static.
+    unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn check(call: &'static str, rc: doca_error_t, hint: Option<&'static str>) -> Result<()> {
+    if rc == doca_error::DOCA_SUCCESS {
+        return Ok(());
+    }
+    let hint = hint.or(match rc {
+        doca_error::DOCA_ERROR_NOT_PERMITTED => Some(MEMLOCK_HINT),
+        doca_error::DOCA_ERROR_NOT_FOUND => Some(DEVICE_HINT),
+        _ => None,
+    });
+    Err(Error::Doca {
+        call,
+        code: error_name(rc),
+        hint,
+    })
+}
+
+fn log_failure(call: &'static str, rc: doca_error_t) {
+    if rc != doca_error::DOCA_SUCCESS {
+        log::warn!("doca teardown: {call}: {}", error_name(rc));
+    }
+}
+
+fn misuse(detail: String) -> Error {
+    Error::TransportProtocol {
+        transport: NAME,
+        detail,
+    }
+}
