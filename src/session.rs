@@ -92,7 +92,13 @@ impl Session {
         let stream = bootstrap::connect(addr, config.connect_timeout, config.stop.as_deref())?;
         let mut control = ControlChannel::new(stream)?;
         let deadline = Instant::now() + config.handshake_timeout;
-        let prepared = Prepared::new(&control, BootstrapSide::Client, role, config)?;
+        let prepared = match Prepared::new(&control, BootstrapSide::Client, role, config) {
+            Ok(p) => p,
+            Err(e) => {
+                control.reject(&format!("the client could not set up its data path: {e}"));
+                return Err(e);
+            }
+        };
         control.send(&Message::Hello(prepared.hello.clone()))?;
         let peer = match control.recv_until(deadline)? {
             Some(Message::Hello(h)) => h,
@@ -118,6 +124,7 @@ impl Session {
         let deadline = Instant::now() + config.handshake_timeout;
         match control.recv_until(deadline) {
             Ok(Some(Message::Hello(h))) => Ok((control, h)),
+            Ok(Some(Message::Reject { reason })) => Err(Error::Rejected(reason)),
             Ok(Some(other)) => {
                 let reason = format!("expected Hello, got {}", other.name());
                 control.reject(&reason);

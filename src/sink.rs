@@ -90,6 +90,10 @@ impl RdmaSink {
                 max,
             });
         }
+        self.send_inner(data).inspect_err(|e| self.fail(e))
+    }
+
+    fn send_inner(&mut self, data: &[u8]) -> Result<()> {
         loop {
             self.progress()?;
             if self.window.available() > 0 && !self.free_staging.is_empty() {
@@ -101,12 +105,22 @@ impl RdmaSink {
             return Err(Error::Protocol("credit accounting out of step".to_owned()));
         };
         self.session.transport.send_buf(slot)[..data.len()].copy_from_slice(data);
-        self.session
-            .transport
-            .post_send(slot, data.len())
-            .inspect_err(|_| self.done = true)?;
+        self.session.transport.post_send(slot, data.len())?;
         self.bytes += data.len() as u64;
         Ok(())
+    }
+
+    /// After an error: an interruption leaves the session usable; the peer's end (loss or
+    /// Reject) closes it; any local failure is reported to the peer before closing.
+    fn fail(&mut self, e: &Error) {
+        match e {
+            Error::Interrupted => {}
+            Error::PeerLost { .. } | Error::Rejected(_) => {
+                self.done = true;
+                self.session.transport.close();
+            }
+            other => self.abort_inner(&format!("the sender failed: {other}")),
+        }
     }
 
     /// Ends the stream: waits for every send to complete, sends Finish{count}, and waits (at

@@ -97,10 +97,13 @@ impl RdmaSrc {
             State::Ended => return Ok(None),
             State::Failed => return Err(Error::Closed),
         }
-        let next = self.next_message().inspect_err(|e| {
-            if !matches!(e, Error::Interrupted) {
+        let next = self.next_message().inspect_err(|e| match e {
+            Error::Interrupted => {}
+            Error::PeerLost { .. } | Error::Rejected(_) => {
                 self.state = State::Failed;
+                self.session.transport.close();
             }
+            other => self.abort_inner(&format!("the receiver failed: {other}")),
         })?;
         match next {
             Some((slot, len)) => Ok(Some(self.session.transport.recv_buf(slot, len))),

@@ -45,6 +45,12 @@ with --cap-add=IPC_LOCK or ulimit -l unlimited";
 const DEVICE_HINT: &str =
     "DOCA lists no such device: check `rdma-container doctor` and the --device nodes \
 passed to the container";
+const BACKPRESSURE_HINT: &str =
+    "a DOCA task or buffer pool is exhausted (backpressure): more work was \
+outstanding than the pools sized from --credits allow";
+const BUG_HINT: &str =
+    "DOCA rejected a call in this state: an internal error in rdma-container, please report it \
+with RUST_LOG=debug output";
 const CONNECTION_HINT: &str =
     "the RDMA connection to the peer failed: check that both ends use the RoCE-network \
 addresses and RoCE v2 GIDs, and that UDP port 4791 is not blocked";
@@ -802,6 +808,16 @@ fn check(call: &'static str, rc: doca_error_t, hint: Option<&'static str>) -> Re
     let hint = hint.or(match rc {
         doca_error::DOCA_ERROR_NOT_PERMITTED => Some(MEMLOCK_HINT),
         doca_error::DOCA_ERROR_NOT_FOUND => Some(DEVICE_HINT),
+        doca_error::DOCA_ERROR_NO_MEMORY
+        | doca_error::DOCA_ERROR_FULL
+        | doca_error::DOCA_ERROR_AGAIN => Some(BACKPRESSURE_HINT),
+        doca_error::DOCA_ERROR_BAD_STATE
+        | doca_error::DOCA_ERROR_INVALID_VALUE
+        | doca_error::DOCA_ERROR_UNEXPECTED
+        | doca_error::DOCA_ERROR_IN_USE => Some(BUG_HINT),
+        doca_error::DOCA_ERROR_CONNECTION_ABORTED
+        | doca_error::DOCA_ERROR_CONNECTION_RESET
+        | doca_error::DOCA_ERROR_NOT_CONNECTED => Some(CONNECTION_HINT),
         _ => None,
     });
     Err(Error::Doca {

@@ -1,0 +1,97 @@
+# rdma-container on NVIDIA's DOCA images.
+#
+# x86_64 host (ConnectX or the host side of a BlueField), the defaults:
+#   docker build -t rdma-container:3.1.0 .
+# BlueField Arm cores (aarch64), with buildx (QEMU) on an x86_64 machine or natively on the DPU:
+#   docker buildx build --platform linux/arm64 --build-arg DOCA_VARIANT= -t rdma-container:3.1.0-dpu .
+#   docker build --build-arg DOCA_VARIANT= -t rdma-container:3.1.0-dpu .      # on the DPU itself
+#
+# Build stage: the DOCA devel image (headers, pkg-config files, libraries), a pinned Rust
+# toolchain, `cargo build --release --locked --features require-doca` (the build fails instead
+# of falling back to a binary without DOCA), and doca-sys's conformance tests against the
+# image's real headers. Runtime stage: the matching DOCA runtime image plus the binary and the
+# entrypoint, nothing else. Downloads happen only while building (apt, rustup, crates);
+# nothing in the runtime image downloads anything.
+
+# DOCA release of both images.
+ARG DOCA_VERSION=3.1.0
+# Tag suffix: "-host" for the x86_64 host images, empty for the BlueField (aarch64) images.
+ARG DOCA_VARIANT=-host
+# Runtime flavour: full-rt (default) has every DOCA user-space runtime library, libdoca_rdma
+# included; base-rt may lack it, and then the ldd check in the runtime stage fails the build.
+ARG DOCA_RUNTIME_FLAVOR=full-rt
+ARG DOCA_IMAGE=nvcr.io/nvidia/doca/doca
+# Full tags, for releases whose tags follow another pattern (3.2+: 3.2.0-devel-ubuntu24.04-host).
+ARG DOCA_DEVEL_TAG=${DOCA_VERSION}-devel${DOCA_VARIANT}
+ARG DOCA_RUNTIME_TAG=${DOCA_VERSION}-${DOCA_RUNTIME_FLAVOR}${DOCA_VARIANT}
+
+FROM ${DOCA_IMAGE}:${DOCA_DEVEL_TAG} AS build
+
+# The Rust toolchain, pinned (at least Cargo.toml's rust-version).
+ARG RUST_VERSION=1.95.0
+ENV DEBIAN_FRONTEND=noninteractive \
+    RUSTUP_HOME=/usr/local/rustup \
+    CARGO_HOME=/usr/local/cargo \
+    PATH=/usr/local/cargo/bin:$PATH
+
+# curl/ca-certificates for rustup; clang/libclang for bindgen (doca-sys over the DOCA headers,
+# rdma-mummy-sys for the verbs transport); cmake for rdma-mummy-sys's loader stubs; pkg-config
+# to find DOCA; the rdma-core headers that DOCA's headers include (from the DOCA apt repository
+# the image is preconfigured with).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+        ca-certificates curl build-essential cmake pkg-config clang libclang-dev \
+        libibverbs-dev librdmacm-dev \
+ && rm -rf /var/lib/apt/lists/*
+
+RUN curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs \
+      | sh -s -- -y --no-modify-path --profile minimal --default-toolchain "${RUST_VERSION}" \
+ && rustc --version && cargo --version
+
+# DOCA's .pc files are outside pkg-config's default path: both layouts seen in DOCA releases,
+# for both architectures (missing directories are ignored).
+ENV PKG_CONFIG_PATH=/opt/mellanox/doca/lib/x86_64-linux-gnu/pkgconfig:/opt/mellanox/doca/lib/aarch64-linux-gnu/pkgconfig:/opt/mellanox/doca/infrastructure/lib/pkgconfig
+RUN pkg-config --modversion doca-common doca-rdma \
+ || echo "pkg-config does not list doca-common/doca-rdma here: doca-sys's build script probes further"
+
+WORKDIR /src
+COPY . .
+RUN cargo fetch --locked
+# The conformance check: doca-sys's tests against the image's real DOCA headers and libraries.
+RUN cargo test --release --locked --offline -p doca-sys --features require-doca
+# The binary must have the doca transport, built against the real SDK (never "none", never the
+# test simulator "(sim)"), and say so in --version.
+RUN cargo build --release --locked --offline --features require-doca \
+ && ./target/release/rdma-container --version | tee /tmp/version \
+ && grep -q '^transports:.*doca' /tmp/version \
+ && grep -q '^DOCA: ' /tmp/version \
+ && ! grep -Eq '^DOCA: (none|.*\(sim\))' /tmp/version \
+ && ldd ./target/release/rdma-container
+
+FROM ${DOCA_IMAGE}:${DOCA_RUNTIME_TAG} AS runtime
+
+COPY --from=build /src/target/release/rdma-container /usr/local/bin/rdma-container
+COPY docker/entrypoint.sh /usr/local/bin/rdma-container-entrypoint.sh
+
+# Fail the build here, not at `docker run`, if the runtime image lacks a library the binary
+# needs (e.g. with DOCA_RUNTIME_FLAVOR=base-rt): those it links (libdoca_rdma, libdoca_common,
+# ...: ldd), those the verbs transport loads with dlopen (libibverbs.so.1, librdmacm.so.1,
+# libmlx5.so.1: invisible to ldd, so asked of the loader cache), and libibverbs' mlx5 provider.
+RUN if ldd /usr/local/bin/rdma-container | grep 'not found'; then \
+        echo "the runtime image lacks the libraries above: use DOCA_RUNTIME_FLAVOR=full-rt" >&2; exit 1; \
+    fi \
+ && for lib in libibverbs.so.1 librdmacm.so.1 libmlx5.so.1; do \
+        if ! ldconfig -p | grep -q "$lib"; then \
+            echo "the runtime image lacks $lib (rdma-core): use DOCA_RUNTIME_FLAVOR=full-rt" >&2; exit 1; \
+        fi; \
+    done \
+ && if ! find /usr/lib /usr/lib64 /opt/mellanox -name 'libmlx5-rdmav*.so' 2>/dev/null | grep .; then \
+        echo "the runtime image has no libibverbs mlx5 provider (rdma-core's ibverbs-providers): use DOCA_RUNTIME_FLAVOR=full-rt" >&2; exit 1; \
+    fi \
+ && /usr/local/bin/rdma-container --version
+
+# The binary ends a session cleanly on SIGINT (exit 130); as PID 1 it would ignore SIGTERM, so
+# `docker stop` sends SIGINT.
+STOPSIGNAL SIGINT
+ENTRYPOINT ["/usr/local/bin/rdma-container-entrypoint.sh"]
+CMD ["--server", "192.168.200.13:5000"]
