@@ -21,6 +21,7 @@ const MEMLOCK_NEEDED: u64 = 64 * 1024 * 1024;
 struct Report {
     version: &'static str,
     transports: Vec<&'static str>,
+    doca: &'static str,
     sysfs_root: String,
     table: Vec<rdma_container::roce::GidEntry>,
     ports: Vec<rdma_container::roce::PortInfo>,
@@ -88,6 +89,7 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
     let report = Report {
         version: env!("CARGO_PKG_VERSION"),
         transports: compiled_in().iter().map(|k| k.name()).collect(),
+        doca: env!("RDMA_CONTAINER_DOCA_VERSION"),
         sysfs_root: args.sysfs_root.display().to_string(),
         table: table.entries.clone(),
         ports: table.ports.clone(),

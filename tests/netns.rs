@@ -1,0 +1,204 @@
+//! 10,000 messages between two network namespaces joined by a veth pair: the server in one,
+//! the client in the other, talking over private addresses that exist only inside them.
+//!
+//! Needs root and `ip netns`; without them it prints "skipped: ..." and passes (CI runs it as
+//! root, where it really runs). The namespaces (and with them the veth pair) are always
+//! deleted, also when the test fails.
+
+mod common;
+
+use std::process::Command;
+
+use common::{check_counting, ipv4_gid, transport_args, FakeSysfs, Proc, BIN, LONG, SHORT};
+
+/// The server's port inside its own, fresh namespace (nothing else can listen there).
+const PORT: u16 = 5000;
+
+/// Runs `ip ARGS` (bounded); Err(stderr) when it cannot be started or fails.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let mut cmd = Command::new("ip");
+    cmd.args(args);
+    let what = format!("ip {}", args.join(" "));
+    let mut p = Proc::try_spawn(&what, cmd).map_err(|e| format!("cannot run ip: {e}"))?;
+    match p.wait_code(SHORT) {
+        0 => Ok(()),
+        code => Err(format!("`{what}` exited {code}: {}", p.stderr().trim())),
+    }
+}
+
+/// Runs `ip ARGS` and fails the test when it fails.
+fn ip_ok(args: &[&str]) {
+    if let Err(e) = ip(args) {
+        panic!("{e}");
+    }
+}
+
+/// Deletes the namespaces it holds when dropped (their veth ends go with them).
+struct Namespaces(Vec<String>);
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            if let Err(e) = ip(&["netns", "del", ns]) {
+                eprintln!("cleanup: {e}");
+            }
+        }
+    }
+}
+
+/// The binary under test inside namespace `ns`, with `RUST_LOG=info`.
+fn in_netns(name: &str, ns: &str, args: &[&str]) -> Proc {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, BIN])
+        .args(args)
+        .env("RUST_LOG", "info");
+    Proc::spawn(name, cmd)
+}
+
+/// Two namespaces joined by a veth pair with private /30 addresses; `None` (after printing why)
+/// when this host cannot make them.
+struct Net {
+    // Declared first so it drops (deleting the namespaces) after everything that runs inside.
+    _namespaces: Namespaces,
+    ns1: String,
+    ns2: String,
+    veth1: String,
+    addr1: String,
+    addr2: String,
+    octets: ([u8; 4], [u8; 4]),
+}
+
+fn make_net(tag: &str) -> Option<Net> {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: not root");
+        return None;
+    }
+    let pid = std::process::id();
+    let (ns1, ns2) = (format!("rdmac-{pid}-{tag}s"), format!("rdmac-{pid}-{tag}c"));
+    // Names carry our pid: one left over by a killed earlier run of that pid is stale.
+    for ns in [&ns1, &ns2] {
+        let _ = ip(&["netns", "del", ns]);
+    }
+    let mut namespaces = Namespaces(Vec::new());
+    if let Err(e) = ip(&["netns", "add", &ns1]) {
+        eprintln!("skipped: ip netns unavailable: {e}");
+        return None;
+    }
+    namespaces.0.push(ns1.clone());
+    ip_ok(&["netns", "add", &ns2]);
+    namespaces.0.push(ns2.clone());
+
+    // Created directly inside the namespaces: the host never sees the pair or its addresses.
+    let (veth1, veth2) = (format!("rd{pid}{tag}s"), format!("rd{pid}{tag}c"));
+    ip_ok(&[
+        "link", "add", &veth1, "netns", &ns1, "type", "veth", "peer", "name", &veth2, "netns", &ns2,
+    ]);
+    let net = (pid % 125) as u8 * 2 + u8::from(tag != "a");
+    let octets = ([10, 231, net, 1], [10, 231, net, 2]);
+    let (addr1, addr2) = (format!("10.231.{net}.1"), format!("10.231.{net}.2"));
+    for (ns, veth, addr) in [(&ns1, &veth1, &addr1), (&ns2, &veth2, &addr2)] {
+        ip_ok(&["-n", ns, "link", "set", "lo", "up"]);
+        ip_ok(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", veth]);
+        ip_ok(&["-n", ns, "link", "set", veth, "up"]);
+    }
+    Some(Net {
+        _namespaces: namespaces,
+        ns1,
+        ns2,
+        veth1,
+        addr1,
+        addr2,
+        octets,
+    })
+}
+
+#[test]
+fn ten_thousand_messages_between_two_network_namespaces() {
+    let Some(net) = make_net("a") else { return };
+    let (ns1, ns2, veth1, addr1, addr2) = (&net.ns1, &net.ns2, &net.veth1, &net.addr1, &net.addr2);
+    let transport = transport_args(&[net.octets.0, net.octets.1]);
+    let transport: Vec<&str> = transport.iter().map(String::as_str).collect();
+
+    let listen = format!("{addr1}:{PORT}");
+    let mut server_args = vec!["--server", listen.as_str(), "--once"];
+    server_args.extend(&transport);
+    let mut server = in_netns("server", ns1, &server_args);
+    server.wait_for_stderr("listening on", SHORT);
+    let mut client_args = vec!["--client", listen.as_str(), "--connect-timeout", "10"];
+    client_args.extend(&transport);
+    let mut client = in_netns("client", ns2, &client_args);
+
+    let client_code = client.wait_code(LONG);
+    let server_code = server.wait_code(LONG);
+    assert_eq!(client_code, 0, "{}", client.report());
+    assert_eq!(server_code, 0, "{}", server.report());
+    if let Err(e) = check_counting(&server.stdout(), 10_000) {
+        panic!("server stdout: {e}\n{}", server.report());
+    }
+    let log = server.stderr();
+    assert!(
+        log.lines().any(|l| l.contains("10000 messages")),
+        "no summary line with \"10000 messages\"\n{}",
+        server.report()
+    );
+    if std::env::var("RDMA_TEST_TRANSPORT").as_deref() == Ok("doca") {
+        assert!(log.contains("transport doca"), "{}", server.report());
+    }
+    // The session really crossed the veth pair: the server saw the client's namespace address.
+    assert!(
+        log.contains(&format!("source {addr1} ({veth1}) -> peer {addr2}")),
+        "the session did not run over {veth1}\n{}",
+        server.report()
+    );
+}
+
+/// `auto` on an address that sysfs says has a RoCE v2 GID, on a device libibverbs does not know
+/// (our fake tree): the binary starts, says the RDMA transport cannot start, and uses TCP.
+#[test]
+fn auto_falls_back_to_tcp_when_the_rdma_transport_cannot_start() {
+    if std::env::var("RDMA_TEST_TRANSPORT").is_ok_and(|t| !t.is_empty() && t != "auto") {
+        eprintln!("skipped: this test is about --transport auto");
+        return;
+    }
+    let Some(net) = make_net("b") else { return };
+    let sysfs = FakeSysfs::new();
+    sysfs.port("mlx5_7", 1, "4: ACTIVE", "Ethernet");
+    sysfs.gid(
+        "mlx5_7",
+        1,
+        3,
+        &ipv4_gid(net.octets.0),
+        "RoCE v2",
+        &net.veth1,
+    );
+    sysfs.gid("mlx5_7", 1, 5, &ipv4_gid(net.octets.1), "RoCE v2", "other0");
+    let root = sysfs.root().display().to_string();
+    let listen = format!("{}:{PORT}", net.addr1);
+    let mut server = in_netns(
+        "server",
+        &net.ns1,
+        &["--server", &listen, "--once", "--sysfs-root", &root],
+    );
+    server.wait_for_stderr("listening on", SHORT);
+    let mut client = in_netns(
+        "client",
+        &net.ns2,
+        &["--client", &listen, "--count", "100", "--sysfs-root", &root],
+    );
+    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
+    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
+    let log = server.stderr();
+    assert!(
+        log.contains("mlx5_7 port 1") && log.contains("using the TCP transport"),
+        "the fallback must name the GID's device and say TCP\n{}",
+        server.report()
+    );
+    assert!(
+        log.contains("session established: transport tcp"),
+        "{}",
+        server.report()
+    );
+    if let Err(e) = check_counting(&server.stdout(), 100) {
+        panic!("server stdout: {e}\n{}", server.report());
+    }
+}

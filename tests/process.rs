@@ -1,0 +1,498 @@
+//! Process-level tests: the real binary as server and client over 127.0.0.1 (the transport
+//! `RDMA_TEST_TRANSPORT` selects, TCP by default here),
+//! plus `--help`, `--version`, `demo` and `doctor --json`.
+//!
+//! Every server listens on its own loopback port, every wait has a deadline, and every child is
+//! killed when its guard drops, so a failure never hangs the suite.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{
+    check_counting, free_port, messages_after, run, transport_args, FakeSysfs, Proc, LONG, SHORT,
+};
+use nix::sys::signal::Signal;
+use rdma_container::proto::{
+    decode_frame, encode_frame, Hello, Message, Role, TransportKind, PROTOCOL_VERSION,
+};
+
+/// "Mid-stream": how long a long-running client sends before the test acts.
+const MID_STREAM: Duration = Duration::from_millis(500);
+/// The endless client: far more messages than it can send during a test.
+const ENDLESS: &str = "100000000";
+
+/// Starts a server on 127.0.0.1:`port` and waits until it listens.
+fn server(name: &str, port: u16, extra: &[&str]) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let transport = transport_args(&[]);
+    let mut args = vec!["--server", addr.as_str()];
+    args.extend(transport.iter().map(String::as_str));
+    args.extend_from_slice(extra);
+    let mut p = Proc::start(name, &args);
+    p.wait_for_stderr("listening on", SHORT);
+    p
+}
+
+/// Starts a client toward 127.0.0.1:`port`.
+fn client(name: &str, port: u16, extra: &[&str]) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let transport = transport_args(&[]);
+    let mut args = vec!["--client", addr.as_str(), "--connect-timeout", "10"];
+    args.extend(transport.iter().map(String::as_str));
+    args.extend_from_slice(extra);
+    Proc::start(name, &args)
+}
+
+/// Runs a client sending "0".."count-1" and checks it succeeds.
+fn run_good_client(port: u16, count: u64) {
+    let mut c = client("client", port, &["--count", &count.to_string()]);
+    let code = c.wait_code(SHORT);
+    assert_eq!(code, 0, "a normal client must succeed\n{}", c.report());
+    assert!(
+        c.stderr().contains(&format!("sent {count} messages")),
+        "{}",
+        c.report()
+    );
+}
+
+fn connect(port: u16) -> TcpStream {
+    TcpStream::connect(("127.0.0.1", port)).expect("connect to the server")
+}
+
+/// Reads until the peer closes (EOF or reset); fails the test if it stays open `timeout`.
+/// Returns what was received and how the connection ended.
+fn read_until_closed(stream: &mut TcpStream, timeout: Duration) -> (Vec<u8>, &'static str) {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .unwrap_or_else(|| {
+                panic!("the server kept the connection open for {timeout:?}; received {got:02x?}")
+            });
+        stream.set_read_timeout(Some(left)).expect("SO_RCVTIMEO");
+        match stream.read(&mut buf) {
+            Ok(0) => return (got, "EOF"),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return (got, "reset"),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => panic!("reading from the server failed: {e}"),
+        }
+    }
+}
+
+/// Asserts that whatever the server sent before closing is exactly one Reject frame.
+fn assert_reject_or_nothing(what: &str, got: &[u8], how: &str) {
+    if got.is_empty() {
+        eprintln!("{what}: connection closed ({how}) without a Reject");
+        return;
+    }
+    match decode_frame(got) {
+        Ok(Some((Message::Reject { reason }, used))) if used == got.len() => {
+            eprintln!("{what}: Reject {reason:?}, then {how}");
+        }
+        other => panic!("{what}: expected one Reject frame, got {other:?} from bytes {got:02x?}"),
+    }
+}
+
+/// A complete, valid client hello frame.
+fn hello_frame() -> Vec<u8> {
+    encode_frame(&Message::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        role: Role::Sender,
+        transport: TransportKind::Tcp,
+        max_msg_size: 1000,
+        credits: 2,
+        gid: [0; 16],
+        blob: Vec::new(),
+    }))
+}
+
+/// What `--size SIZE` makes of message `i`: the counter, then "abc...z" repeated (ASCII sizes).
+fn sized_payload(i: usize, size: usize) -> String {
+    let digits = i.to_string();
+    let pad = size.saturating_sub(digits.len());
+    let letters = (0..pad).map(|k| char::from(b'a' + (k % 26) as u8));
+    digits.chars().take(size).chain(letters).collect()
+}
+
+/// 64 pseudo-random bytes (xorshift seeded from the clock and pid; printed on failure).
+fn random_bytes() -> Vec<u8> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let mut x = nanos ^ (u64::from(std::process::id()) << 32) | 1;
+    (0..64)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn ten_thousand_messages_in_order_over_loopback() {
+    let port = free_port();
+    let mut s = server("server", port, &["--once"]);
+    let mut c = client("client", port, &[]);
+    let client_code = c.wait_code(LONG);
+    let server_code = s.wait_code(LONG);
+    assert_eq!(client_code, 0, "{}", c.report());
+    assert_eq!(server_code, 0, "{}", s.report());
+    if let Err(e) = check_counting(&s.stdout(), 10_000) {
+        panic!("server stdout: {e}\n{}", s.report());
+    }
+    let summary = s.stderr();
+    let expected = match std::env::var("RDMA_TEST_TRANSPORT").as_deref() {
+        Ok("doca") => "doca",
+        // Loopback has no RoCE GID, so auto means TCP here.
+        _ => "tcp",
+    };
+    assert!(
+        summary.contains(&format!("session established: transport {expected}")),
+        "the session must run over {expected}\n{}",
+        s.report()
+    );
+    assert!(
+        summary.lines().any(|l| l.contains("10000 messages")),
+        "no summary line with \"10000 messages\"\n{}",
+        s.report()
+    );
+    assert_eq!(
+        messages_after(&c.stderr(), "sent"),
+        Some(10_000),
+        "{}",
+        c.report()
+    );
+}
+
+#[test]
+fn killed_client_is_detected_and_the_server_keeps_serving() {
+    let port = free_port();
+    let mut s = server("server", port, &[]);
+    let mut c1 = client(
+        "killed client",
+        port,
+        &["--count", ENDLESS, "--size", "1000"],
+    );
+    s.wait_for_stdout_lines(100, SHORT);
+    std::thread::sleep(MID_STREAM);
+    let killed_at = Instant::now();
+    c1.signal(Signal::SIGKILL);
+    s.wait_for_stderr("peer lost", SHORT);
+    eprintln!(
+        "server noticed the loss {:?} after SIGKILL",
+        killed_at.elapsed()
+    );
+    c1.wait(SHORT);
+    s.wait_for_stderr("failed: received", SHORT);
+    let first = messages_after(&s.stderr(), "received")
+        .unwrap_or_else(|| panic!("no \"received N messages\"\n{}", s.report()));
+    // The summary comes after the payloads, but our reader of the pipe may lag behind.
+    s.wait_for_stdout_lines(first as usize, SHORT);
+    for (i, line) in s.stdout().lines().enumerate() {
+        assert!(
+            line == sized_payload(i, 1000),
+            "first session, line {i}: {line:?}\n{}",
+            s.report()
+        );
+    }
+    assert!(s.try_status().is_none(), "server exited\n{}", s.report());
+
+    run_good_client(port, 100);
+    s.wait_for_stderr("session 2 from", SHORT);
+    s.wait_for_stderr("received 100 messages", SHORT);
+    s.wait_for_stdout_lines(first as usize + 100, SHORT);
+    let second: String = s
+        .stdout()
+        .split_terminator('\n')
+        .skip(first as usize)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if let Err(e) = check_counting(&second, 100) {
+        panic!("second session's output: {e}\n{}", s.report());
+    }
+    assert!(s.try_status().is_none(), "server exited\n{}", s.report());
+}
+
+#[test]
+fn garbage_gets_a_reject_or_a_close_and_the_server_keeps_serving() {
+    let port = free_port();
+    let mut s = server("server", port, &["--once", "--handshake-timeout", "2"]);
+    let random = random_bytes();
+    let garbage: [(&str, &[u8]); 2] = [
+        ("HTTP request", b"GET / HTTP/1.0\r\n\r\n"),
+        ("64 random bytes", &random),
+    ];
+    for (what, bytes) in garbage {
+        let mut g = connect(port);
+        let local = g.local_addr().expect("local addr");
+        g.write_all(bytes).expect("write garbage");
+        let (got, how) = read_until_closed(&mut g, SHORT);
+        assert_reject_or_nothing(&format!("{what} {bytes:02x?}"), &got, how);
+        s.wait_for_stderr(&format!("ignored connection from {local}"), SHORT);
+    }
+    run_good_client(port, 100);
+    let code = s.wait_code(SHORT);
+    assert_eq!(code, 0, "{}", s.report());
+    if let Err(e) = check_counting(&s.stdout(), 100) {
+        panic!("server stdout: {e}\n{}", s.report());
+    }
+}
+
+#[test]
+fn silent_connection_does_not_block_a_real_client_and_times_out() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let transport = transport_args(&[]);
+    let mut args = vec!["--server", addr.as_str(), "--handshake-timeout", "2"];
+    args.extend(transport.iter().map(String::as_str));
+    let mut cmd = common::command(&args);
+    // Debug level, to see when the server has accepted the silent connection.
+    cmd.env("RUST_LOG", "debug");
+    let mut s = Proc::spawn("server", cmd);
+    s.wait_for_stderr("listening on", SHORT);
+
+    let mut silent = connect(port);
+    let local = silent.local_addr().expect("local addr");
+    s.wait_for_stderr(&format!("connection from {local}"), SHORT);
+    let accepted = Instant::now();
+
+    run_good_client(port, 100);
+    eprintln!(
+        "real client done {:?} after the silent connection was accepted",
+        accepted.elapsed()
+    );
+    silent.set_nonblocking(true).expect("non-blocking");
+    match silent.peek(&mut [0u8; 1]) {
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+        other => panic!(
+            "the silent connection should still be open while the real client ran, got {other:?}\n{}",
+            s.report()
+        ),
+    }
+    silent.set_nonblocking(false).expect("blocking");
+    s.wait_for_stderr("received 100 messages", SHORT);
+    s.wait_for_stdout_lines(100, SHORT);
+
+    s.wait_for_stderr(&format!("handshake with {local} timed out"), SHORT);
+    let (got, how) = read_until_closed(&mut silent, SHORT);
+    assert_reject_or_nothing("silent connection", &got, how);
+    if let Err(e) = check_counting(&s.stdout(), 100) {
+        panic!("server stdout: {e}\n{}", s.report());
+    }
+    assert!(s.try_status().is_none(), "server exited\n{}", s.report());
+}
+
+#[test]
+fn truncated_hello_does_not_hurt_the_server() {
+    let port = free_port();
+    let mut s = server("server", port, &["--once"]);
+    let frame = hello_frame();
+    assert!(frame.len() > 10);
+    let mut t = connect(port);
+    let local = t.local_addr().expect("local addr");
+    t.write_all(&frame[..10]).expect("write 10 bytes");
+    drop(t);
+    s.wait_for_stderr(&format!("ignored connection from {local}"), SHORT);
+
+    run_good_client(port, 100);
+    let code = s.wait_code(SHORT);
+    assert_eq!(code, 0, "{}", s.report());
+    if let Err(e) = check_counting(&s.stdout(), 100) {
+        panic!("server stdout: {e}\n{}", s.report());
+    }
+}
+
+#[test]
+fn oversize_message_fails_before_anything_is_sent() {
+    let port = free_port();
+    let mut s = server("server", port, &["--once", "--max-msg-size", "100"]);
+    let mut c = client("client", port, &["--size", "200", "--count", "10"]);
+    let code = c.wait_code(SHORT);
+    assert_ne!(code, 0, "{}", c.report());
+    let err = c.stderr();
+    assert!(
+        err.lines()
+            .any(|l| l.contains("exceeds the maximum message size")
+                && l.contains("nothing was sent")),
+        "no line saying the message exceeds the maximum and nothing was sent\n{}",
+        c.report()
+    );
+    s.wait(SHORT);
+    assert_eq!(s.stdout(), "", "{}", s.report());
+    assert!(s.stderr().contains("received 0 messages"), "{}", s.report());
+}
+
+#[test]
+fn zero_length_messages_arrive() {
+    let port = free_port();
+    let mut s = server("server", port, &["--once"]);
+    let mut c = client("client", port, &["--size", "0", "--count", "5"]);
+    assert_eq!(c.wait_code(SHORT), 0, "{}", c.report());
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    assert_eq!(s.stdout(), "<0 bytes>\n".repeat(5), "{}", s.report());
+}
+
+#[test]
+fn ctrl_c_on_the_client_ends_the_stream_cleanly() {
+    let port = free_port();
+    let mut s = server("server", port, &["--once"]);
+    let mut c = client("client", port, &["--count", ENDLESS]);
+    s.wait_for_stdout_lines(100, SHORT);
+    std::thread::sleep(MID_STREAM);
+    c.signal(Signal::SIGINT);
+    let client_code = c.wait_code(SHORT);
+    assert_eq!(client_code, 130, "{}", c.report());
+    let sent = messages_after(&c.stderr(), "sent")
+        .unwrap_or_else(|| panic!("no \"sent N messages\" line\n{}", c.report()));
+    assert!(sent >= 100, "sent {sent}\n{}", c.report());
+
+    let server_code = s.wait_code(SHORT);
+    assert_eq!(server_code, 0, "{}", s.report());
+    assert!(s.stderr().contains("end of stream"), "{}", s.report());
+    if let Err(e) = check_counting(&s.stdout(), sent) {
+        panic!("server stdout vs {sent} sent: {e}\n{}", s.report());
+    }
+}
+
+#[test]
+fn ctrl_c_on_the_server_mid_session() {
+    let port = free_port();
+    let mut s = server("server", port, &["--once"]);
+    let mut c = client("client", port, &["--count", ENDLESS]);
+    s.wait_for_stdout_lines(100, SHORT);
+    std::thread::sleep(MID_STREAM);
+    s.signal(Signal::SIGINT);
+    let server_code = s.wait_code(SHORT);
+    assert_eq!(server_code, 130, "{}", s.report());
+    assert!(
+        s.stderr()
+            .lines()
+            .any(|l| l.contains("interrupted: received") && l.contains(" messages")),
+        "no summary line\n{}",
+        s.report()
+    );
+    let received = messages_after(&s.stderr(), "received")
+        .unwrap_or_else(|| panic!("no \"received N messages\"\n{}", s.report()));
+    if let Err(e) = check_counting(&s.stdout(), received) {
+        panic!("server stdout vs {received} received: {e}\n{}", s.report());
+    }
+
+    let client_code = c.wait_code(SHORT);
+    assert_ne!(client_code, 0, "{}", c.report());
+    assert!(
+        c.stderr()
+            .lines()
+            .any(|l| l.contains("rejected") || l.contains("interrupted")),
+        "the client should say it was rejected or interrupted\n{}",
+        c.report()
+    );
+}
+
+#[test]
+fn second_client_during_a_session_is_told_busy() {
+    let port = free_port();
+    let mut s = server("server", port, &[]);
+    let mut first = client("first client", port, &["--count", ENDLESS]);
+    s.wait_for_stdout_lines(100, SHORT);
+    let mut second = client("second client", port, &["--count", "10"]);
+    let code = second.wait_code(SHORT);
+    assert_ne!(code, 0, "{}", second.report());
+    assert!(second.stderr().contains("busy"), "{}", second.report());
+    assert!(
+        first.try_status().is_none(),
+        "the first client should still be sending\n{}",
+        first.report()
+    );
+    assert!(s.try_status().is_none(), "server exited\n{}", s.report());
+}
+
+#[test]
+fn doctor_json_without_rdma_devices() {
+    let sysfs = FakeSysfs::new();
+    let root = sysfs.root().to_str().expect("utf-8 temp path");
+    let (code, out, err) = run(&["doctor", "--json", "--sysfs-root", root], SHORT);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON value ({e}):\n{out}"));
+    let obj = v.as_object().expect("a JSON object");
+    assert_eq!(obj["table"], serde_json::json!([]), "{out}");
+    assert!(obj.contains_key("choice"), "{out}");
+    assert!(obj["choice"].is_null(), "{out}");
+    let problems = obj["problems"].as_array().expect("problems is a list");
+    assert!(!problems.is_empty(), "{out}");
+}
+
+#[test]
+fn doctor_json_picks_the_roce_v2_gid_of_the_local_ip() {
+    let sysfs = FakeSysfs::new();
+    sysfs.port("mlx5_0", 1, "4: ACTIVE", "Ethernet");
+    let fe80 = "fe80:0000:0000:0000:ba59:9fff:fe1a:e4c2";
+    let v4 = common::ipv4_gid([10, 9, 8, 7]);
+    sysfs.gid("mlx5_0", 1, 0, fe80, "IB/RoCE v1", "eth9");
+    sysfs.gid("mlx5_0", 1, 1, fe80, "RoCE v2", "eth9");
+    sysfs.gid("mlx5_0", 1, 2, &v4, "IB/RoCE v1", "eth9");
+    sysfs.gid("mlx5_0", 1, 3, &v4, "RoCE v2", "eth9");
+    let root = sysfs.root().to_str().expect("utf-8 temp path");
+    let args = [
+        "doctor",
+        "--json",
+        "--sysfs-root",
+        root,
+        "--local-ip",
+        "10.9.8.7",
+    ];
+    let (code, out, err) = run(&args, SHORT);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON value ({e}):\n{out}"));
+    let choice = &v["choice"];
+    assert_eq!(choice["device"], "mlx5_0", "{out}");
+    assert_eq!(choice["port"], 1, "{out}");
+    assert_eq!(choice["gid_index"], 3, "{out}");
+    assert_eq!(choice["gid"], v4.as_str(), "{out}");
+    assert_eq!(v["table"].as_array().map(Vec::len), Some(4), "{out}");
+}
+
+#[test]
+fn help_names_the_modes() {
+    let (code, out, err) = run(&["--help"], SHORT);
+    assert_eq!(code, 0, "{err}");
+    for word in ["--server", "--client", "demo", "doctor"] {
+        assert!(out.contains(word), "--help does not mention {word}:\n{out}");
+    }
+}
+
+#[test]
+fn version_names_the_transports() {
+    let (code, out, err) = run(&["--version"], SHORT);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(env!("CARGO_PKG_VERSION")), "{out}");
+    assert!(out.contains("transports"), "{out}");
+    assert!(out.contains("tcp"), "{out}");
+}
+
+#[test]
+fn demo_sends_ten_thousand_messages() {
+    let (code, out, err) = run(&["demo"], LONG);
+    assert_eq!(code, 0, "{err}");
+    if let Err(e) = check_counting(&out, 10_000) {
+        panic!("demo stdout: {e}\n{err}");
+    }
+    assert!(
+        err.contains("tcp"),
+        "stderr does not name the transport:\n{err}"
+    );
+}
