@@ -145,6 +145,7 @@ fn print_text(r: &Report, table: &GidTable) {
         r.version,
         r.transports.join(", ")
     );
+    println!("DOCA: {}", r.doca);
     println!();
     println!("GID table ({}/class/infiniband):", r.sysfs_root);
     if table.entries.is_empty() {
