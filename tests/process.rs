@@ -1,5 +1,6 @@
-//! Process-level tests: the real binary as server and client over 127.0.0.1 (the transport
-//! `RDMA_TEST_TRANSPORT` selects, TCP by default here),
+//! Process-level tests: the real binary as server and client over 127.0.0.1, or over
+//! `RDMA_TEST_ADDR` on a host with an RDMA NIC (the transport `RDMA_TEST_TRANSPORT` selects;
+//! TCP by default here),
 //! plus `--help`, `--version`, `demo` and `doctor --json`.
 //!
 //! Every server listens on its own loopback port, every wait has a deadline, and every child is
@@ -12,7 +13,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    check_counting, free_port, messages_after, run, transport_args, FakeSysfs, Proc, LONG, SHORT,
+    check_counting, free_port, messages_after, run, test_ip, transport_args, FakeSysfs, Proc, LONG,
+    SHORT,
 };
 use nix::sys::signal::Signal;
 use rdma_container::proto::{
@@ -26,7 +28,7 @@ const ENDLESS: &str = "100000000";
 
 /// Starts a server on 127.0.0.1:`port` and waits until it listens.
 fn server(name: &str, port: u16, extra: &[&str]) -> Proc {
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("{}:{port}", test_ip());
     let transport = transport_args(&[]);
     let mut args = vec!["--server", addr.as_str()];
     args.extend(transport.iter().map(String::as_str));
@@ -38,7 +40,7 @@ fn server(name: &str, port: u16, extra: &[&str]) -> Proc {
 
 /// Starts a client toward 127.0.0.1:`port`.
 fn client(name: &str, port: u16, extra: &[&str]) -> Proc {
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("{}:{port}", test_ip());
     let transport = transport_args(&[]);
     let mut args = vec!["--client", addr.as_str(), "--connect-timeout", "10"];
     args.extend(transport.iter().map(String::as_str));
@@ -59,7 +61,7 @@ fn run_good_client(port: u16, count: u64) {
 }
 
 fn connect(port: u16) -> TcpStream {
-    TcpStream::connect(("127.0.0.1", port)).expect("connect to the server")
+    TcpStream::connect((test_ip(), port)).expect("connect to the server")
 }
 
 /// Reads until the peer closes (EOF or reset); fails the test if it stays open `timeout`.
@@ -154,10 +156,11 @@ fn ten_thousand_messages_in_order_over_loopback() {
         panic!("server stdout: {e}\n{}", s.report());
     }
     let summary = s.stderr();
-    let expected = match std::env::var("RDMA_TEST_TRANSPORT").as_deref() {
-        Ok("doca") => "doca",
-        // Loopback has no RoCE GID, so auto means TCP here.
-        _ => "tcp",
+    let requested = std::env::var("RDMA_TEST_TRANSPORT").unwrap_or_default();
+    let expected = match requested.as_str() {
+        // Loopback has no RoCE GID; on hardware, name the transport explicitly.
+        "" | "auto" => "tcp",
+        t => t,
     };
     assert!(
         summary.contains(&format!("session established: transport {expected}")),
@@ -254,7 +257,7 @@ fn garbage_gets_a_reject_or_a_close_and_the_server_keeps_serving() {
 #[test]
 fn silent_connection_does_not_block_a_real_client_and_times_out() {
     let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("{}:{port}", test_ip());
     let transport = transport_args(&[]);
     let mut args = vec!["--server", addr.as_str(), "--handshake-timeout", "2"];
     args.extend(transport.iter().map(String::as_str));

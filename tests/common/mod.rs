@@ -260,7 +260,7 @@ pub fn free_port() -> u16 {
     for _ in 0..1000 {
         let port = 20_000 + (offset + NEXT.fetch_add(1, Ordering::Relaxed)) % 12_000;
         let port = u16::try_from(port).expect("below 32000");
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if TcpListener::bind((test_ip(), port)).is_ok() {
             return port;
         }
     }
@@ -364,6 +364,10 @@ pub fn transport_args(addresses: &[[u8; 4]]) -> Vec<String> {
     let kind = std::env::var("RDMA_TEST_TRANSPORT").unwrap_or_default();
     match kind.as_str() {
         "" | "auto" => Vec::new(),
+        // Real hardware: the real sysfs and DOCA's real devices.
+        "doca" if std::env::var_os("RDMA_TEST_ADDR").is_some() => {
+            vec!["--transport".to_owned(), "doca".to_owned()]
+        }
         "doca" => {
             let tag: Vec<String> = addresses
                 .iter()
@@ -402,4 +406,10 @@ pub fn transport_args(addresses: &[[u8; 4]]) -> Vec<String> {
         }
         other => vec!["--transport".to_owned(), other.to_owned()],
     }
+}
+
+/// The address the process tests use: `RDMA_TEST_ADDR` (a RoCE-network address of this host,
+/// for running them over a real RDMA NIC) or 127.0.0.1.
+pub fn test_ip() -> String {
+    std::env::var("RDMA_TEST_ADDR").unwrap_or_else(|_| "127.0.0.1".to_owned())
 }
