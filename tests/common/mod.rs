@@ -378,19 +378,27 @@ pub fn transport_args(addresses: &[[u8; 4]]) -> Vec<String> {
                 std::process::id(),
                 tag.join("-")
             ));
-            let port = root.join("class/infiniband/mlx5_0/ports/1");
-            for sub in ["gids", "gid_attrs/types", "gid_attrs/ndevs"] {
-                fs::create_dir_all(port.join(sub)).expect("mkdir");
-            }
-            fs::write(port.join("state"), "4: ACTIVE\n").expect("write state");
-            fs::write(port.join("link_layer"), "Ethernet\n").expect("write link_layer");
-            let mut all = vec![[10, 0, 0, 1]];
-            all.extend_from_slice(addresses);
-            for (i, ip) in all.iter().enumerate() {
-                let i = (i + 1).to_string();
-                fs::write(port.join("gids").join(&i), format!("{}\n", ipv4_gid(*ip))).expect("gid");
-                fs::write(port.join("gid_attrs/types").join(&i), "RoCE v2\n").expect("type");
-                fs::write(port.join("gid_attrs/ndevs").join(&i), "eth9\n").expect("ndev");
+            // Written once per process and tree: tests run in parallel, and a reader must never
+            // see a half-written file.
+            static MADE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+            let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+            if !made.contains(&root) {
+                let port = root.join("class/infiniband/mlx5_0/ports/1");
+                for sub in ["gids", "gid_attrs/types", "gid_attrs/ndevs"] {
+                    fs::create_dir_all(port.join(sub)).expect("mkdir");
+                }
+                fs::write(port.join("state"), "4: ACTIVE\n").expect("write state");
+                fs::write(port.join("link_layer"), "Ethernet\n").expect("write link_layer");
+                let mut all = vec![[10, 0, 0, 1]];
+                all.extend_from_slice(addresses);
+                for (i, ip) in all.iter().enumerate() {
+                    let i = (i + 1).to_string();
+                    fs::write(port.join("gids").join(&i), format!("{}\n", ipv4_gid(*ip)))
+                        .expect("gid");
+                    fs::write(port.join("gid_attrs/types").join(&i), "RoCE v2\n").expect("type");
+                    fs::write(port.join("gid_attrs/ndevs").join(&i), "eth9\n").expect("ndev");
+                }
+                made.push(root.clone());
             }
             let root = root.display().to_string();
             [
