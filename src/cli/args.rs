@@ -76,17 +76,9 @@ pub struct SessionArgs {
     #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
     pub transport: TransportArg,
 
-    /// Use this RDMA device (perftest -d), e.g. mlx5_0.
-    #[arg(long, value_name = "NAME")]
-    pub device: Option<String>,
-
-    /// Use this port of the device (perftest -i).
-    #[arg(long, value_name = "N")]
-    pub port: Option<u32>,
-
-    /// Use this GID index (perftest -x) instead of matching the source address.
-    #[arg(long, value_name = "N")]
-    pub gid_index: Option<u32>,
+    /// Device overrides.
+    #[command(flatten)]
+    pub device: DeviceArgs,
 
     /// Client: keep retrying to reach the server for this long (seconds).
     #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
@@ -116,17 +108,9 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "IP")]
     pub local_ip: Option<Ipv4Addr>,
 
-    /// Restrict to this RDMA device.
-    #[arg(long, value_name = "NAME")]
-    pub device: Option<String>,
-
-    /// Restrict to this port.
-    #[arg(long, value_name = "N")]
-    pub port: Option<u32>,
-
-    /// Use this GID index.
-    #[arg(long, value_name = "N")]
-    pub gid_index: Option<u32>,
+    /// Device overrides.
+    #[command(flatten)]
+    pub device: DeviceArgs,
 
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
     #[arg(long, default_value = "/sys", value_name = "DIR")]
@@ -135,6 +119,33 @@ pub struct DoctorArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--device`, `--port`, `--gid-index`, with perftest's meaning.
+#[derive(Debug, Clone, Args)]
+pub struct DeviceArgs {
+    /// Use this RDMA device (perftest -d), e.g. mlx5_0.
+    #[arg(long, value_name = "NAME")]
+    pub device: Option<String>,
+
+    /// Use this port of the device (perftest -i).
+    #[arg(long, value_name = "N")]
+    pub port: Option<u32>,
+
+    /// Use this GID index (perftest -x) instead of matching the source address.
+    #[arg(long, value_name = "N")]
+    pub gid_index: Option<u32>,
+}
+
+impl DeviceArgs {
+    /// As the library's overrides.
+    pub fn overrides(&self) -> rdma_container::roce::Overrides {
+        rdma_container::roce::Overrides {
+            device: self.device.clone(),
+            port: self.port,
+            gid_index: self.gid_index,
+        }
+    }
 }
 
 /// `--transport` values.

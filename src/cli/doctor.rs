@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 use rdma_container::net::iface::{interface_owning, path_info, PathInfo};
 use rdma_container::net::route::route_to;
-use rdma_container::roce::{render_table, select, DeviceChoice, GidTable, Overrides};
+use rdma_container::roce::{render_table, select, DeviceChoice, GidTable};
 use rdma_container::transport::compiled_in;
 use serde::Serialize;
 
@@ -48,11 +48,7 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
         ));
     }
     let path = source_path(args, &mut problems);
-    let overrides = Overrides {
-        device: args.device.clone(),
-        port: args.port,
-        gid_index: args.gid_index,
-    };
+    let overrides = args.device.overrides();
     let choice = path.as_ref().and_then(|p| {
         match select(&table, p.source, p.interface.as_deref(), &overrides) {
             Ok(sel) => {

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use rdma_container::roce::Overrides;
 use rdma_container::{Config, TransportChoice};
 
 use args::{SessionArgs, TransportArg};
@@ -37,11 +36,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
             TransportArg::Verbs => TransportChoice::Verbs,
             TransportArg::Doca => TransportChoice::Doca,
         },
-        overrides: Overrides {
-            device: args.device.clone(),
-            port: args.port,
-            gid_index: args.gid_index,
-        },
+        overrides: args.device.overrides(),
         sysfs_root: args.sysfs_root.clone(),
         connect_timeout: secs("connect-timeout", args.connect_timeout)?,
         handshake_timeout: secs("handshake-timeout", args.handshake_timeout)?,

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use doca_sys as sys;
 use sys::{doca_data, doca_error, doca_error_t};
 
+use super::slots::{chosen_device, SlotMemory};
 use super::{Completion, SetupParams, Transport, WaitHandle};
 use crate::proto::{Role, TransportKind};
 use crate::{Error, Result};
@@ -107,8 +108,7 @@ pub struct DocaTransport {
     recv_tasks: Vec<*mut sys::doca_rdma_task_receive>,
     inbox: *mut Inbox,
     notify_fd: i32,
-    buffer: Vec<u8>,
-    slot_size: usize,
+    memory: SlotMemory,
     blob: Vec<u8>,
     started: bool,
     closed: bool,
@@ -124,18 +124,8 @@ impl DocaTransport {
     /// Opens the device discovery chose and builds the context, memory and tasks; starts the
     /// context and exports the connection blob. On any failure, what was built is torn down.
     pub fn new(params: &SetupParams) -> Result<Self> {
-        let choice = params.device.as_ref().ok_or_else(|| {
-            Error::TransportUnavailable(
-                NAME.into(),
-                "no RDMA device was chosen for this address".into(),
-            )
-        })?;
-        let total = params.slots.checked_mul(params.slot_size).ok_or_else(|| {
-            Error::InvalidConfig(format!(
-                "{} slots of {} bytes overflow",
-                params.slots, params.slot_size
-            ))
-        })?;
+        let choice = chosen_device(params, NAME)?;
+        let memory = SlotMemory::new(params.slots, params.slot_size)?;
         let mut inbox = Box::new(Inbox {
             done: Vec::with_capacity(params.slots * 2),
             failure: None,
@@ -157,8 +147,7 @@ impl DocaTransport {
             recv_tasks: Vec::new(),
             inbox: Box::into_raw(inbox),
             notify_fd: -1,
-            buffer: vec![0u8; total.max(1)],
-            slot_size: params.slot_size,
+            memory,
             blob: Vec::new(),
             started: false,
             closed: false,
@@ -222,7 +211,7 @@ impl DocaTransport {
         let depth = u32::try_from(slots).unwrap_or(u32::MAX);
         // SAFETY (all calls below): each pointer passed was produced by the matching DOCA
         // create call earlier in this function and is still alive; out-pointers are fields of
-        // `self`; the memory range is `self.buffer`, which outlives the mmap.
+        // `self`; the memory range is `self.memory`, which outlives the mmap.
         unsafe {
             check(
                 "doca_mmap_create",
@@ -238,8 +227,8 @@ impl DocaTransport {
                 "doca_mmap_set_memrange",
                 sys::doca_mmap_set_memrange(
                     self.mmap,
-                    self.buffer.as_mut_ptr().cast(),
-                    self.buffer.len(),
+                    self.memory.as_mut_ptr().cast(),
+                    self.memory.len(),
                 ),
                 None,
             )?;
@@ -370,25 +359,22 @@ impl DocaTransport {
             }
             self.blob = std::slice::from_raw_parts(blob.cast::<u8>(), len).to_vec();
             for slot in 0..slots {
-                let addr = self
-                    .buffer
-                    .as_mut_ptr()
-                    .add(slot * self.slot_size)
-                    .cast::<c_void>();
+                let addr = self.memory.slot_mut(slot).as_mut_ptr().cast::<c_void>();
+                let size = self.memory.size();
                 let mut buf = ptr::null_mut();
                 let rc = match self.role {
                     Role::Receiver => sys::doca_buf_inventory_buf_get_by_addr(
                         self.inventory,
                         self.mmap,
                         addr,
-                        self.slot_size,
+                        size,
                         &mut buf,
                     ),
                     Role::Sender => sys::doca_buf_inventory_buf_get_by_data(
                         self.inventory,
                         self.mmap,
                         addr,
-                        self.slot_size,
+                        size,
                         &mut buf,
                     ),
                 };
@@ -616,7 +602,7 @@ impl Transport for DocaTransport {
     }
 
     fn slot_size(&self) -> usize {
-        self.slot_size
+        self.memory.size()
     }
 
     fn post_recv(&mut self, slot: usize) -> Result<()> {
@@ -638,20 +624,18 @@ impl Transport for DocaTransport {
     }
 
     fn recv_buf(&self, slot: usize, len: usize) -> &[u8] {
-        let start = slot * self.slot_size;
-        &self.buffer[start..start + len.min(self.slot_size)]
+        self.memory.slot(slot, len)
     }
 
     fn send_buf(&mut self, slot: usize) -> &mut [u8] {
-        let start = slot * self.slot_size;
-        &mut self.buffer[start..start + self.slot_size]
+        self.memory.slot_mut(slot)
     }
 
     fn post_send(&mut self, slot: usize, len: usize) -> Result<()> {
         let (Some(&task), Some(&buf)) = (self.send_tasks.get(slot), self.bufs.get(slot)) else {
             return Err(misuse(format!("send slot {slot} does not exist")));
         };
-        if task.is_null() || len > self.slot_size || self.inbox().in_flight[slot] {
+        if task.is_null() || len > self.memory.size() || self.inbox().in_flight[slot] {
             return Err(misuse(format!(
                 "send slot {slot} is busy or {len} bytes do not fit"
             )));

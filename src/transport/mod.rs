@@ -18,6 +18,7 @@ use crate::Result;
 
 #[cfg(doca_transport)]
 pub mod doca;
+pub mod slots;
 pub mod tcp;
 #[cfg(feature = "verbs")]
 pub mod verbs;

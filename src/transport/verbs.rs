@@ -31,6 +31,7 @@ use sideway::ibverbs::queue_pair::{
 };
 use sideway::ibverbs::AccessFlags;
 
+use super::slots::{chosen_device, SlotMemory};
 use super::{Completion, SetupParams, Transport, WaitHandle};
 use crate::proto::TransportKind;
 use crate::{Error, Result};
@@ -98,9 +99,7 @@ pub struct VerbsTransport {
     channel: Arc<CompletionChannel>,
     _pd: Arc<ProtectionDomain>,
     _context: Arc<DeviceContext>,
-    buffer: Vec<u8>,
-    slots: usize,
-    slot_size: usize,
+    memory: SlotMemory,
     port: u8,
     gid_index: u8,
     local: Endpoint,
@@ -114,12 +113,7 @@ unsafe impl Send for VerbsTransport {}
 impl VerbsTransport {
     /// Opens the device discovery chose, registers the slots and creates an RC queue pair in INIT.
     pub fn new(params: &SetupParams) -> Result<Self> {
-        let choice = params.device.as_ref().ok_or_else(|| {
-            Error::TransportUnavailable(
-                NAME.into(),
-                "no RDMA device was chosen for this address".into(),
-            )
-        })?;
+        let choice = chosen_device(params, NAME)?;
         let unavailable = |why: String| Error::TransportUnavailable(NAME.into(), why);
         let list = DeviceList::new().map_err(|e| {
             unavailable(format!(
@@ -168,19 +162,13 @@ impl VerbsTransport {
             .setup_comp_channel(&channel, 0)
             .build()
             .map_err(|e| verb("ibv_create_cq", e, None))?;
-        let total = params.slots.checked_mul(params.slot_size).ok_or_else(|| {
-            Error::InvalidConfig(format!(
-                "{} slots of {} bytes overflow",
-                params.slots, params.slot_size
-            ))
-        })?;
-        let buffer = vec![0u8; total.max(1)];
-        // SAFETY: `buffer` is owned by the transport, never reallocated, and declared after `mr`
+        let mut memory = SlotMemory::new(params.slots, params.slot_size)?;
+        // SAFETY: `memory` is owned by the transport, never reallocated, and declared after `mr`
         // and `qp`, so it outlives the registration and every work request that uses it.
         let mr = unsafe {
             pd.reg_mr(
-                buffer.as_ptr() as usize,
-                buffer.len(),
+                memory.as_mut_ptr() as usize,
+                memory.len(),
                 AccessFlags::LocalWrite,
             )
         }
@@ -222,18 +210,12 @@ impl VerbsTransport {
             channel,
             _pd: pd,
             _context: context,
-            buffer,
-            slots: params.slots,
-            slot_size: params.slot_size,
+            memory,
             port,
             gid_index,
             local,
             closed: false,
         })
-    }
-
-    fn slot_addr(&self, slot: usize) -> u64 {
-        self.buffer.as_ptr() as u64 + (slot * self.slot_size) as u64
     }
 
     fn raw_cq(&self) -> *mut ibv_cq {
@@ -356,18 +338,22 @@ impl Transport for VerbsTransport {
     }
 
     fn slot_count(&self) -> usize {
-        self.slots
+        self.memory.count()
     }
 
     fn slot_size(&self) -> usize {
-        self.slot_size
+        self.memory.size()
     }
 
     fn post_recv(&mut self, slot: usize) -> Result<()> {
-        if slot >= self.slots {
+        if slot >= self.memory.count() {
             return Err(out_of_range(slot));
         }
-        let (lkey, addr, len) = (self.mr.lkey(), self.slot_addr(slot), self.slot_size as u32);
+        let (lkey, addr, len) = (
+            self.mr.lkey(),
+            self.memory.addr(slot),
+            self.memory.size() as u32,
+        );
         let mut guard = self.qp.start_post_recv();
         let wr = guard.construct_wr(slot as u64);
         // SAFETY: the slot lies inside the registered buffer, which outlives the QP.
@@ -376,20 +362,18 @@ impl Transport for VerbsTransport {
     }
 
     fn recv_buf(&self, slot: usize, len: usize) -> &[u8] {
-        let start = slot * self.slot_size;
-        &self.buffer[start..start + len.min(self.slot_size)]
+        self.memory.slot(slot, len)
     }
 
     fn send_buf(&mut self, slot: usize) -> &mut [u8] {
-        let start = slot * self.slot_size;
-        &mut self.buffer[start..start + self.slot_size]
+        self.memory.slot_mut(slot)
     }
 
     fn post_send(&mut self, slot: usize, len: usize) -> Result<()> {
-        if slot >= self.slots || len > self.slot_size {
+        if slot >= self.memory.count() || len > self.memory.size() {
             return Err(out_of_range(slot));
         }
-        let (lkey, addr) = (self.mr.lkey(), self.slot_addr(slot));
+        let (lkey, addr) = (self.mr.lkey(), self.memory.addr(slot));
         let mut guard = self.qp.start_post_send();
         let wr = guard
             .construct_wr(SEND_TAG | slot as u64, WorkRequestFlags::Signaled)
