@@ -1,0 +1,612 @@
+#!/usr/bin/env bash
+# softroce-vm.sh: run rdma-container over real soft-RoCE (rdma_rxe) inside a throw-away QEMU VM.
+#
+# The host kernel of our CI machines has no RDMA support, but a Debian kernel booted under QEMU
+# does. This script
+#   1. installs the host tools it needs with apt (only those that are missing),
+#   2. builds the release binary (or takes --binary),
+#   3. downloads a Debian kernel (trixie-backports, Linux 7.x: its rdma_rxe works across network
+#      namespaces) and keeps vmlinuz plus the few modules we need in a cache,
+#   4. packs an initramfs from Debian packages installed on the host (busybox, bash, iproute2,
+#      rdma-core with the rxe provider, perftest, jq) plus the binary and its ldd libraries,
+#   5. boots it with QEMU (KVM when it really works, TCG otherwise) without any NIC (-nic none),
+#   6. lets the guest (softroce-vm/guest-init.sh + guest-checks.sh) create two network
+#      namespaces joined by a veth pair with an rxe device on each end and run the checks,
+#   7. collects the result lines from the serial console and exits 0 only if every check passed.
+#
+# Run `scripts/softroce-vm.sh --help` for the options; docs/softroce-vm.md has the details.
+set -Eeuo pipefail
+# Any command failing where we did not expect it: say where, exit as a setup error.
+set_err_trap() { trap 'on_unexpected_error $? $LINENO "$BASH_COMMAND"' ERR; }
+set_err_trap
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$SCRIPT_DIR/.." && pwd)
+GUEST_DIR=$SCRIPT_DIR/softroce-vm
+PROG=softroce-vm
+
+# Exit codes.
+readonly EXIT_PASS=0 EXIT_FAIL=1 EXIT_NO_RESULT=2 EXIT_SETUP=3 EXIT_USAGE=64
+
+# ---------------------------------------------------------------------------------------------
+# Settings (command line > environment > default)
+# ---------------------------------------------------------------------------------------------
+TRANSPORT=${SOFTROCE_VM_TRANSPORT:-verbs}
+CHECKS=messages,peer-lost,doctor,baseline
+BINARY=
+ACCEL=auto
+VM_TIMEOUT=900
+TRANSFER_TIMEOUT=300
+MEM=1024
+SMP=2
+KERNEL_SUITE=${SOFTROCE_VM_KERNEL_SUITE:-trixie-backports}
+KERNEL_PKG=
+CACHE=${SOFTROCE_VM_CACHE:-$REPO_ROOT/target/softroce-vm}
+CONSOLE_COPY=
+QUIET=0
+SHELL_AT_END=0
+NO_APT=${SOFTROCE_VM_NO_APT:-0}
+RUN_KEEP=10            # run directories (console logs) kept in the cache
+
+# Kernel modules the guest loads (their dependencies come along, in order).
+GUEST_MODULES=(rdma_rxe ib_uverbs rdma_ucm veth)
+
+usage() {
+	cat <<EOF
+Usage: scripts/softroce-vm.sh [options]
+
+Boots a Debian kernel under QEMU with soft-RoCE (rdma_rxe), two network namespaces joined by a
+veth pair with an rxe device on each end, and runs rdma-container's server and client over it.
+
+Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail"):
+  messages    10,000 messages in order (server stdout = seq 0 9999), the session log line names
+              the expected transport (and, for verbs/auto, the rxe device and GID), rxe packet
+              counters moved (verbs/auto), then 2000 x 64 KiB messages
+  peer-lost   client SIGKILLed mid-stream: the server reports "peer lost" within a few seconds
+  doctor      'doctor --peer' (text and --json) in the client namespace: rxe GID table + choice
+  baseline    ib_send_bw / ib_send_lat (explicit GID index) vs our client/server, same sizes,
+              same device, same boot: a table of ratios (ours / perftest)
+
+Options:
+  --transport T      verbs (default), auto or tcp: what the server and client are run with
+                     (env SOFTROCE_VM_TRANSPORT)
+  --checks LIST      comma-separated subset of: messages,peer-lost,doctor,baseline
+  --binary PATH      use this rdma-container binary instead of building one with
+                     'cargo build --release --locked'
+  --accel A          auto (default: KVM if it really boots a kernel, else TCG), kvm or tcg
+  --timeout SEC      wall-clock limit for the whole VM run (default $VM_TIMEOUT)
+  --transfer-timeout SEC
+                     limit for one client run inside the VM (default $TRANSFER_TIMEOUT); after
+                     one of our transfers hits it, the later ones are not started
+  --mem MB           guest memory (default $MEM)
+  --smp N            guest CPUs (default $SMP)
+  --kernel-suite S   Debian suite for the kernel (default $KERNEL_SUITE; env
+                     SOFTROCE_VM_KERNEL_SUITE); 'host' = the host's own apt sources
+  --kernel-pkg NAME  a specific linux-image-* package (default: what linux-image-amd64 of the
+                     suite depends on)
+  --console FILE     also copy the guest console log to FILE
+  --quiet            do not stream the guest console; print only the results
+  --shell            interactive: open a shell in the guest after the checks (exit to power off)
+  -h, --help         this text
+
+Environment:
+  SOFTROCE_VM_CACHE   cache directory (default <repo>/target/softroce-vm): kernel, apt lists,
+                      run directories with the console logs (the newest $RUN_KEEP are kept)
+  SOFTROCE_VM_NO_APT  1 = never run apt-get (fail if something is missing or not cached)
+  SOFTROCE_VM_MIRROR  Debian archive URL (default: the one this host's apt sources use)
+  CARGO_TARGET_DIR    where the release binary is built (default <repo>/target)
+
+Exit status: 0 every check passed, 1 a check failed, 2 no result (VM hung, crashed or timed
+out), 3 setup error (packages, kernel, build), 64 usage error.
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------------------------
+log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+# shellcheck disable=SC2317 # called by the ERR trap
+on_unexpected_error() { # status line command
+	local where=""
+	[ "$BASH_SUBSHELL" = 0 ] || where=" in a subshell"
+	log "error: '$3' failed with status $1 (line $2$where)"
+	exit "$EXIT_SETUP"
+}
+die() { log "error: $*"; exit "$EXIT_SETUP"; }
+usage_error() { log "$*"; log "try --help"; exit "$EXIT_USAGE"; }
+now() { date +%s.%N; }
+# Seconds since the timestamp $1, one decimal.
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# Runs a command as root (sudo when we are not root).
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+parse_args() {
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		--transport | --checks | --binary | --accel | --timeout | --transfer-timeout | --mem | --smp | \
+			--kernel-suite | --kernel-pkg | --console)
+			if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi ;;
+		esac
+		case "$1" in
+		--transport) TRANSPORT=$2; shift 2 ;;
+		--checks) CHECKS=$2; shift 2 ;;
+		--binary) BINARY=$2; shift 2 ;;
+		--accel) ACCEL=$2; shift 2 ;;
+		--timeout) VM_TIMEOUT=$2; shift 2 ;;
+		--transfer-timeout) TRANSFER_TIMEOUT=$2; shift 2 ;;
+		--mem) MEM=$2; shift 2 ;;
+		--smp) SMP=$2; shift 2 ;;
+		--kernel-suite) KERNEL_SUITE=$2; shift 2 ;;
+		--kernel-pkg) KERNEL_PKG=$2; shift 2 ;;
+		--console) CONSOLE_COPY=$2; shift 2 ;;
+		--quiet) QUIET=1; shift ;;
+		--shell) SHELL_AT_END=1; shift ;;
+		-h | --help) usage; exit 0 ;;
+		*) usage_error "unknown option: $1" ;;
+		esac
+	done
+	case "$TRANSPORT" in verbs | auto | tcp) ;; *) usage_error "--transport must be verbs, auto or tcp" ;; esac
+	case "$ACCEL" in auto | kvm | tcg) ;; *) usage_error "--accel must be auto, kvm or tcg" ;; esac
+	local c
+	for c in ${CHECKS//,/ }; do
+		case "$c" in messages | peer-lost | doctor | baseline) ;; *) usage_error "unknown check: $c" ;; esac
+	done
+	[[ "$VM_TIMEOUT" =~ ^[0-9]+$ && "$TRANSFER_TIMEOUT" =~ ^[0-9]+$ && "$MEM" =~ ^[0-9]+$ && "$SMP" =~ ^[0-9]+$ ]] ||
+		usage_error "--timeout, --transfer-timeout, --mem and --smp take whole numbers"
+	return 0
+}
+
+# ---------------------------------------------------------------------------------------------
+# 1. Host packages
+# ---------------------------------------------------------------------------------------------
+# Debian package -> a file it installs that we use (on the host or copied into the guest).
+declare -A HOST_PACKAGES=(
+	[qemu-system-x86]=/usr/bin/qemu-system-x86_64
+	[busybox-static]=/bin/busybox
+	[kmod]=/sbin/modinfo
+	[cpio]=/usr/bin/cpio
+	[xz-utils]=/usr/bin/xz
+	[zstd]=/usr/bin/zstd
+	[iproute2]=/usr/bin/rdma
+	[ibverbs-providers]=/etc/libibverbs.d/rxe.driver
+	[ibverbs-utils]=/usr/bin/ibv_devinfo
+	[perftest]=/usr/bin/ib_send_bw
+	[jq]=/usr/bin/jq
+	[bsdextrautils]=/usr/bin/column
+	[debian-archive-keyring]=/usr/share/keyrings/debian-archive-keyring.gpg
+)
+
+ensure_host_packages() {
+	local pkg missing=()
+	for pkg in "${!HOST_PACKAGES[@]}"; do
+		[ -e "${HOST_PACKAGES[$pkg]}" ] || missing+=("$pkg")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	[ "$NO_APT" = 1 ] && die "missing host packages (SOFTROCE_VM_NO_APT=1): ${missing[*]}"
+	log "installing host packages: ${missing[*]}"
+	as_root apt-get update -qq >/dev/null || die "apt-get update failed"
+	DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+		"${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 2. The binary under test
+# ---------------------------------------------------------------------------------------------
+prepare_binary() {
+	if [ -z "$BINARY" ]; then
+		local target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+		log "building the release binary (cargo build --release --locked, target dir $target)"
+		(cd "$REPO_ROOT" && cargo build --release --locked --quiet) || die "cargo build --release failed"
+		BINARY=$target/release/rdma-container
+	fi
+	[ -x "$BINARY" ] || die "no executable binary at $BINARY"
+	BINARY=$(cd "$(dirname "$BINARY")" && pwd)/$(basename "$BINARY")
+	local transports
+	transports=$({ "$BINARY" --version 2>/dev/null || true; } | awk -F': *' '/^transports:/ { print $2 }')
+	log "binary: $BINARY (transports: ${transports:-unknown})"
+	if [ "$TRANSPORT" != tcp ] && ! grep -qw verbs <<<"$transports"; then
+		log "warning: this build has no verbs transport; the checks that need it will fail"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# 3. Kernel: vmlinuz + the modules we need, cached per kernel package
+# ---------------------------------------------------------------------------------------------
+APT_OPTS=()
+
+# The Debian archive the host's apt already uses (one-line or deb822 sources).
+host_debian_mirror() {
+	local f
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] && cat "$f"
+	done | { grep -oE '(https?|file):[^ ]*/debian/?( |$)' || true; } | head -n 1 | tr -d ' ' | sed 's:/$::'
+}
+
+# Points apt at a private sources list and private lists/cache under $CACHE/apt/<suite>, so the
+# host's apt configuration is neither used nor touched ("host" uses the host's sources).
+setup_private_apt() {
+	[ "$KERNEL_SUITE" = host ] && return 0
+	local dir=$CACHE/apt/$KERNEL_SUITE mirror
+	mirror=${SOFTROCE_VM_MIRROR:-$(host_debian_mirror)}
+	[ -n "$mirror" ] || die "no Debian archive in the host's apt sources; set SOFTROCE_VM_MIRROR"
+	mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/sources.list.d"
+	printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n' \
+		"$mirror" "$KERNEL_SUITE" >"$dir/sources.list"
+	APT_OPTS=(-o "Dir::Etc::SourceList=$dir/sources.list" -o "Dir::Etc::SourceParts=$dir/sources.list.d"
+		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
+}
+
+apt_update() {
+	[ "$NO_APT" = 1 ] && die "package lists for ${KERNEL_SUITE} are needed but SOFTROCE_VM_NO_APT=1"
+	log "apt-get update (${KERNEL_SUITE})"
+	if [ "$KERNEL_SUITE" = host ]; then
+		as_root apt-get update -qq >/dev/null 2>&1
+	else
+		apt-get "${APT_OPTS[@]}" update -qq >/dev/null 2>&1
+	fi || die "apt-get update for ${KERNEL_SUITE} failed"
+}
+
+# The versioned image package linux-image-amd64 points at (e.g. linux-image-7.3.4+deb13-amd64).
+resolve_kernel_pkg() {
+	{ apt-cache "${APT_OPTS[@]}" depends linux-image-amd64 2>/dev/null || true; } |
+		awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }'
+}
+
+# The packages holding the files (7.x splits the image into linux-binary-* and linux-modules-*).
+kernel_debs() {
+	printf '%s\n' "$KERNEL_PKG"
+	{ apt-cache "${APT_OPTS[@]}" depends "$KERNEL_PKG" 2>/dev/null || true; } |
+		awk '$1 == "Depends:" && $2 ~ /^linux-(binary|modules)-/ { print $2 }' | sort -u
+}
+
+# Adds module NAME and (first) the modules it depends on to BUNDLE: decompressed (busybox
+# insmod reads plain .ko) into BUNDLE/modules/, its name appended to BUNDLE/modules.order.
+# modinfo reads .ko.xz/.ko.zst directly, so no depmod over the whole tree is needed.
+declare -A MODULE_FILE=() MODULE_DONE=()
+bundle_module() { # name bundle
+	local m=${1//-/_} dep out
+	[ -n "${MODULE_DONE[$m]:-}" ] && return 0
+	MODULE_DONE[$m]=1
+	[ -n "${MODULE_FILE[$m]:-}" ] || return 0 # built into the kernel
+	for dep in $(modinfo -F depends "${MODULE_FILE[$m]}" | tr ',' ' '); do bundle_module "$dep" "$2"; done
+	out=$2/modules/$m.ko
+	case "${MODULE_FILE[$m]}" in
+	*.ko.xz) xz -dc "${MODULE_FILE[$m]}" >"$out" ;;
+	*.ko.zst) zstd -qdc "${MODULE_FILE[$m]}" >"$out" ;;
+	*.ko.gz) gzip -dc "${MODULE_FILE[$m]}" >"$out" ;;
+	*) cp "${MODULE_FILE[$m]}" "$out" ;;
+	esac
+	echo "$m.ko" >>"$2/modules.order"
+}
+
+# Fills $KERNEL_DIR with vmlinuz, the decompressed modules and modules.order (load order).
+build_kernel_bundle() {
+	local work=$KERNEL_DIR.tmp deb
+	rm -rf "$work" && mkdir -p "$work/debs" "$work/root"
+	local pkgs
+	mapfile -t pkgs < <(kernel_debs)
+	log "downloading ${pkgs[*]}"
+	if ! (cd "$work/debs" && apt-get "${APT_OPTS[@]}" download -q "${pkgs[@]}" >/dev/null 2>&1); then
+		# the archive moved on since our lists were fetched: refresh once and retry
+		apt_update
+		(cd "$work/debs" && apt-get "${APT_OPTS[@]}" download -q "${pkgs[@]}" >/dev/null 2>&1) ||
+			die "apt-get download ${pkgs[*]} failed"
+	fi
+	for deb in "$work"/debs/*.deb; do
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work/root" --wildcards \
+			'./boot/vmlinuz-*' './usr/lib/modules/*' './lib/modules/*' 2>/dev/null || true
+	done
+	local moddir
+	moddir=$(find "$work/root" -mindepth 3 -maxdepth 4 -type d -path '*/lib/modules/*' | head -n 1)
+	[ -n "$moddir" ] || die "no modules in ${pkgs[*]}"
+	local kver=${moddir##*/}
+	local vmlinuz=$moddir/vmlinuz
+	[ -f "$vmlinuz" ] || vmlinuz=$work/root/boot/vmlinuz-$kver
+	[ -f "$vmlinuz" ] || die "no vmlinuz in ${pkgs[*]}"
+
+	# module name -> file; then each wanted module with its dependency closure
+	local f name
+	MODULE_FILE=() MODULE_DONE=()
+	while IFS= read -r f; do
+		name=${f##*/}; name=${name%%.ko*}; name=${name//-/_}
+		MODULE_FILE[$name]=$f
+	done < <(find "$moddir" -name '*.ko*')
+	mkdir -p "$work/bundle/modules"
+	: >"$work/bundle/modules.order"
+	local m
+	for m in "${GUEST_MODULES[@]}"; do bundle_module "$m" "$work/bundle"; done
+	grep -qx 'rdma_rxe.ko' "$work/bundle/modules.order" || die "$KERNEL_PKG has no rdma_rxe module"
+	cp "$vmlinuz" "$work/bundle/vmlinuz"
+	echo "$kver" >"$work/bundle/kernel.release"
+	echo "${GUEST_MODULES[*]}" >"$work/bundle/modules.wanted"
+	rm -rf "$KERNEL_DIR" && mv "$work/bundle" "$KERNEL_DIR" && rm -rf "$work"
+}
+
+prepare_kernel() {
+	setup_private_apt
+	if [ -z "$KERNEL_PKG" ]; then
+		KERNEL_PKG=$(resolve_kernel_pkg)
+		if [ -z "$KERNEL_PKG" ]; then
+			apt_update
+			KERNEL_PKG=$(resolve_kernel_pkg)
+		fi
+		[ -n "$KERNEL_PKG" ] || die "cannot resolve linux-image-amd64 in ${KERNEL_SUITE}"
+	fi
+	KERNEL_DIR=$CACHE/kernel/$KERNEL_PKG
+	mkdir -p "$CACHE/kernel"
+	# one builder at a time; the others wait and then reuse the bundle
+	exec 9>"$CACHE/kernel/.lock"
+	flock 9
+	if [ "$(cat "$KERNEL_DIR/modules.wanted" 2>/dev/null)" != "${GUEST_MODULES[*]}" ]; then
+		local t
+		t=$(now)
+		build_kernel_bundle
+		log "kernel bundle ready in $(since "$t")s: $KERNEL_DIR"
+	fi
+	flock -u 9
+	exec 9>&-
+	KERNEL_RELEASE=$(cat "$KERNEL_DIR/kernel.release")
+}
+
+# ---------------------------------------------------------------------------------------------
+# 4. Initramfs
+# ---------------------------------------------------------------------------------------------
+ROOT=
+declare -A COPIED=()
+
+# Copies a host file to the same path in the guest (resolving symlinks; /bin, /lib... are
+# symlinks into /usr in the guest as on the host).
+put_file() { # src [dest]
+	local src=$1 dest=${2:-$1}
+	[ -n "$src" ] || die "put_file: empty path"
+	dest=${dest#/}
+	case "$dest" in bin/* | sbin/* | lib/* | lib64/*) dest=usr/$dest ;; esac
+	[ -n "${COPIED[$dest]:-}" ] && return 0
+	COPIED[$dest]=1
+	mkdir -p "$ROOT/$(dirname "$dest")"
+	rm -f "$ROOT/$dest"
+	cp -L "$src" "$ROOT/$dest"
+}
+
+# Copies an ELF file and every library ldd reports for it.
+put_elf() { # src [dest]
+	local src=$1 lib libs
+	put_file "$src" "${2:-$1}"
+	libs=$(ldd "$src" 2>/dev/null) || return 0 # static
+	while read -r lib; do
+		[ -n "$lib" ] && put_file "$lib"
+	done < <(awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' <<<"$libs")
+}
+
+# The path of a shared library of the host (x86-64), e.g. host_library libibverbs.so.1.
+host_library() { # soname
+	local path
+	path=$({ ldconfig -p || true; } | awk -v l="$1" '$1 == l && /x86-64/ { print $NF; exit }')
+	[ -n "$path" ] || die "$1 is not in the host's ldconfig cache (ldconfig -p)"
+	echo "$path"
+}
+
+# Programs for the guest. busybox supplies everything else, but busybox applets that run other
+# programs (sh, timeout, env) prefer their own applets over PATH (busybox ip has no netns), so
+# bash is /bin/sh and timeout/env/setsid come from coreutils/util-linux.
+GUEST_PROGRAMS=(
+	/bin/bash /usr/bin/timeout /usr/bin/env /usr/bin/setsid /usr/bin/nsenter
+	/usr/bin/ip /usr/bin/rdma
+	/usr/bin/ibv_devices /usr/bin/ibv_devinfo
+	/usr/bin/ib_send_bw /usr/bin/ib_send_lat
+	/usr/bin/jq
+)
+
+build_initramfs() {
+	ROOT=$RUN_DIR/root
+	local d a
+	for d in usr/bin usr/sbin usr/lib usr/lib64 usr/local/bin etc/softroce-vm proc sys dev run tmp root var; do
+		mkdir -p "$ROOT/$d"
+	done
+	for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done
+	ln -s ../run "$ROOT/var/run"
+	chmod 1777 "$ROOT/tmp"
+
+	cp /bin/busybox "$ROOT/usr/bin/busybox"
+	for a in $(/bin/busybox --list); do
+		[ -e "$ROOT/usr/bin/$a" ] || ln -s busybox "$ROOT/usr/bin/$a"
+	done
+	local p
+	for p in "${GUEST_PROGRAMS[@]}"; do
+		[ -e "$p" ] || die "$p is missing on the host"
+		put_elf "$p"
+	done
+	ln -sf bash "$ROOT/usr/bin/sh"
+	# libraries that are dlopen()ed, so that ldd does not list them: libgcc_s (by glibc, for
+	# thread cancellation), rdma-core (by rdma-container), the rxe provider (by libibverbs)
+	local lib
+	for lib in libgcc_s.so.1 libibverbs.so.1 librdmacm.so.1; do
+		lib=$(host_library "$lib") # (an assignment, so that a failure stops the script)
+		put_elf "$lib"
+	done
+	for p in /usr/lib/*/libibverbs/librxe-rdmav*.so; do put_elf "$p"; done
+	put_file /etc/libibverbs.d/rxe.driver
+	printf 'root:x:0:0:root:/root:/bin/sh\n' >"$ROOT/etc/passwd"
+	printf 'root:x:0:\n' >"$ROOT/etc/group"
+	printf '127.0.0.1 localhost\n' >"$ROOT/etc/hosts"
+
+	# the binary under test, its libraries, the kernel modules, the guest scripts
+	put_elf "$BINARY" /usr/local/bin/rdma-container
+	# release builds carry debug info (28 MB); the guest does not need it
+	strip --strip-debug "$ROOT/usr/local/bin/rdma-container" 2>/dev/null || true
+	mkdir -p "$ROOT/usr/lib/modules/$KERNEL_RELEASE"
+	cp "$KERNEL_DIR"/modules/*.ko "$KERNEL_DIR/modules.order" "$ROOT/usr/lib/modules/$KERNEL_RELEASE/"
+	install -m 0755 "$GUEST_DIR/guest-init.sh" "$ROOT/init"
+	install -m 0644 "$GUEST_DIR/guest-checks.sh" "$ROOT/etc/softroce-vm/checks.sh"
+	cat >"$ROOT/etc/softroce-vm/config" <<-EOF
+		TRANSPORT=$TRANSPORT
+		CHECKS="${CHECKS//,/ }"
+		SHELL_AT_END=$SHELL_AT_END
+		T_RUN=$TRANSFER_TIMEOUT
+	EOF
+
+	INITRD=$RUN_DIR/initramfs.cpio
+	(cd "$ROOT" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) >"$INITRD"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 5. Accelerator: KVM only when it can really boot our kernel
+# ---------------------------------------------------------------------------------------------
+# Some hosts have a /dev/kvm that cannot run an ordinary guest (e.g. kvm_pvm, which hides
+# vmx/svm and runs only PVM-enlightened kernels: qemu aborts or the guest hangs). So: static
+# checks first, then a short probe boot that must reach the kernel's first console line.
+kvm_unusable_reason() {
+	if [ ! -r /dev/kvm ] || [ ! -w /dev/kvm ]; then echo "no usable /dev/kvm"; return; fi
+	grep -qwE 'vmx|svm' /proc/cpuinfo || { echo "CPU without vmx/svm"; return; }
+	[ -d /sys/module/kvm_pvm ] && { echo "kvm_pvm (needs PVM guest kernels)"; return; }
+	local out
+	out=$(timeout 20 qemu-system-x86_64 -accel kvm -cpu host -m 256 -nodefaults -display none \
+		-no-reboot -nic none -serial stdio -kernel "$KERNEL_DIR/vmlinuz" \
+		-append 'console=ttyS0 panic=-1 earlyprintk=ttyS0' </dev/null 2>&1) || true
+	grep -q 'Linux version' <<<"$out" || { echo "probe boot failed: $(tail -n 1 <<<"$out")"; return; }
+}
+
+choose_accel() {
+	local why
+	case "$ACCEL" in
+	tcg) ACCEL_NOTE="tcg (requested)" ;;
+	kvm) ACCEL_NOTE="kvm (requested)" ;;
+	auto)
+		why=$(kvm_unusable_reason)
+		if [ -z "$why" ]; then ACCEL=kvm; ACCEL_NOTE="kvm"; else ACCEL=tcg; ACCEL_NOTE="tcg ($why)"; fi
+		;;
+	esac
+	if [ "$ACCEL" = kvm ]; then
+		ACCEL_ARGS=(-accel kvm -cpu host)
+	else
+		ACCEL_ARGS=(-accel "tcg,thread=multi" -cpu max)
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# 6. Boot and collect
+# ---------------------------------------------------------------------------------------------
+# Kernel command line. tsc=unstable: under multi-threaded TCG the kernel otherwise marks
+# sched_clock stable ~3 s into the boot by patching code while the other vCPU runs, and QEMU
+# now and then executes the stale int3 of that patch ("Oops: int3" in sched_clock_cpu).
+KERNEL_CMDLINE="console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init tsc=unstable"
+
+# Boots the VM once; the console goes to $CONSOLE (and stdout unless --quiet).
+boot_vm() {
+	local qemu=(qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m "$MEM" -smp "$SMP"
+		-nographic -no-reboot -nic none -serial mon:stdio
+		-kernel "$KERNEL_DIR/vmlinuz" -initrd "$INITRD" -append "$KERNEL_CMDLINE")
+	log "booting Linux $KERNEL_RELEASE with $ACCEL_NOTE, ${MEM} MiB, $SMP CPUs, timeout ${VM_TIMEOUT}s"
+	# qemu's status is data here (124 = timed out), not an unexpected error
+	trap - ERR
+	set +e
+	if [ "$SHELL_AT_END" = 1 ]; then
+		timeout --foreground "$VM_TIMEOUT" "${qemu[@]}" 2>&1 | tee "$CONSOLE"
+	elif [ "$QUIET" = 1 ]; then
+		timeout "$VM_TIMEOUT" "${qemu[@]}" </dev/null >"$CONSOLE" 2>&1
+	else
+		timeout "$VM_TIMEOUT" "${qemu[@]}" </dev/null 2>&1 | tee "$CONSOLE"
+	fi
+	QEMU_STATUS=${PIPESTATUS[0]}
+	set -e
+	set_err_trap
+	# the serial console has CRs and a few escape sequences
+	tr -d '\r' <"$CONSOLE" | sed 's/\x1b\(\[[0-9;?]*[A-Za-z]\|c\)//g' >"$CONSOLE.txt"
+	mv "$CONSOLE.txt" "$CONSOLE"
+	if [ -n "$CONSOLE_COPY" ]; then cp "$CONSOLE" "$CONSOLE_COPY"; fi
+}
+
+# Prints the results and the benchmark table; returns the exit status. Every result the guest
+# planned (SOFTROCE-PLAN) must be there: a missing one (VM hung or died) counts as a failure.
+report() {
+	local results plan name missing=()
+	results=$(grep -E '^SOFTROCE-TEST ' "$CONSOLE" || true)
+	plan=$(sed -n 's/^SOFTROCE-PLAN //p' "$CONSOLE" | head -n 1)
+	for name in $plan; do
+		grep -q "^SOFTROCE-TEST $name " <<<"$results" || missing+=("$name")
+	done
+	echo
+	echo "==== softroce-vm results (transport $TRANSPORT, $ACCEL_NOTE, Linux $KERNEL_RELEASE)"
+	[ -n "$results" ] && printf '%s\n' "$results"
+	for name in "${missing[@]}"; do
+		echo "SOFTROCE-TEST $name FAIL no result: the VM stopped before this check finished"
+	done
+	if grep -q '^SOFTROCE-BENCH ' "$CONSOLE"; then
+		echo
+		echo "baseline: ours = rdma-container --transport $TRANSPORT, perftest on the same rxe device"
+		{
+			printf 'METRIC\tSIZE\tPERFTEST\tOURS\tOURS/PERFTEST\tUNIT\n'
+			awk '/^SOFTROCE-BENCH / { print $2 "\t" $3 "\t" $4 "\t" $5 "\t" $6 "\t" $7 }' "$CONSOLE"
+		} | column -t -s $'\t' | sed 's/^/  /'
+		grep '^SOFTROCE-BENCH-NOTE ' "$CONSOLE" | sed 's/^SOFTROCE-BENCH-NOTE /  note: /' || true
+	fi
+	echo
+	local status=$EXIT_PASS verdict
+	verdict=$(grep -m 1 '^SOFTROCE-RESULT ' "$CONSOLE" || true)
+	if [ -z "$verdict" ] || [ -z "$plan" ]; then
+		status=$EXIT_NO_RESULT
+		if [ "$QEMU_STATUS" = 124 ]; then
+			log "no result: the VM did not finish within ${VM_TIMEOUT}s"
+		elif grep -qE 'Kernel panic|Oops:|BUG:' "$CONSOLE"; then
+			log "no result: the guest kernel crashed: $(grep -m 1 -E 'Kernel panic|Oops:|BUG:' "$CONSOLE")"
+		else
+			log "no result: the VM stopped before the checks finished (qemu exit $QEMU_STATUS)"
+		fi
+		log "last console lines:"
+		tail -n 15 "$CONSOLE" | sed 's/^/  | /' >&2
+		verdict="SOFTROCE-RESULT FAIL no result from the VM"
+	elif [[ "$verdict" != "SOFTROCE-RESULT PASS"* ]] || [ ${#missing[@]} -gt 0 ]; then
+		status=$EXIT_FAIL
+		verdict="SOFTROCE-RESULT FAIL ${verdict#SOFTROCE-RESULT * }${missing[*]:+; missing: ${missing[*]}}"
+	fi
+	echo "$verdict"
+	log "console log: $CONSOLE"
+	log "VM ran $(since "$T_BOOT")s (qemu exit $QEMU_STATUS); total $(since "$T_START")s"
+	return "$status"
+}
+
+# Keeps the console logs of the newest runs; the staging tree and the initramfs go away.
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() {
+	if [ -n "${RUN_DIR:-}" ]; then rm -rf "$RUN_DIR/root" "$RUN_DIR/initramfs.cpio"; fi
+	find "$CACHE/runs" -mindepth 1 -maxdepth 1 -type d -printf '%T@ %p\n' 2>/dev/null |
+		sort -rn | tail -n +$((RUN_KEEP + 1)) | cut -d' ' -f2- | xargs -r rm -rf
+}
+
+main() {
+	parse_args "$@"
+	T_START=$(now)
+	mkdir -p "$CACHE/runs"
+	ensure_host_packages
+	prepare_binary
+
+	local t
+	t=$(now)
+	prepare_kernel
+	log "kernel $KERNEL_PKG ($KERNEL_RELEASE) ready in $(since "$t")s (cache $CACHE)"
+
+	RUN_DIR=$(mktemp -d "$CACHE/runs/$(date +%Y%m%d-%H%M%S).XXXX")
+	trap cleanup EXIT
+	t=$(now)
+	build_initramfs
+	log "initramfs $(du -h "$INITRD" | cut -f1) built in $(since "$t")s"
+
+	choose_accel
+	T_BOOT=$(now)
+	CONSOLE=$RUN_DIR/console.log
+	boot_vm
+	# A guest kernel crash without a result is retried once: TCG has rare races of its own.
+	# (A crash that our traffic causes in rdma_rxe comes back the second time and is reported.)
+	if ! grep -q '^SOFTROCE-RESULT ' "$CONSOLE" && grep -qE 'Kernel panic|Oops:|BUG:' "$CONSOLE"; then
+		mv "$CONSOLE" "$RUN_DIR/console.crashed.log"
+		log "the guest kernel crashed: $(grep -m 1 -E 'Kernel panic|Oops:|BUG:' "$RUN_DIR/console.crashed.log")"
+		log "booting once more (console of the crashed boot: $RUN_DIR/console.crashed.log)"
+		T_BOOT=$(now)
+		boot_vm
+	fi
+	local status=0
+	report || status=$?
+	exit "$status"
+}
+
+main "$@"

@@ -1,0 +1,543 @@
+# shellcheck shell=bash
+# The softroce-vm checks, sourced by guest-init.sh (PID 1 of the guest) after it has created
+# the namespaces $NS_A (client side, $IP_A, $RXE_A) and $NS_B (server side, $IP_B, $RXE_B).
+#
+# Every check prints "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail" through result(); every
+# command runs under a time limit, so a hanging program fails its check instead of the VM.
+# The output of each program is echoed to the console indented by "  | " (the console log is
+# what to read when a check fails).
+
+BIN=rdma-container
+export RUST_LOG=info
+T_STEP=30     # seconds: starting a server, one doctor run
+T_RUN=${T_RUN:-300} # seconds: one transfer (10,000 messages: 15-70 s under TCG, by host load)
+HUNG=""       # set when one of our transfers hit its time limit: later ones are not started
+PEER_LOST_LIMIT=10 # seconds the server may take to report a SIGKILLed client
+
+# Sizes for the baseline (same for perftest and for us).
+BW_SIZE=65536 BW_COUNT=500
+RATE_SIZE=2 RATE_COUNT=2000
+LAT_SIZE=2 LAT_COUNT=500
+
+PORT=7000
+next_port() { PORT=$((PORT + 1)); }
+
+# CPU pinning of the server and the client (the baseline pins both ends, for perftest and us
+# alike: perftest times with the TSC, which is not reliable across vCPUs under TCG).
+PIN_SERVER=() PIN_CLIENT=()
+
+# The result names each check reports (guest-init.sh announces them in a SOFTROCE-PLAN line,
+# so that the host can name the ones missing when the VM dies half-way).
+# shellcheck disable=SC2034 # used by guest-init.sh
+declare -gA CHECK_RESULTS=(
+	[messages]="messages_10k session_line rxe_traffic messages_64k"
+	[peer-lost]="peer_lost"
+	[doctor]="doctor_text doctor_json"
+	[baseline]="baseline_perftest baseline_ours"
+)
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+# Echoes files to the console, indented (long files: head and tail).
+show() { # file...
+	local f n
+	for f in "$@"; do
+		[ -s "$f" ] || continue
+		n=$(wc -l <"$f")
+		echo "  == ${f#/tmp/} ($n lines)"
+		if [ "$n" -le 60 ]; then
+			sed 's/^/  | /' "$f"
+		else
+			head -n 20 "$f" | sed 's/^/  | /'
+			echo "  | ... ($((n - 40)) lines)"
+			tail -n 20 "$f" | sed 's/^/  | /'
+		fi
+	done
+}
+
+# The line of a log that best explains a failure: the first error (clap's "error: ...", an
+# ERROR log line, "not available", a panic), else the first line saying "fail", else the last
+# line; without the log prefix and shortened for a result line.
+why() { # file...
+	local line
+	line=$(cat "$@" 2>/dev/null | grep -m 1 -E '^error|ERROR|not available|panicked') ||
+		line=$(cat "$@" 2>/dev/null | grep -m 1 -i 'fail') ||
+		line=$(cat "$@" 2>/dev/null | grep -v '^ *$' | tail -n 1)
+	line=${line#\[*\] } # "[time LEVEL module] "
+	echo "${line:0:220}"
+}
+
+# The sysfs GID of an IPv4 address: ::ffff:a.b.c.d in sysfs' 8-group form.
+mapped_gid() { # ipv4
+	local IFS=.
+	# shellcheck disable=SC2086 # split the address on dots
+	set -- $1
+	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$1" "$2" "$3" "$4"
+}
+
+# The index of the RoCE v2 GID of IPV4 on DEV port 1, read inside NS (the types file of a GID
+# can only be read in the netdev's namespace).
+gid_index() { # ns dev ipv4
+	# rxe has 1024 GID slots: read them with the shell's own `read` (no process per file)
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	ip netns exec "$1" bash -c '
+		d=/sys/class/infiniband/$1/ports/1
+		for g in "$d"/gids/*; do
+			read -r v <"$g" || continue
+			[ "$v" = "$2" ] || continue
+			i=${g##*/}
+			read -r t <"$d/gid_attrs/types/$i" 2>/dev/null || continue
+			[ "$t" = "RoCE v2" ] && { echo "$i"; exit 0; }
+		done
+		exit 1' sh "$2" "$(mapped_gid "$3")"
+}
+
+# Prints the populated GIDs of DEV port 1 (index, GID, type, netdev), read inside NS.
+show_gids() { # ns dev
+	echo "GID table of $2 port 1 (read in $1):"
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	ip netns exec "$1" bash -c '
+		cd "/sys/class/infiniband/$1/ports/1" || exit 1
+		for g in gids/*; do
+			read -r v <"$g" || continue
+			[ "$v" = 0000:0000:0000:0000:0000:0000:0000:0000 ] && continue
+			i=${g##*/} t=- n=-
+			read -r t <"gid_attrs/types/$i" 2>/dev/null
+			read -r n <"gid_attrs/ndevs/$i" 2>/dev/null
+			echo "  $i $v $t $n"
+		done' sh "$2"
+}
+
+# An rxe hardware counter, e.g. counter rxeA sent_pkts (0 when it cannot be read).
+counter() { # dev name
+	local v
+	v=$(rdma statistic show link "$1/1" 2>/dev/null | tr ' ' '\n' | awk -v k="$2" 'prev == k { print; exit } { prev = $0 }')
+	echo "${v:-0}"
+}
+
+# Waits until something in NS listens on TCP PORT; fails early when PID (the server) exits.
+wait_listening() { # ns port pid
+	local hex i
+	hex=$(printf ':%04X' "$2")
+	for ((i = 0; i < T_STEP * 10; i++)); do
+		ip netns exec "$1" cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+			awk -v p="$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }' &&
+			return 0
+		kill -0 "$3" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# Waits up to SECONDS for PID to exit (killing it after that); sets WAIT_RC (124 = killed).
+wait_pid() { # pid seconds
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		kill -9 "$1" 2>/dev/null
+		wait "$1" 2>/dev/null
+		WAIT_RC=124
+	else
+		wait "$1"
+		WAIT_RC=$?
+	fi
+}
+
+# Starts our server in $NS_B on a fresh port with --once, output in /tmp/NAME.server.{out,err};
+# returns once it listens. Fails (with the reason in the .err file) when it exits instead.
+start_server() { # name [server args...]
+	local name=$1
+	shift
+	next_port
+	SERVER_OUT=/tmp/$name.server.out SERVER_ERR=/tmp/$name.server.err
+	ip netns exec "$NS_B" "${PIN_SERVER[@]}" "$BIN" --server "$IP_B:$PORT" --once --transport "$TRANSPORT" "$@" \
+		>"$SERVER_OUT" 2>"$SERVER_ERR" &
+	SERVER_PID=$!
+	if wait_listening "$NS_B" "$PORT" "$SERVER_PID"; then return 0; fi
+	wait_pid "$SERVER_PID" 1
+	return 1
+}
+
+# Runs our client in $NS_A against the last server (bounded); sets CLIENT_RC.
+run_client() { # name [client args...]
+	local name=$1
+	shift
+	CLIENT_OUT=/tmp/$name.client.out CLIENT_ERR=/tmp/$name.client.err
+	timeout "$T_RUN" ip netns exec "$NS_A" "${PIN_CLIENT[@]}" "$BIN" --client "$IP_B:$PORT" --transport "$TRANSPORT" "$@" \
+		>"$CLIENT_OUT" 2>"$CLIENT_ERR"
+	CLIENT_RC=$?
+}
+
+# An exit status for a result line.
+status_text() { # status limit-seconds
+	case "$1" in
+	124) echo "killed at its ${2}s time limit" ;;
+	*) echo "exit $1" ;;
+	esac
+}
+
+# One whole session: server (with SERVER_ARGS), client (with the arguments), server's end.
+# Returns non-zero when either end failed, with the reason in SESSION_FAIL.
+SERVER_ARGS=()
+session() { # name [client args...]
+	local name=$1 server_rc
+	shift
+	SERVER_ERR=/dev/null CLIENT_ERR=/dev/null SESSION_FAIL=""
+	if [ -n "$HUNG" ]; then
+		SESSION_FAIL="not run: $HUNG hung"
+		return 1
+	fi
+	if ! start_server "$name" "${SERVER_ARGS[@]}"; then
+		SESSION_FAIL="server did not start ($(status_text "$WAIT_RC" 1)): $(why "$SERVER_ERR")"
+		show "$SERVER_ERR"
+		return 1
+	fi
+	run_client "$name" "$@"
+	wait_pid "$SERVER_PID" "$T_STEP"
+	server_rc=$WAIT_RC
+	show "$SERVER_ERR" "$CLIENT_ERR"
+	if [ "$CLIENT_RC" = 124 ] || [ "$server_rc" = 124 ]; then
+		HUNG=$name
+		echo "$name hit its time limit: later transfers are not started"
+	fi
+	[ "$server_rc" = 0 ] && [ "$CLIENT_RC" = 0 ] && return 0
+	SESSION_FAIL="server $(status_text "$server_rc" "$T_STEP"), client $(status_text "$CLIENT_RC" "$T_RUN"): $(why "$SERVER_ERR" "$CLIENT_ERR")"
+	return 1
+}
+
+# Parses the summary line "N messages, B bytes in T s (R msg/s, X MiB/s, Y Gb/s)" of FILE
+# into SUM_MSGS SUM_BYTES SUM_SECS SUM_RATE SUM_MIBS.
+parse_summary() { # file
+	local line
+	SUM_MSGS='' SUM_BYTES='' SUM_SECS='' SUM_RATE='' SUM_MIBS=''
+	line=$(grep -oE '[0-9]+ messages, [0-9]+ bytes in [0-9.]+ s \([0-9.]+ msg/s, [0-9.]+ MiB/s' "$1" | tail -n 1)
+	[ -n "$line" ] || return 1
+	read -r SUM_MSGS SUM_BYTES SUM_SECS SUM_RATE SUM_MIBS < <(
+		sed -E 's/^([0-9]+) messages, ([0-9]+) bytes in ([0-9.]+) s \(([0-9.]+) msg\/s, ([0-9.]+) MiB\/s$/\1 \2 \3 \4 \5/' <<<"$line")
+}
+
+# "session established: ..." of a log, without the prefix.
+session_line() { # file
+	grep -m 1 'session established:' "$1" | sed 's/.*session established: //'
+}
+
+# Checks the session line of one end against the transport we asked for. For verbs and auto the
+# line must say "transport verbs" and name the rxe device of that end's namespace, port 1, the
+# GID index of its address and the GID value. Prints the reason and returns 1 on a mismatch.
+expect_session() { # file dev gid-index gid
+	local line want
+	line=$(session_line "$1")
+	if [ -z "$line" ]; then
+		echo "no 'session established' line; $(grep -m 1 'using the TCP transport' "$1" || why "$1")"
+		return 1
+	fi
+	case "$TRANSPORT" in
+	tcp) want="transport tcp " ;;
+	*) want="transport verbs " ;;
+	esac
+	if [[ "$line " != *"$want"* ]]; then
+		echo "wanted '$want': $line; $(grep -m 1 'using the TCP transport' "$1" | sed 's/^\[[^]]*\] //')"
+		return 1
+	fi
+	if [ "$TRANSPORT" != tcp ]; then
+		want="device $2 port 1 gid-index $3 gid $4"
+		if [[ "$line" != *"$want"* ]]; then
+			echo "wanted '$want': $line"
+			return 1
+		fi
+	fi
+	echo "$line"
+}
+
+# ---------------------------------------------------------------------------------------------
+# setup: rxe devices, their GIDs, IP between the namespaces, the binary runs
+# ---------------------------------------------------------------------------------------------
+check_setup() {
+	say "setup: devices"
+	rdma link show
+	ibv_devices
+	GID_A=$(mapped_gid "$IP_A") GID_B=$(mapped_gid "$IP_B")
+	IDX_A=$(gid_index "$NS_A" "$RXE_A" "$IP_A") IDX_B=$(gid_index "$NS_B" "$RXE_B" "$IP_B")
+	say "setup: GIDs"
+	show_gids "$NS_A" "$RXE_A"
+	show_gids "$NS_B" "$RXE_B"
+	if [ -z "$IDX_A" ] || [ -z "$IDX_B" ]; then
+		result setup FAIL "no RoCE v2 GID for $IP_A on $RXE_A or $IP_B on $RXE_B"
+		return 1
+	fi
+	say "setup: ping"
+	if ! ip netns exec "$NS_A" ping -c 1 -W 5 "$IP_B" >/dev/null 2>&1; then
+		result setup FAIL "no IP connectivity $NS_A -> $NS_B over the veth pair"
+		return 1
+	fi
+	say "setup: $BIN --version"
+	if ! "$BIN" --version >/tmp/version 2>&1; then
+		show /tmp/version
+		result setup FAIL "$BIN does not start: $(why /tmp/version)"
+		return 1
+	fi
+	show /tmp/version
+	result setup PASS "$RXE_A on vA@$NS_A gid-index $IDX_A ($IP_A), $RXE_B on vB@$NS_B gid-index $IDX_B ($IP_B);" \
+		"binary: $(paste -sd ";" /tmp/version | sed "s/;/; /g")"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 1. messages: 10,000 in order, the session line, rxe counters, 2000 x 64 KiB
+# ---------------------------------------------------------------------------------------------
+check_messages() {
+	local sent0 rcvd0 sent rcvd a b
+	sent0=$(counter "$RXE_A" sent_pkts) rcvd0=$(counter "$RXE_B" rcvd_pkts)
+
+	SERVER_ARGS=()
+	if ! session messages_10k --count 10000; then
+		result messages_10k FAIL "$SESSION_FAIL"
+	elif ! seq 0 9999 | cmp -s - "$SERVER_OUT"; then
+		result messages_10k FAIL "server stdout ($(wc -l <"$SERVER_OUT") lines) differs from seq 0 9999: $(seq 0 9999 | cmp - "$SERVER_OUT" 2>&1 | head -n 1)"
+	else
+		result messages_10k PASS "10000 messages $NS_A -> $NS_B in order (server stdout = seq 0 9999)"
+	fi
+
+	# the session line of both ends (a client that never connected has none)
+	if a=$(expect_session "$SERVER_ERR" "$RXE_B" "$IDX_B" "$GID_B") &&
+		b=$(expect_session "$CLIENT_ERR" "$RXE_A" "$IDX_A" "$GID_A"); then
+		# the server's whole line, the client's device part (the rest mirrors the server's)
+		if [[ "$b" == *"| device "* ]]; then b="device ${b##*| device }"; else b=${b%% |*}; fi
+		result session_line PASS "server: $a; client: $b"
+	else
+		result session_line FAIL "${b:-$a}"
+	fi
+
+	# RDMA traffic must show up in the rxe counters (tcp: over the veth, not through rxe)
+	sent=$(($(counter "$RXE_A" sent_pkts) - sent0)) rcvd=$(($(counter "$RXE_B" rcvd_pkts) - rcvd0))
+	if [ "$TRANSPORT" = tcp ]; then
+		result rxe_traffic SKIP "transport tcp does not use rxe ($RXE_A sent $sent, $RXE_B received $rcvd packets)"
+	elif [ "$sent" -ge 10000 ] && [ "$rcvd" -ge 10000 ]; then
+		result rxe_traffic PASS "$RXE_A sent $sent, $RXE_B received $rcvd RoCE packets for 10000 messages"
+	else
+		result rxe_traffic FAIL "$RXE_A sent $sent, $RXE_B received $rcvd RoCE packets; expected >= 10000 each"
+	fi
+
+	SERVER_ARGS=(--quiet --max-msg-size 65536)
+	if ! session messages_64k --size 65536 --count 2000 --max-msg-size 65536; then
+		result messages_64k FAIL "$SESSION_FAIL"
+	elif ! parse_summary "$SERVER_ERR" || [ "$SUM_MSGS" != 2000 ] || [ "$SUM_BYTES" != $((2000 * 65536)) ]; then
+		result messages_64k FAIL "server summary says '${SUM_MSGS:-?} messages, ${SUM_BYTES:-?} bytes', expected 2000 messages, $((2000 * 65536)) bytes"
+	else
+		result messages_64k PASS "2000 x 64 KiB: server summary $SUM_MSGS messages, $SUM_BYTES bytes in $SUM_SECS s ($SUM_MIBS MiB/s)"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# 2. peer-lost: SIGKILL the client mid-stream; the server must say "peer lost" and end quickly
+# ---------------------------------------------------------------------------------------------
+check_peer_lost() {
+	local cpid i lines=0 t0 secs line
+	if [ -n "$HUNG" ]; then
+		result peer_lost FAIL "not run: $HUNG hung"
+		return
+	fi
+	if ! start_server peer_lost; then
+		show "$SERVER_ERR"
+		result peer_lost FAIL "server did not start: $(why "$SERVER_ERR")"
+		return
+	fi
+	CLIENT_ERR=/tmp/peer_lost.client.err
+	# ip netns exec execs the program, so $! is the client itself
+	ip netns exec "$NS_A" "$BIN" --client "$IP_B:$PORT" --transport "$TRANSPORT" --count 100000000 \
+		>/dev/null 2>"$CLIENT_ERR" &
+	cpid=$!
+	# mid-stream: wait until at least 500 messages have arrived
+	for ((i = 0; i < T_STEP * 10; i++)); do
+		lines=$(wc -l <"$SERVER_OUT")
+		[ "$lines" -ge 500 ] && break
+		kill -0 "$cpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [ "$lines" -lt 500 ] || ! kill -0 "$cpid" 2>/dev/null; then
+		kill -9 "$cpid" 2>/dev/null
+		wait_pid "$SERVER_PID" 1
+		show "$SERVER_ERR" "$CLIENT_ERR"
+		result peer_lost FAIL "the stream did not get going ($lines messages arrived): $(why "$SERVER_ERR" "$CLIENT_ERR")"
+		return
+	fi
+	echo "killing the client ($(cat "/proc/$cpid/comm"), pid $cpid) with SIGKILL after $lines messages"
+	t0=$(uptime_s)
+	kill -9 "$cpid"
+	wait "$cpid" 2>/dev/null
+	wait_pid "$SERVER_PID" $((PEER_LOST_LIMIT * 2))
+	secs=$(awk -v a="$t0" -v b="$(uptime_s)" 'BEGIN { printf "%.1f", b - a }')
+	show "$SERVER_ERR"
+	line=$(grep -m 1 'peer lost' "$SERVER_ERR" | sed 's/^\[[^]]*\] //')
+	if [ "$WAIT_RC" = 124 ]; then
+		result peer_lost FAIL "server still running $((PEER_LOST_LIMIT * 2)) s after the client was killed (hang)"
+	elif [ -z "$line" ]; then
+		result peer_lost FAIL "server ended (exit $WAIT_RC) after ${secs}s without 'peer lost': $(why "$SERVER_ERR")"
+	elif awk -v s="$secs" -v l="$PEER_LOST_LIMIT" 'BEGIN { exit !(s > l) }'; then
+		result peer_lost FAIL "server took ${secs}s (limit ${PEER_LOST_LIMIT}s): $line"
+	else
+		result peer_lost PASS "server ended ${secs}s after SIGKILL (exit $WAIT_RC): $line"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# 3. doctor: the GID table and the choice, text and JSON, in the client's namespace
+# ---------------------------------------------------------------------------------------------
+check_doctor() {
+	local problems
+	timeout "$T_STEP" ip netns exec "$NS_A" "$BIN" doctor --peer "$IP_B" >/tmp/doctor.txt 2>&1
+	show /tmp/doctor.txt
+	# table row: DEV PORT INDEX GID IPv4 VER NETDEV; then "choice: device D port P gid-index I ..."
+	if awk -v d="$RXE_A" -v i="$IDX_A" -v g="$GID_A" -v ip="$IP_A" \
+		'$1 == d && $2 == 1 && $3 == i && $4 == g && $5 == ip && $6 == "v2" { f = 1 } END { exit !f }' /tmp/doctor.txt &&
+		grep -q "^choice: device $RXE_A port 1 gid-index $IDX_A gid $GID_A" /tmp/doctor.txt; then
+		result doctor_text PASS "table lists $RXE_A/1 index $IDX_A $IP_A v2; $(grep -m 1 '^choice:' /tmp/doctor.txt)"
+	else
+		result doctor_text FAIL "expected a table row '$RXE_A 1 $IDX_A $GID_A $IP_A v2' and 'choice: device $RXE_A port 1 gid-index $IDX_A'; got $(grep -m 1 '^choice:' /tmp/doctor.txt || why /tmp/doctor.txt)"
+	fi
+
+	timeout "$T_STEP" ip netns exec "$NS_A" "$BIN" doctor --peer "$IP_B" --json >/tmp/doctor.json 2>/tmp/doctor.json.err
+	show /tmp/doctor.json /tmp/doctor.json.err
+	# (compare the output: jq -e succeeds on empty input)
+	if [ "$(jq --arg d "$RXE_A" --argjson i "$IDX_A" --arg g "$GID_A" '
+		(.table | any(.device == $d and .port == 1 and .index == $i and .gid == $g)) and
+		(.choice.device == $d and .choice.port == 1 and .choice.gid_index == $i and .choice.gid == $g) and
+		(.problems | type == "array")' /tmp/doctor.json 2>/dev/null)" = true ]; then
+		problems=$(jq -r '.problems | if length == 0 then "no problems" else "problems: " + join("; ") end' /tmp/doctor.json)
+		result doctor_json PASS "table has $RXE_A/1 index $IDX_A $GID_A; choice $(jq -c '.choice | {device, port, gid_index}' /tmp/doctor.json); $problems"
+	else
+		if jq -e 'type == "object"' /tmp/doctor.json >/dev/null 2>&1; then
+			problems="choice was $(jq -c .choice /tmp/doctor.json)"
+		else
+			problems="no JSON object: $(why /tmp/doctor.json /tmp/doctor.json.err)"
+		fi
+		result doctor_json FAIL "expected a table entry and the choice $RXE_A port 1 gid-index $IDX_A gid $GID_A; $problems"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# 4. baseline: perftest and our client/server on the same devices, same sizes, same boot
+# ---------------------------------------------------------------------------------------------
+# Runs a perftest pair (server in $NS_B on $RXE_B, client in $NS_A on $RXE_A, explicit GID
+# indexes, out-of-band exchange over TCP); the client's output lands in /tmp/NAME.client.out.
+perftest() { # name tool [tool args...]
+	local name=$1 tool=$2 spid crc
+	shift 2
+	next_port
+	timeout "$T_RUN" ip netns exec "$NS_B" "${PIN_SERVER[@]}" "$tool" -d "$RXE_B" -i 1 -x "$IDX_B" -F -p "$PORT" "$@" \
+		>"/tmp/$name.server.out" 2>&1 &
+	spid=$!
+	if ! wait_listening "$NS_B" "$PORT" "$spid"; then
+		wait_pid "$spid" 1
+		show "/tmp/$name.server.out"
+		return 1
+	fi
+	timeout "$T_RUN" ip netns exec "$NS_A" "${PIN_CLIENT[@]}" "$tool" -d "$RXE_A" -i 1 -x "$IDX_A" -F -p "$PORT" "$@" "$IP_B" \
+		>"/tmp/$name.client.out" 2>&1
+	crc=$?
+	wait_pid "$spid" "$T_STEP"
+	show "/tmp/$name.client.out"
+	if [ "$crc" != 0 ] || [ "$WAIT_RC" != 0 ]; then
+		show "/tmp/$name.server.out"
+		return 1
+	fi
+}
+
+# Runs a perftest pair and sets PERF_VALUE to field FIELD of the client's result row (the line
+# after the "#bytes" header). A run that fails or reports 0 is tried once more: perftest's
+# cycle-based timing misfires now and then under TCG.
+perftest_measure() { # name field tool [tool args...]
+	local name=$1 field=$2 try
+	shift 2
+	PERF_VALUE=""
+	for try in 1 2; do
+		if perftest "$name" "$@"; then
+			PERF_VALUE=$(awk -v f="$field" '/#bytes/ { h = 1; next } h && $1 ~ /^[0-9]+$/ { print $f; exit }' \
+				"/tmp/$name.client.out")
+			awk -v v="$PERF_VALUE" 'BEGIN { exit !(v + 0 > 0) }' && return 0
+		fi
+		echo "$name: attempt $try gave no usable number (${PERF_VALUE:-none})"
+		PERF_VALUE=""
+	done
+	return 1
+}
+
+# Prints one table row: SOFTROCE-BENCH metric size perftest ours ratio unit.
+bench_row() { # metric size perftest ours unit
+	local ratio
+	ratio=$(awk -v p="$3" -v o="$4" 'BEGIN { if (p > 0 && o != "") printf "%.2f", o / p; else print "-" }')
+	echo "SOFTROCE-BENCH $1 $2 ${3:--} ${4:--} $ratio $5"
+}
+
+check_baseline() {
+	local p_bw='' p_rate='' p_rtt='' o_bw='' o_rate='' o_rtt='' pfail=() ofail=()
+
+	# both ends pinned, each to its own CPU when there are two
+	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+
+	# perftest: ib_send_bw at 64 KiB (BW average, MB/sec = 2^20 bytes/s), at 2 B (MsgRate,
+	# Mpps), ib_send_lat at 2 B (t_avg in usec is half a round trip)
+	if perftest_measure bw_perftest 4 ib_send_bw -s "$BW_SIZE" -n "$BW_COUNT"; then
+		p_bw=$PERF_VALUE
+	else
+		pfail+=("ib_send_bw -s $BW_SIZE")
+	fi
+	if perftest_measure rate_perftest 5 ib_send_bw -s "$RATE_SIZE" -n "$RATE_COUNT"; then
+		p_rate=$(awk -v r="$PERF_VALUE" 'BEGIN { printf "%.0f", r * 1e6 }')
+	else
+		pfail+=("ib_send_bw -s $RATE_SIZE")
+	fi
+	if perftest_measure lat_perftest 6 ib_send_lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
+		p_rtt=$(awk -v t="$PERF_VALUE" 'BEGIN { printf "%.2f", 2 * t }')
+	else
+		pfail+=("ib_send_lat -s $LAT_SIZE")
+	fi
+
+	# ours: the server's summary line (receiver side, like perftest's numbers)
+	SERVER_ARGS=(--quiet --max-msg-size "$BW_SIZE")
+	if session bw_ours --size "$BW_SIZE" --count "$BW_COUNT" --max-msg-size "$BW_SIZE" &&
+		parse_summary "$SERVER_ERR" && [ "$SUM_MSGS" = "$BW_COUNT" ]; then
+		o_bw=$SUM_MIBS
+	else
+		ofail+=("$BW_COUNT x $BW_SIZE B: ${SESSION_FAIL:-summary says $SUM_MSGS messages}")
+	fi
+	SERVER_ARGS=(--quiet)
+	if session rate_ours --size "$RATE_SIZE" --count "$RATE_COUNT" &&
+		parse_summary "$SERVER_ERR" && [ "$SUM_MSGS" = "$RATE_COUNT" ]; then
+		o_rate=$SUM_RATE
+	else
+		ofail+=("$RATE_COUNT x $RATE_SIZE B: ${SESSION_FAIL:-summary says $SUM_MSGS messages}")
+	fi
+	# one credit: each message waits for the credit of the one before = one round trip
+	SERVER_ARGS=(--quiet --credits 1)
+	if session lat_ours --size "$LAT_SIZE" --count "$LAT_COUNT" &&
+		parse_summary "$SERVER_ERR" && [ "$SUM_MSGS" = "$LAT_COUNT" ]; then
+		o_rtt=$(awk -v s="$SUM_SECS" -v n="$SUM_MSGS" 'BEGIN { printf "%.2f", s * 1e6 / n }')
+	else
+		ofail+=("$LAT_COUNT x $LAT_SIZE B, 1 credit: ${SESSION_FAIL:-summary says $SUM_MSGS messages}")
+	fi
+
+	PIN_SERVER=() PIN_CLIENT=()
+
+	bench_row bandwidth "$BW_SIZE" "$p_bw" "$o_bw" MiB/s
+	bench_row msg_rate "$RATE_SIZE" "$p_rate" "$o_rate" msg/s
+	bench_row round_trip "$LAT_SIZE" "$p_rtt" "$o_rtt" us
+	echo "SOFTROCE-BENCH-NOTE bandwidth: ib_send_bw BW average vs our server's MiB/s (default credits), $BW_COUNT messages each"
+	echo "SOFTROCE-BENCH-NOTE msg_rate: ib_send_bw MsgRate vs our server's msg/s (default credits), $RATE_COUNT messages each"
+	echo "SOFTROCE-BENCH-NOTE round_trip: 2 x ib_send_lat t_avg vs our time per message with --credits 1 (message + credit), $LAT_COUNT messages"
+	echo "SOFTROCE-BENCH-NOTE round_trip: lower is better (ratio > 1 = slower); under TCG only ratios within one boot mean anything"
+
+	if [ ${#pfail[@]} -eq 0 ]; then
+		result baseline_perftest PASS "ib_send_bw $BW_SIZE B: $p_bw MiB/s; $RATE_SIZE B: $p_rate msg/s; ib_send_lat $LAT_SIZE B: round trip $p_rtt us"
+	else
+		result baseline_perftest FAIL "failed, unparsable or 0 twice: ${pfail[*]}"
+	fi
+	if [ ${#ofail[@]} -eq 0 ]; then
+		result baseline_ours PASS "$BW_SIZE B: $o_bw MiB/s; $RATE_SIZE B: $o_rate msg/s; $LAT_SIZE B with 1 credit: $o_rtt us per message"
+	else
+		result baseline_ours FAIL "$(printf '%s | ' "${ofail[@]}")"
+	fi
+}
