@@ -20,6 +20,8 @@ use crate::{Error, Result};
 
 /// How long one wait slice lasts before the stop flag is checked again.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
+/// How long a data-path failure waits for the control channel to say why.
+const EXPLAIN_WAIT: Duration = Duration::from_millis(500);
 
 /// What was negotiated and chosen for a session (for logs, summaries and `--json`).
 #[derive(Debug, Clone)]
@@ -118,7 +120,8 @@ impl Session {
     }
 
     /// Server side, first step: read the client's hello on an accepted connection, within the
-    /// handshake deadline. A garbage or silent peer gets a Reject (when possible) and an error.
+    /// handshake deadline. A garbage peer gets a Reject and an error; a silent one is closed
+    /// when the deadline passes.
     pub fn read_hello(stream: TcpStream, config: &Config) -> Result<(ControlChannel, Hello)> {
         let mut control = ControlChannel::new(stream)?;
         let deadline = Instant::now() + config.handshake_timeout;
@@ -170,6 +173,42 @@ impl Session {
     /// What was chosen and negotiated.
     pub fn info(&self) -> &SessionInfo {
         &self.info
+    }
+
+    /// A data-path failure is often the visible half of the peer ending the session (a Reject
+    /// or a closed control connection that has not been read yet). Looks briefly at the control
+    /// channel for the words that say why; otherwise keeps the transport's own error (a closed
+    /// data path becoming [`Error::PeerLost`]). `messages` is the count for that error.
+    pub(crate) fn explain_transport_error(&mut self, e: Error, messages: u64) -> Error {
+        let transport_failure = matches!(
+            e,
+            Error::TransportClosed { .. }
+                | Error::TransportIo { .. }
+                | Error::TransportProtocol { .. }
+                | Error::Verbs { .. }
+                | Error::VerbsCompletion { .. }
+                | Error::Doca { .. }
+        );
+        if !transport_failure {
+            return e;
+        }
+        let deadline = Instant::now() + EXPLAIN_WAIT;
+        loop {
+            match self.control.recv_until(deadline) {
+                Ok(Some(Message::Reject { reason })) => return Error::Rejected(reason),
+                Ok(Some(_)) => continue,
+                Ok(None) => break,
+                Err(Error::PeerLost { reason, .. }) => return Error::PeerLost { reason, messages },
+                Err(_) => break,
+            }
+        }
+        match e {
+            Error::TransportClosed { .. } => Error::PeerLost {
+                reason: e.to_string(),
+                messages,
+            },
+            other => other,
+        }
     }
 
     /// Sleeps until the transport or the control channel may have news, or a short slice has

@@ -105,7 +105,11 @@ impl RdmaSink {
             return Err(Error::Protocol("credit accounting out of step".to_owned()));
         };
         self.session.transport.send_buf(slot)[..data.len()].copy_from_slice(data);
-        self.session.transport.post_send(slot, data.len())?;
+        if let Err(e) = self.session.transport.post_send(slot, data.len()) {
+            return Err(self
+                .session
+                .explain_transport_error(e, self.window.released()));
+        }
         self.bytes += data.len() as u64;
         Ok(())
     }
@@ -188,9 +192,15 @@ impl RdmaSink {
     fn progress(&mut self) -> Result<()> {
         self.completions.clear();
         let polled = self.session.transport.poll(&mut self.completions);
-        for c in &self.completions {
-            match *c {
+        for i in 0..self.completions.len() {
+            match self.completions[i] {
                 Completion::Send { slot } => self.free_staging.push(slot),
+                Completion::Credit => {
+                    let released = self.window.released() + 1;
+                    self.window
+                        .on_credit(released)
+                        .map_err(|e| Error::Protocol(e.to_string()))?;
+                }
                 Completion::Recv { .. } => {
                     return Err(Error::Protocol(
                         "receive completion on the sending side".to_owned(),
@@ -226,13 +236,12 @@ impl RdmaSink {
                 Err(e) => return Err(e),
             }
         }
-        polled.map_err(|e| match e {
-            Error::TransportClosed { .. } => Error::PeerLost {
-                reason: e.to_string(),
-                messages: self.window.released(),
-            },
-            other => other,
-        })
+        if let Err(e) = polled {
+            return Err(self
+                .session
+                .explain_transport_error(e, self.window.released()));
+        }
+        Ok(())
     }
 }
 

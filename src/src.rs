@@ -163,8 +163,16 @@ impl RdmaSrc {
             .window
             .release_oldest()
             .map_err(|e| Error::Protocol(e.to_string()))?;
-        self.session.transport.post_recv(self.window.slot_of(seq))?;
-        if self.finish.is_none() {
+        let messages = self.window.arrived();
+        if let Err(e) = self.session.transport.post_recv(self.window.slot_of(seq)) {
+            return Err(self.session.explain_transport_error(e, messages));
+        }
+        // After Finish the sender needs no more credit (and may already be closing).
+        if self.finish.is_none() && self.session.transport.inband_credits() {
+            if let Err(e) = self.session.transport.post_credit() {
+                return Err(self.session.explain_transport_error(e, messages));
+            }
+        } else if self.finish.is_none() {
             let released = self.window.released();
             match self.session.control.send(&Message::Credit { released }) {
                 Ok(()) => {}
@@ -190,7 +198,7 @@ impl RdmaSrc {
         for i in 0..self.completions.len() {
             let Completion::Recv { slot, len } = self.completions[i] else {
                 return Err(Error::Protocol(
-                    "send completion on the receiving side".to_owned(),
+                    "send or credit completion on the receiving side".to_owned(),
                 ));
             };
             let seq = self
@@ -208,7 +216,10 @@ impl RdmaSrc {
         match polled {
             Ok(()) => {}
             Err(Error::TransportClosed { .. }) => self.data_closed = Some(Instant::now()),
-            Err(e) => return Err(e),
+            Err(e) => {
+                let messages = self.window.arrived();
+                return Err(self.session.explain_transport_error(e, messages));
+            }
         }
         while self.finish.is_none() {
             match self.session.control.try_recv() {

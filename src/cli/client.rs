@@ -19,8 +19,14 @@ pub fn run(
     size: Option<usize>,
     stop: &Arc<AtomicBool>,
 ) -> Result<u8> {
-    let mut sink = RdmaSink::connect(addr, config)
-        .with_context(|| format!("cannot start a session with {addr}"))?;
+    let mut sink = match RdmaSink::connect(addr, config) {
+        Ok(sink) => sink,
+        Err(Error::Interrupted) => {
+            log::info!("Ctrl-C before the session with {addr} started");
+            return Ok(EXIT_INTERRUPTED);
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot start a session with {addr}")),
+    };
     let started = Instant::now();
     send_all(&mut sink, count, size, stop)?;
     let interrupted = stop.load(Ordering::Relaxed);

@@ -73,7 +73,14 @@ pub fn connect(
                 timeout.as_secs_f64()
             );
         }
-        std::thread::sleep(backoff.min(left));
+        // Sleep in short steps so Ctrl-C is noticed at once.
+        let wake = Instant::now() + backoff.min(left);
+        while let Some(step) = remaining(wake) {
+            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Err(Error::Interrupted);
+            }
+            std::thread::sleep(step.min(Duration::from_millis(50)));
+        }
         backoff = (backoff * 2).min(Duration::from_secs(1));
     }
 }
