@@ -6,10 +6,6 @@
 //! once more, so a completion can never slip in unnoticed before the caller sleeps on the
 //! channel's descriptor.
 //!
-//! Credits travel in band: the receiver sends one zero-length message per released slot, and the
-//! sender keeps `slots` zero-length receives posted for them (re-posted as they complete). RC
-//! delivers them in order, so each one is exactly one more released message.
-//!
 //! The hello blob carries QP number, starting PSN, GID and path MTU (see [`Endpoint`]).
 //! `rdma-mummy-sys` loads `libibverbs.so.1` with dlopen, so where rdma-core is absent every verb
 //! fails with EOPNOTSUPP and [`VerbsTransport::new`] reports the transport as unavailable.
@@ -37,15 +33,12 @@ use sideway::ibverbs::AccessFlags;
 
 use super::slots::{chosen_device, SlotMemory};
 use super::{Completion, SetupParams, Transport, WaitHandle};
-use crate::proto::{Role, TransportKind};
+use crate::proto::TransportKind;
 use crate::{Error, Result};
 
 const NAME: &str = "verbs";
 /// `wr_id` bit that marks a send.
 const SEND_TAG: u64 = 1 << 63;
-/// `wr_id` bit that marks a zero-length credit message (send on the receiver, receive on the
-/// sender).
-const CREDIT_TAG: u64 = 1 << 62;
 /// Completions taken per `ibv_poll_cq` call.
 const POLL_BATCH: usize = 16;
 /// What an RTR/RTS failure or a retry-exceeded completion usually means on RoCE.
@@ -107,9 +100,6 @@ pub struct VerbsTransport {
     _pd: Arc<ProtectionDomain>,
     _context: Arc<DeviceContext>,
     memory: SlotMemory,
-    role: Role,
-    /// Receiver: credit sends posted and not yet completed (bounded by the send queue depth).
-    credits_in_flight: usize,
     port: u8,
     gid_index: u8,
     local: Endpoint,
@@ -221,8 +211,6 @@ impl VerbsTransport {
             _pd: pd,
             _context: context,
             memory,
-            role: params.role,
-            credits_in_flight: 0,
             port,
             gid_index,
             local,
@@ -273,10 +261,6 @@ impl VerbsTransport {
                 return Err(verb("ibv_poll_cq", io::Error::from_raw_os_error(-n), None));
             }
             for wc in &wcs[..n as usize] {
-                if wc.wr_id & CREDIT_TAG != 0 {
-                    self.credit_completion(wc.wr_id & SEND_TAG != 0, wc.status, out)?;
-                    continue;
-                }
                 let is_send = wc.wr_id & SEND_TAG != 0;
                 let slot = (wc.wr_id & !SEND_TAG) as usize;
                 if wc.status != 0 {
@@ -296,40 +280,6 @@ impl VerbsTransport {
                 return Ok(total);
             }
         }
-    }
-}
-
-impl VerbsTransport {
-    /// Posts one zero-length receive for an incoming credit (sender side).
-    fn post_credit_recv(&mut self) -> Result<()> {
-        let mut guard = self.qp.start_post_recv();
-        guard.construct_wr(CREDIT_TAG);
-        guard
-            .post()
-            .map_err(|e| verb("ibv_post_recv(credit)", e, None))
-    }
-
-    /// A credit message completed. On the sender an arrived credit is reported and its receive
-    /// re-posted. On the receiver a credit send only frees its queue entry: if it fails, the
-    /// sender is gone or closing, which the control channel reports with the right words.
-    fn credit_completion(
-        &mut self,
-        is_send: bool,
-        status: u32,
-        out: &mut Vec<Completion>,
-    ) -> Result<()> {
-        if is_send {
-            self.credits_in_flight = self.credits_in_flight.saturating_sub(1);
-            if status != 0 {
-                log::debug!("verbs: a credit send completed with status {status}");
-            }
-            return Ok(());
-        }
-        if status != 0 {
-            return Err(completion_error(false, status));
-        }
-        out.push(Completion::Credit);
-        self.post_credit_recv()
     }
 }
 
@@ -378,11 +328,6 @@ impl Transport for VerbsTransport {
         self.qp
             .modify(&rts)
             .map_err(|e| verb("ibv_modify_qp(RTS)", e, Some(ROCE_HINT)))?;
-        if self.role == Role::Sender {
-            for _ in 0..self.memory.count() {
-                self.post_credit_recv()?;
-            }
-        }
         log::debug!(
             "verbs: connected to qpn {:#x} gid {} (path MTU {})",
             peer.qpn,
@@ -468,32 +413,6 @@ impl Transport for VerbsTransport {
             fd,
             writable: false,
         })
-    }
-
-    fn inband_credits(&self) -> bool {
-        true
-    }
-
-    fn post_credit(&mut self) -> Result<()> {
-        // The send queue holds `slots` entries; the receiver releases at most one credit per
-        // slot between completions, but wait for a free entry rather than overrun it.
-        let mut completions = Vec::new();
-        while self.credits_in_flight >= self.memory.count() {
-            self.poll_cq(&mut completions)?;
-            if !completions.is_empty() {
-                return Err(out_of_range(usize::MAX));
-            }
-            std::hint::spin_loop();
-        }
-        let mut guard = self.qp.start_post_send();
-        guard
-            .construct_wr(SEND_TAG | CREDIT_TAG, WorkRequestFlags::Signaled)
-            .setup_send();
-        guard
-            .post()
-            .map_err(|e| verb("ibv_post_send(credit)", e, None))?;
-        self.credits_in_flight += 1;
-        Ok(())
     }
 
     fn close(&mut self) {
