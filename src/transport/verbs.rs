@@ -1,7 +1,7 @@
 //! The verbs transport: one RC queue pair over rdma-core, through `sideway`.
 //!
 //! All slots live in one buffer registered once. Receives and sends are work requests whose
-//! `wr_id` names the slot (sends carry [`SEND_TAG`]). One CQ with a completion channel serves
+//! `wr_id` names the slot (sends also carry a tag bit). One CQ with a completion channel serves
 //! both directions; `poll` drains it and, when it is empty, re-arms the notification and polls
 //! once more, so a completion can never slip in unnoticed before the caller sleeps on the
 //! channel's descriptor.
