@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 use rdma_container::net::iface::{interface_owning, path_info, PathInfo};
 use rdma_container::net::route::route_to;
+use rdma_container::proto::TransportKind;
 use rdma_container::roce::{render_table, select, DeviceChoice, GidTable};
 use rdma_container::transport::compiled_in;
 use serde::Serialize;
@@ -27,6 +28,9 @@ struct Report {
     ports: Vec<rdma_container::roce::PortInfo>,
     path: Option<PathInfo>,
     choice: Option<DeviceChoice>,
+    /// What `--transport auto` would try for this path: the preferred RDMA transport compiled
+    /// in when there is a choice, else tcp (it still falls back if that transport cannot start).
+    auto_transport: Option<&'static str>,
     memlock_bytes: Option<u64>,
     cap_ipc_lock: Option<bool>,
     dev_infiniband: Vec<String>,
@@ -65,6 +69,7 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
             }
         }
     });
+    let path_known = path.is_some();
     let memlock = memlock_limit();
     let cap = has_cap_ipc_lock();
     if cap != Some(true) && memlock.is_some_and(|m| m < MEMLOCK_NEEDED) {
@@ -90,6 +95,13 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
         table: table.entries.clone(),
         ports: table.ports.clone(),
         path,
+        auto_transport: path_known.then(|| {
+            let rdma = compiled_in().iter().find(|k| **k != TransportKind::Tcp);
+            match (&choice, rdma) {
+                (Some(_), Some(kind)) => kind.name(),
+                _ => "tcp",
+            }
+        }),
         choice,
         memlock_bytes: memlock,
         cap_ipc_lock: cap,
@@ -166,12 +178,13 @@ fn print_text(r: &Report, table: &GidTable) {
         );
         match &r.choice {
             Some(c) => println!(
-                "choice: device {} port {} gid-index {} gid {} netdev {}",
+                "choice: device {} port {} gid-index {} gid {} netdev {} (transport auto would use {})",
                 c.device,
                 c.port,
                 c.gid_index,
                 c.gid_string(),
-                c.netdev.as_deref().unwrap_or("-")
+                c.netdev.as_deref().unwrap_or("-"),
+                r.auto_transport.unwrap_or("tcp")
             ),
             None => println!("choice: none (transport auto would use tcp)"),
         }
