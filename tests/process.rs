@@ -467,6 +467,15 @@ fn doctor_json_picks_the_roce_v2_gid_of_the_local_ip() {
     assert_eq!(choice["gid_index"], 3, "{out}");
     assert_eq!(choice["gid"], v4.as_str(), "{out}");
     assert_eq!(v["table"].as_array().map(Vec::len), Some(4), "{out}");
+    // With a choice, auto tries the preferred RDMA transport of this build.
+    let expected = if cfg!(feature = "doca-sim") {
+        "doca"
+    } else if cfg!(feature = "verbs") {
+        "verbs"
+    } else {
+        "tcp"
+    };
+    assert_eq!(v["auto_transport"], expected, "{out}");
 }
 
 #[test]
