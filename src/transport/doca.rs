@@ -665,11 +665,13 @@ impl Transport for DocaTransport {
         }
         // SAFETY: the PE and its handle are alive; clearing an unarmed handle is harmless.
         unsafe { sys::doca_pe_clear_notification(self.pe, self.notify_fd) };
-        if !self.progress() {
-            // SAFETY: the PE is alive. Arm, then progress once more so nothing slips in between.
-            unsafe { sys::doca_pe_request_notification(self.pe) };
-            self.progress();
-        }
+        self.progress();
+        // Always leave the notification armed: the caller may sleep even after a poll that
+        // returned something (just not what it waits for). Progressing once more after arming
+        // closes the race with a completion that arrived in between.
+        // SAFETY: the PE is alive.
+        unsafe { sys::doca_pe_request_notification(self.pe) };
+        self.progress();
         let inbox = self.inbox();
         out.append(&mut inbox.done);
         if inbox.overflow {

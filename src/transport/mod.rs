@@ -107,9 +107,10 @@ pub trait Transport: Send + std::fmt::Debug {
     /// Sends the first `len` bytes of staging slot `slot` as one message.
     fn post_send(&mut self, slot: usize, len: usize) -> Result<()>;
 
-    /// Makes progress without blocking and appends completions to `out`. When it appends
-    /// nothing, the transport arms its notification so that [`Transport::wait_handle`] becomes
-    /// ready as soon as progress is possible (no lost wake-ups).
+    /// Makes progress without blocking and appends completions to `out`. It always leaves its
+    /// notification armed, so that [`Transport::wait_handle`] becomes ready as soon as more
+    /// progress is possible: the caller may sleep after any poll, also one that returned
+    /// completions that were not the ones it waits for (no lost wake-ups).
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()>;
 
     /// The descriptor to sleep on after an empty `poll` (`None` before connect).

@@ -389,11 +389,11 @@ impl Transport for VerbsTransport {
             return Err(Error::TransportClosed { transport: NAME });
         }
         self.drain_channel_events();
-        if self.poll_cq(out)? > 0 {
-            return Ok(());
-        }
-        // SAFETY: the CQ is valid; arming then polling again closes the race with a completion
-        // that arrived between the empty poll and the arming.
+        self.poll_cq(out)?;
+        // Always leave the CQ armed: the caller may sleep even after a poll that returned
+        // something (just not what it waits for). Polling again after arming closes the race
+        // with a completion that arrived in between.
+        // SAFETY: the CQ is valid.
         let rc = unsafe { ibv_req_notify_cq(self.raw_cq(), 0) };
         if rc != 0 {
             return Err(verb(
