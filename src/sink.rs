@@ -195,6 +195,12 @@ impl RdmaSink {
         for i in 0..self.completions.len() {
             match self.completions[i] {
                 Completion::Send { slot } => self.free_staging.push(slot),
+                Completion::Credit => {
+                    let released = self.window.released() + 1;
+                    self.window
+                        .on_credit(released)
+                        .map_err(|e| Error::Protocol(e.to_string()))?;
+                }
                 Completion::Recv { .. } => {
                     return Err(Error::Protocol(
                         "receive completion on the sending side".to_owned(),

@@ -168,7 +168,11 @@ impl RdmaSrc {
             return Err(self.session.explain_transport_error(e, messages));
         }
         // After Finish the sender needs no more credit (and may already be closing).
-        if self.finish.is_none() {
+        if self.finish.is_none() && self.session.transport.inband_credits() {
+            if let Err(e) = self.session.transport.post_credit() {
+                return Err(self.session.explain_transport_error(e, messages));
+            }
+        } else if self.finish.is_none() {
             let released = self.window.released();
             match self.session.control.send(&Message::Credit { released }) {
                 Ok(()) => {}
@@ -194,7 +198,7 @@ impl RdmaSrc {
         for i in 0..self.completions.len() {
             let Completion::Recv { slot, len } = self.completions[i] else {
                 return Err(Error::Protocol(
-                    "send completion on the receiving side".to_owned(),
+                    "send or credit completion on the receiving side".to_owned(),
                 ));
             };
             let seq = self

@@ -66,6 +66,8 @@ pub enum Completion {
         /// The slot index.
         slot: usize,
     },
+    /// Sender side, in-band credits only: the receiver released one more message.
+    Credit,
 }
 
 /// What to wait on when `poll` found nothing.
@@ -118,6 +120,22 @@ pub trait Transport: Send + std::fmt::Debug {
 
     /// Tears the data path down; safe to call more than once and after errors.
     fn close(&mut self);
+
+    /// Whether credits travel on this transport's own data path (a zero-length message from
+    /// receiver to sender per released slot, reported to the sender as [`Completion::Credit`])
+    /// instead of `Credit` messages on the control channel. RDMA transports do this: a credit
+    /// then costs one RDMA round trip instead of a TCP one.
+    fn inband_credits(&self) -> bool {
+        false
+    }
+
+    /// Receiver side, in-band credits only: return one credit to the sender.
+    fn post_credit(&mut self) -> Result<()> {
+        Err(crate::Error::TransportProtocol {
+            transport: "?",
+            detail: "this transport has no in-band credits".to_owned(),
+        })
+    }
 }
 
 /// Builds the transport of the given kind (only those compiled in).

@@ -6,6 +6,10 @@
 //! once more, so a completion can never slip in unnoticed before the caller sleeps on the
 //! channel's descriptor.
 //!
+//! Credits travel in band: the receiver sends one zero-length message per released slot, and the
+//! sender keeps `slots` zero-length receives posted for them (re-posted as they complete). RC
+//! delivers them in order, so each one is exactly one more released message.
+//!
 //! The hello blob carries QP number, starting PSN, GID and path MTU (see [`Endpoint`]).
 //! `rdma-mummy-sys` loads `libibverbs.so.1` with dlopen, so where rdma-core is absent every verb
 //! fails with EOPNOTSUPP and [`VerbsTransport::new`] reports the transport as unavailable.
@@ -14,7 +18,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rdma_mummy_sys::{
     ibv_ack_cq_events, ibv_cq, ibv_get_cq_event, ibv_poll_cq, ibv_req_notify_cq, ibv_wc,
@@ -33,12 +37,17 @@ use sideway::ibverbs::AccessFlags;
 
 use super::slots::{chosen_device, SlotMemory};
 use super::{Completion, SetupParams, Transport, WaitHandle};
-use crate::proto::TransportKind;
+use crate::proto::{Role, TransportKind};
 use crate::{Error, Result};
 
 const NAME: &str = "verbs";
 /// `wr_id` bit that marks a send.
 const SEND_TAG: u64 = 1 << 63;
+/// `wr_id` bit that marks a zero-length credit message (send on the receiver, receive on the
+/// sender).
+const CREDIT_TAG: u64 = 1 << 62;
+/// How long a credit waits for a free send-queue entry before the peer counts as gone.
+const CREDIT_SEND_WAIT: Duration = Duration::from_secs(2);
 /// Completions taken per `ibv_poll_cq` call.
 const POLL_BATCH: usize = 16;
 /// What an RTR/RTS failure or a retry-exceeded completion usually means on RoCE.
@@ -100,6 +109,11 @@ pub struct VerbsTransport {
     _pd: Arc<ProtectionDomain>,
     _context: Arc<DeviceContext>,
     memory: SlotMemory,
+    role: Role,
+    /// Receiver: credit sends posted and not yet completed (bounded by the send queue depth).
+    credits_in_flight: usize,
+    /// Completions taken off the CQ while waiting for a send-queue entry, for the next `poll`.
+    pending: Vec<Completion>,
     port: u8,
     gid_index: u8,
     local: Endpoint,
@@ -211,6 +225,9 @@ impl VerbsTransport {
             _pd: pd,
             _context: context,
             memory,
+            role: params.role,
+            credits_in_flight: 0,
+            pending: Vec::new(),
             port,
             gid_index,
             local,
@@ -261,6 +278,10 @@ impl VerbsTransport {
                 return Err(verb("ibv_poll_cq", io::Error::from_raw_os_error(-n), None));
             }
             for wc in &wcs[..n as usize] {
+                if wc.wr_id & CREDIT_TAG != 0 {
+                    self.credit_completion(wc.wr_id & SEND_TAG != 0, wc.status, out)?;
+                    continue;
+                }
                 let is_send = wc.wr_id & SEND_TAG != 0;
                 let slot = (wc.wr_id & !SEND_TAG) as usize;
                 if wc.status != 0 {
@@ -280,6 +301,40 @@ impl VerbsTransport {
                 return Ok(total);
             }
         }
+    }
+}
+
+impl VerbsTransport {
+    /// Posts one zero-length receive for an incoming credit (sender side).
+    fn post_credit_recv(&mut self) -> Result<()> {
+        let mut guard = self.qp.start_post_recv();
+        guard.construct_wr(CREDIT_TAG);
+        guard
+            .post()
+            .map_err(|e| verb("ibv_post_recv(credit)", e, None))
+    }
+
+    /// A credit message completed. On the sender an arrived credit is reported and its receive
+    /// re-posted. On the receiver a credit send only frees its queue entry: if it fails, the
+    /// sender is gone or closing, which the control channel reports with the right words.
+    fn credit_completion(
+        &mut self,
+        is_send: bool,
+        status: u32,
+        out: &mut Vec<Completion>,
+    ) -> Result<()> {
+        if is_send {
+            self.credits_in_flight = self.credits_in_flight.saturating_sub(1);
+            if status != 0 {
+                log::debug!("verbs: a credit send completed with status {status}");
+            }
+            return Ok(());
+        }
+        if status != 0 {
+            return Err(completion_error(false, status));
+        }
+        out.push(Completion::Credit);
+        self.post_credit_recv()
     }
 }
 
@@ -328,6 +383,11 @@ impl Transport for VerbsTransport {
         self.qp
             .modify(&rts)
             .map_err(|e| verb("ibv_modify_qp(RTS)", e, Some(ROCE_HINT)))?;
+        if self.role == Role::Sender {
+            for _ in 0..self.memory.count() {
+                self.post_credit_recv()?;
+            }
+        }
         log::debug!(
             "verbs: connected to qpn {:#x} gid {} (path MTU {})",
             peer.qpn,
@@ -389,6 +449,7 @@ impl Transport for VerbsTransport {
             return Err(Error::TransportClosed { transport: NAME });
         }
         self.drain_channel_events();
+        out.append(&mut self.pending);
         self.poll_cq(out)?;
         // Always leave the CQ armed: the caller may sleep even after a poll that returned
         // something (just not what it waits for). Polling again after arming closes the race
@@ -413,6 +474,40 @@ impl Transport for VerbsTransport {
             fd,
             writable: false,
         })
+    }
+
+    fn inband_credits(&self) -> bool {
+        true
+    }
+
+    fn post_credit(&mut self) -> Result<()> {
+        // The send queue holds `slots` entries; the receiver releases at most one credit per
+        // slot between completions, but wait for a free entry rather than overrun it.
+        // Completions taken meanwhile are kept for the next `poll`.
+        let deadline = Instant::now() + CREDIT_SEND_WAIT;
+        while self.credits_in_flight >= self.memory.count() {
+            let mut pending = std::mem::take(&mut self.pending);
+            let polled = self.poll_cq(&mut pending);
+            self.pending = pending;
+            polled?;
+            if Instant::now() > deadline {
+                return Err(Error::TransportProtocol {
+                    transport: NAME,
+                    detail: "no credit send completed within 2 s (is the peer still there?)"
+                        .to_owned(),
+                });
+            }
+            std::hint::spin_loop();
+        }
+        let mut guard = self.qp.start_post_send();
+        guard
+            .construct_wr(SEND_TAG | CREDIT_TAG, WorkRequestFlags::Signaled)
+            .setup_send();
+        guard
+            .post()
+            .map_err(|e| verb("ibv_post_send(credit)", e, None))?;
+        self.credits_in_flight += 1;
+        Ok(())
     }
 
     fn close(&mut self) {
