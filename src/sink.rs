@@ -106,9 +106,7 @@ impl RdmaSink {
         };
         self.session.transport.send_buf(slot)[..data.len()].copy_from_slice(data);
         if let Err(e) = self.session.transport.post_send(slot, data.len()) {
-            return Err(self
-                .session
-                .explain_transport_error(e, self.window.released()));
+            return Err(self.explain(e));
         }
         self.bytes += data.len() as u64;
         Ok(())
@@ -237,11 +235,22 @@ impl RdmaSink {
             }
         }
         if let Err(e) = polled {
-            return Err(self
-                .session
-                .explain_transport_error(e, self.window.released()));
+            return Err(self.explain(e));
         }
         Ok(())
+    }
+
+    /// A closed data path usually means the receiver ended the session: look for its words on
+    /// the control channel. Any other transport failure is ours to report at once (the
+    /// receiver waits for our Reject to explain its side).
+    fn explain(&mut self, e: Error) -> Error {
+        match e {
+            Error::TransportClosed { .. } => {
+                let released = self.window.released();
+                self.session.explain_transport_error(e, released)
+            }
+            other => other,
+        }
     }
 }
 

@@ -63,8 +63,11 @@ struct Inbox {
     done: Vec<Completion>,
     /// The first task error seen (DOCA error code and which side).
     failure: Option<(bool, doca_error_t)>,
-    /// Per slot: is its task submitted and not yet completed?
+    /// Per task index (`0..slots`: data tasks, `slots..2*slots`: credit tasks): is it
+    /// submitted and not yet completed?
     in_flight: Vec<bool>,
+    /// Number of slots; task indexes at or above it are credit tasks.
+    slots: usize,
     /// A callback had no room to record (cannot happen with the reserved capacity).
     overflow: bool,
 }
@@ -127,9 +130,10 @@ impl DocaTransport {
         let choice = chosen_device(params, NAME)?;
         let memory = SlotMemory::new(params.slots, params.slot_size)?;
         let mut inbox = Box::new(Inbox {
-            done: Vec::with_capacity(params.slots * 2),
+            done: Vec::with_capacity(params.slots * 4),
             failure: None,
-            in_flight: vec![false; params.slots],
+            in_flight: vec![false; 2 * params.slots],
+            slots: params.slots,
             overflow: false,
         });
         inbox.done.clear();
@@ -410,11 +414,63 @@ impl DocaTransport {
                     }
                 }
             }
+            // Credit tasks, indexes slots..2*slots: zero-length sends on the receiver,
+            // zero-length receives on the sender (stored after the other role's data tasks).
+            for i in slots..2 * slots {
+                let ud = doca_data { u64_: i as u64 };
+                let mut send = ptr::null_mut();
+                let mut recv = ptr::null_mut();
+                match self.role {
+                    Role::Receiver => {
+                        check(
+                            "doca_rdma_task_send_allocate_init(credit)",
+                            sys::doca_rdma_task_send_allocate_init(
+                                self.rdma,
+                                self.connection,
+                                ptr::null(),
+                                ud,
+                                &mut send,
+                            ),
+                            None,
+                        )?;
+                        self.send_tasks.push(send);
+                    }
+                    Role::Sender => {
+                        check(
+                            "doca_rdma_task_receive_allocate_init(credit)",
+                            sys::doca_rdma_task_receive_allocate_init(
+                                self.rdma,
+                                ptr::null_mut(),
+                                ud,
+                                &mut recv,
+                            ),
+                            None,
+                        )?;
+                        self.recv_tasks.push(recv);
+                    }
+                }
+            }
             check(
                 "doca_pe_get_notification_handle",
                 sys::doca_pe_get_notification_handle(self.pe, &mut self.notify_fd),
                 None,
             )?;
+        }
+        Ok(())
+    }
+
+    /// Sender: (re)submits every idle credit receive (task index `slots + k` is
+    /// `recv_tasks[k]`).
+    fn post_credit_receives(&mut self) -> Result<()> {
+        let slots = self.memory.count();
+        for k in 0..self.recv_tasks.len() {
+            if self.inbox().in_flight[slots + k] {
+                continue;
+            }
+            let task = self.recv_tasks[k];
+            // SAFETY: conversion of a live task.
+            let task = unsafe { sys::doca_rdma_task_receive_as_task(task) };
+            self.submit("doca_task_submit(credit receive)", task, slots + k)?;
         }
         Ok(())
     }
@@ -510,24 +566,46 @@ impl DocaTransport {
     }
 
     /// Frees every task that is not in flight (after stop, flushed tasks come back first).
+    /// Data tasks are task indexes `0..slots`, credit tasks `slots..2*slots`; each vector
+    /// holds one kind, depending on the role.
     fn free_idle_tasks(&mut self) {
-        for slot in 0..self.send_tasks.len().max(self.recv_tasks.len()) {
-            if self.inbox().in_flight.get(slot).copied().unwrap_or(false) {
+        let slots = self.memory.count();
+        let (send_offset, recv_offset) = match self.role {
+            Role::Sender => (0, slots),
+            Role::Receiver => (slots, 0),
+        };
+        for k in 0..self.send_tasks.len() {
+            if self
+                .inbox()
+                .in_flight
+                .get(send_offset + k)
+                .copied()
+                .unwrap_or(false)
+            {
                 continue;
             }
-            if let Some(t) = self.send_tasks.get_mut(slot) {
-                if !t.is_null() {
-                    // SAFETY: the task is allocated and not in flight.
-                    unsafe { sys::doca_task_free(sys::doca_rdma_task_send_as_task(*t)) };
-                    *t = ptr::null_mut();
-                }
+            let t = &mut self.send_tasks[k];
+            if !t.is_null() {
+                // SAFETY: the task is allocated and not in flight.
+                unsafe { sys::doca_task_free(sys::doca_rdma_task_send_as_task(*t)) };
+                *t = ptr::null_mut();
             }
-            if let Some(t) = self.recv_tasks.get_mut(slot) {
-                if !t.is_null() {
-                    // SAFETY: the task is allocated and not in flight.
-                    unsafe { sys::doca_task_free(sys::doca_rdma_task_receive_as_task(*t)) };
-                    *t = ptr::null_mut();
-                }
+        }
+        for k in 0..self.recv_tasks.len() {
+            if self
+                .inbox()
+                .in_flight
+                .get(recv_offset + k)
+                .copied()
+                .unwrap_or(false)
+            {
+                continue;
+            }
+            let t = &mut self.recv_tasks[k];
+            if !t.is_null() {
+                // SAFETY: the task is allocated and not in flight.
+                unsafe { sys::doca_task_free(sys::doca_rdma_task_receive_as_task(*t)) };
+                *t = ptr::null_mut();
             }
         }
     }
@@ -594,7 +672,11 @@ impl Transport for DocaTransport {
                 self.connection,
             )
         };
-        check("doca_rdma_connect", rc, Some(CONNECTION_HINT))
+        check("doca_rdma_connect", rc, Some(CONNECTION_HINT))?;
+        if self.role == Role::Sender {
+            self.post_credit_receives()?;
+        }
+        Ok(())
     }
 
     fn slot_count(&self) -> usize {
@@ -680,7 +762,39 @@ impl Transport for DocaTransport {
         if let Some((is_send, code)) = inbox.failure.take() {
             return Err(Self::failure_error(is_send, code));
         }
+        if self.role == Role::Sender {
+            self.post_credit_receives()?;
+            // A re-posted receive may complete at once: keep the notification armed.
+            // SAFETY: the PE is alive.
+            unsafe { sys::doca_pe_request_notification(self.pe) };
+        }
         Ok(())
+    }
+
+    fn inband_credits(&self) -> bool {
+        true
+    }
+
+    fn post_credit(&mut self) -> Result<()> {
+        let slots = self.memory.count();
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        let index = loop {
+            if let Some(i) = (slots..2 * slots).find(|&i| !self.inbox().in_flight[i]) {
+                break i;
+            }
+            // Every credit send is in flight; their completions only need progress. Other
+            // completions collected meanwhile stay in the inbox for the next poll.
+            if Instant::now() > deadline {
+                return Err(misuse(
+                    "no credit send completed within 2 s (is the peer still there?)".to_owned(),
+                ));
+            }
+            self.progress();
+        };
+        let task = self.send_tasks[index - slots];
+        // SAFETY: conversion of a live task.
+        let task = unsafe { sys::doca_rdma_task_send_as_task(task) };
+        self.submit("doca_task_submit(credit)", task, index)
     }
 
     fn wait_handle(&self) -> Option<WaitHandle<'_>> {
@@ -733,7 +847,8 @@ unsafe extern "C" fn send_done(
 ) {
     if let Some(inbox) = inbox_of(ctx_ud) {
         let slot = slot_of(ud);
-        inbox.record(slot, Some(Completion::Send { slot }), None);
+        let done = (slot < inbox.slots).then_some(Completion::Send { slot });
+        inbox.record(slot, done, None);
     }
 }
 
@@ -745,7 +860,11 @@ unsafe extern "C" fn send_failed(
     // SAFETY: DOCA hands us a live task.
     let code = unsafe { sys::doca_task_get_status(sys::doca_rdma_task_send_as_task(task)) };
     if let Some(inbox) = inbox_of(ctx_ud) {
-        inbox.record(slot_of(ud), None, Some((true, code)));
+        let index = slot_of(ud);
+        // A failed credit send means the sender is gone or closing: the control channel says
+        // which, in better words than this status.
+        let error = (index < inbox.slots).then_some((true, code));
+        inbox.record(index, None, error);
     }
 }
 
@@ -758,7 +877,12 @@ unsafe extern "C" fn recv_done(
     let len = unsafe { sys::doca_rdma_task_receive_get_result_len(task) } as usize;
     if let Some(inbox) = inbox_of(ctx_ud) {
         let slot = slot_of(ud);
-        inbox.record(slot, Some(Completion::Recv { slot, len }), None);
+        let done = if slot < inbox.slots {
+            Completion::Recv { slot, len }
+        } else {
+            Completion::Credit
+        };
+        inbox.record(slot, Some(done), None);
     }
 }
 
