@@ -217,16 +217,18 @@ impl Session {
         if honor_stop && self.config.stopped() {
             return Err(Error::Interrupted);
         }
-        let mut interests = vec![Interest::read(self.control.fd())];
-        if let Some(h) = self.transport.wait_handle() {
-            interests.push(Interest {
-                fd: h.fd,
-                readable: true,
-                writable: h.writable,
-            });
+        let control = Interest::read(self.control.fd());
+        match self.transport.wait_handle() {
+            Some(h) => {
+                let data = Interest {
+                    fd: h.fd,
+                    readable: true,
+                    writable: h.writable,
+                };
+                wait_any(&[control, data], WAIT_SLICE)
+            }
+            None => wait_any(&[control], WAIT_SLICE),
         }
-        wait_any(&interests, WAIT_SLICE)?;
-        Ok(())
     }
 }
 
@@ -363,9 +365,7 @@ fn create_transport(
     );
     if let Some(kind) = wanted {
         let sel = selection?;
-        for w in &sel.warnings {
-            log::warn!("{w}");
-        }
+        log_warnings(&sel);
         let params = SetupParams {
             device: Some(sel.choice.clone()),
             ..params
@@ -378,9 +378,7 @@ fn create_transport(
         .find(|k| *k != TransportKind::Tcp);
     match (selection, rdma) {
         (Ok(sel), Some(kind)) => {
-            for w in &sel.warnings {
-                log::warn!("{w}");
-            }
+            log_warnings(&sel);
             let rdma_params = SetupParams {
                 device: Some(sel.choice.clone()),
                 ..params.clone()
@@ -421,6 +419,13 @@ fn create_transport(
             log::info!("RDMA device selection failed for source {} ({iface}): {e}; using the TCP transport", path.source);
             tcp(&params)
         }
+    }
+}
+
+/// Logs what the device choice wants the user to know (used only when RDMA will be tried).
+fn log_warnings(sel: &roce::Selection) {
+    for w in &sel.warnings {
+        log::warn!("{w}");
     }
 }
 

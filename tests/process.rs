@@ -26,16 +26,34 @@ const MID_STREAM: Duration = Duration::from_millis(500);
 /// The endless client: far more messages than it can send during a test.
 const ENDLESS: &str = "100000000";
 
-/// Starts a server on 127.0.0.1:`port` and waits until it listens.
+/// Starts a server on the test address and `port` and waits until it listens.
 fn server(name: &str, port: u16, extra: &[&str]) -> Proc {
+    server_logging(name, port, extra, "info")
+}
+
+/// [`server`] with another `RUST_LOG` level.
+fn server_logging(name: &str, port: u16, extra: &[&str], log: &str) -> Proc {
     let addr = format!("{}:{port}", test_ip());
     let transport = transport_args(&[]);
     let mut args = vec!["--server", addr.as_str()];
     args.extend(transport.iter().map(String::as_str));
     args.extend_from_slice(extra);
-    let mut p = Proc::start(name, &args);
+    let mut cmd = common::command(&args);
+    cmd.env("RUST_LOG", log);
+    let mut p = Proc::spawn(name, cmd);
     p.wait_for_stderr("listening on", SHORT);
     p
+}
+
+/// After the bad connections: a normal client's 100 messages reach the `--once` server, which
+/// then exits 0 having printed exactly "0".."99".
+fn serve_a_good_client_then_exit(s: &mut Proc, port: u16) {
+    run_good_client(port, 100);
+    let code = s.wait_code(SHORT);
+    assert_eq!(code, 0, "{}", s.report());
+    if let Err(e) = check_counting(&s.stdout(), 100) {
+        panic!("server stdout: {e}\n{}", s.report());
+    }
 }
 
 /// Starts a client toward 127.0.0.1:`port`.
@@ -246,26 +264,14 @@ fn garbage_gets_a_reject_or_a_close_and_the_server_keeps_serving() {
         assert_reject_or_nothing(&format!("{what} {bytes:02x?}"), &got, how);
         s.wait_for_stderr(&format!("ignored connection from {local}"), SHORT);
     }
-    run_good_client(port, 100);
-    let code = s.wait_code(SHORT);
-    assert_eq!(code, 0, "{}", s.report());
-    if let Err(e) = check_counting(&s.stdout(), 100) {
-        panic!("server stdout: {e}\n{}", s.report());
-    }
+    serve_a_good_client_then_exit(&mut s, port);
 }
 
 #[test]
 fn silent_connection_does_not_block_a_real_client_and_times_out() {
     let port = free_port();
-    let addr = format!("{}:{port}", test_ip());
-    let transport = transport_args(&[]);
-    let mut args = vec!["--server", addr.as_str(), "--handshake-timeout", "2"];
-    args.extend(transport.iter().map(String::as_str));
-    let mut cmd = common::command(&args);
     // Debug level, to see when the server has accepted the silent connection.
-    cmd.env("RUST_LOG", "debug");
-    let mut s = Proc::spawn("server", cmd);
-    s.wait_for_stderr("listening on", SHORT);
+    let mut s = server_logging("server", port, &["--handshake-timeout", "2"], "debug");
 
     let mut silent = connect(port);
     let local = silent.local_addr().expect("local addr");
@@ -310,12 +316,7 @@ fn truncated_hello_does_not_hurt_the_server() {
     drop(t);
     s.wait_for_stderr(&format!("ignored connection from {local}"), SHORT);
 
-    run_good_client(port, 100);
-    let code = s.wait_code(SHORT);
-    assert_eq!(code, 0, "{}", s.report());
-    if let Err(e) = check_counting(&s.stdout(), 100) {
-        panic!("server stdout: {e}\n{}", s.report());
-    }
+    serve_a_good_client_then_exit(&mut s, port);
 }
 
 #[test]

@@ -38,9 +38,9 @@ impl<'a> Interest<'a> {
     }
 }
 
-/// Waits until any descriptor is ready or `timeout` passes; returns one readiness flag per
-/// interest. EINTR counts as a (spurious) wake-up, so callers simply re-check their state.
-pub fn wait_any(interests: &[Interest<'_>], timeout: Duration) -> Result<Vec<bool>> {
+/// Waits until any descriptor is ready or `timeout` passes. Callers re-check their own state
+/// afterwards (EINTR counts as a spurious wake-up), so which descriptor woke is not reported.
+pub fn wait_any(interests: &[Interest<'_>], timeout: Duration) -> Result<()> {
     let mut fds: Vec<PollFd<'_>> = interests
         .iter()
         .map(|i| {
@@ -64,10 +64,7 @@ pub fn wait_any(interests: &[Interest<'_>], timeout: Duration) -> Result<Vec<boo
             })
         }
     }
-    Ok(fds
-        .iter()
-        .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-        .collect())
+    Ok(())
 }
 
 /// Time left until `deadline`, or `None` when it has passed.
