@@ -54,8 +54,12 @@ pub struct Config {
     pub sysfs_root: PathBuf,
     /// How long a client keeps retrying to reach the server.
     pub connect_timeout: Duration,
-    /// How long each handshake step may take.
+    /// How long the whole handshake may take (hello, data path, Ready), on each side.
     pub handshake_timeout: Duration,
+    /// End a session after this long without progress (no message arriving on the
+    /// receiver, no credit while the sender waits for one). `None` (the default) waits for as
+    /// long as the peer's connections stay up.
+    pub idle_timeout: Option<Duration>,
     /// Set from a signal handler to make every blocking wait return [`Error::Interrupted`].
     pub stop: Option<Arc<AtomicBool>>,
 }
@@ -70,6 +74,7 @@ impl Default for Config {
             sysfs_root: PathBuf::from("/sys"),
             connect_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
+            idle_timeout: None,
             stop: None,
         }
     }

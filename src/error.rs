@@ -1,13 +1,20 @@
 //! The crate's one error type.
 //!
 //! Variants are named for what failed and carry the OS error (or the peer's words) that caused
-//! it, so a caller can both branch on the kind and print one clear line.
+//! it, so a caller can both branch on the kind and print one clear line. A variant with a
+//! `#[source]` does not repeat that source in its own message: print the chain (`{:#}` with
+//! anyhow, or walk [`std::error::Error::source`]) to see both.
+//!
+//! What a misbehaving or vanished peer causes ([`Error::Protocol`], [`Error::Decode`],
+//! [`Error::Rejected`], [`Error::PeerLost`]) is kept apart from our own broken invariants
+//! ([`Error::Internal`]), which are bugs to report.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::proto::DecodeError;
+pub use crate::session_core::ProtocolViolation;
 
 /// Everything that can go wrong in rdma-container.
 #[derive(Debug, thiserror::Error)]
@@ -18,7 +25,7 @@ pub enum Error {
     InvalidConfig(String),
 
     /// Binding or listening on the bootstrap address failed.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Listen {
         /// The address we tried to listen on.
         addr: SocketAddr,
@@ -28,11 +35,11 @@ pub enum Error {
     },
 
     /// Accepting a bootstrap connection failed.
-    #[error("accept failed: {0}")]
+    #[error("accept failed")]
     Accept(#[source] io::Error),
 
     /// The client could not reach the server before the connect deadline.
-    #[error("could not connect to {addr} within {seconds:.1} s (last error: {source})")]
+    #[error("could not connect to {addr} within {seconds:.1} s")]
     Connect {
         /// The server address.
         addr: SocketAddr,
@@ -44,7 +51,7 @@ pub enum Error {
     },
 
     /// Setting a socket option or querying a socket failed.
-    #[error("socket setup failed ({what}): {source}")]
+    #[error("socket setup failed ({what})")]
     Socket {
         /// Which operation failed.
         what: &'static str,
@@ -68,9 +75,22 @@ pub enum Error {
     #[error("invalid message from peer: {0}")]
     Decode(#[from] DecodeError),
 
-    /// The peer sent a valid message that the protocol does not allow at this point.
+    /// The peer broke a rule of the wire protocol (see [`ProtocolViolation`]).
     #[error("protocol violation by peer: {0}")]
-    Protocol(String),
+    Protocol(ProtocolViolation),
+
+    /// One of our own invariants failed: a bug in rdma-container, not the peer's doing.
+    #[error("internal error (a bug in rdma-container, please report it): {0}")]
+    Internal(String),
+
+    /// `Config::idle_timeout` passed with no progress in either direction.
+    #[error("no progress for {seconds:.1} s (idle timeout) after {messages} message(s)")]
+    IdleTimeout {
+        /// The configured idle timeout.
+        seconds: f64,
+        /// Messages transferred before it.
+        messages: u64,
+    },
 
     /// The peer refused the session and said why.
     #[error("peer rejected the session: {0}")]
@@ -109,11 +129,11 @@ pub enum Error {
     Closed,
 
     /// I/O on the control channel failed.
-    #[error("control channel I/O failed: {0}")]
+    #[error("control channel I/O failed")]
     ControlIo(#[source] io::Error),
 
     /// The data path of a transport failed.
-    #[error("{transport} transport failed ({what}): {source}")]
+    #[error("{transport} transport failed ({what})")]
     TransportIo {
         /// The transport's name.
         transport: &'static str,
@@ -141,7 +161,7 @@ pub enum Error {
     },
 
     /// A verbs call failed; `verb` names it.
-    #[error("{verb} failed: {source}{}", .hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    #[error("{verb} failed{}", .hint.map(|h| format!(" ({h})")).unwrap_or_default())]
     Verbs {
         /// The verb, e.g. `ibv_modify_qp(RTR)`.
         verb: &'static str,
@@ -179,7 +199,7 @@ pub enum Error {
     TransportUnavailable(String, String),
 
     /// Reading the RDMA device tree in sysfs failed.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Sysfs {
         /// The file or directory.
         path: PathBuf,
@@ -206,7 +226,7 @@ pub enum Error {
     BadOverride(String),
 
     /// A netlink route or address query failed.
-    #[error("route lookup for {dst} failed: {source}")]
+    #[error("route lookup for {dst} failed")]
     Route {
         /// The destination we asked about.
         dst: Ipv4Addr,
@@ -225,8 +245,35 @@ pub enum Error {
     },
 
     /// Listing the host's interface addresses failed.
-    #[error("cannot list interface addresses: {0}")]
+    #[error("cannot list interface addresses")]
     InterfaceAddrs(#[source] io::Error),
+}
+
+impl Error {
+    /// The error and every source below it, joined by ": " (for one log line).
+    pub fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut next = std::error::Error::source(self);
+        while let Some(e) = next {
+            out.push_str(": ");
+            out.push_str(&e.to_string());
+            next = e.source();
+        }
+        out
+    }
+
+    /// Whether the peer caused this error (it misbehaved, refused or vanished), as opposed to
+    /// a local failure or our own bug.
+    pub fn is_peer_fault(&self) -> bool {
+        matches!(
+            self,
+            Error::Protocol(_)
+                | Error::Decode(_)
+                | Error::Rejected(_)
+                | Error::PeerLost { .. }
+                | Error::HandshakeTimeout { .. }
+        )
+    }
 }
 
 /// Shorthand for results in this crate.

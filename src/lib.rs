@@ -19,17 +19,21 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod duplex;
 pub mod error;
+mod listener;
 pub mod net;
 pub mod proto;
+mod receiver;
 pub mod roce;
-pub mod session;
-pub mod sink;
-pub mod src;
+mod sender;
+mod session;
+mod session_core;
 pub mod transport;
 
 pub use config::{Config, TransportChoice};
-pub use error::{Error, Result};
-pub use session::{Session, SessionInfo};
-pub use sink::RdmaSink;
-pub use src::RdmaSrc;
+pub use error::{Error, ProtocolViolation, Result};
+pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
+pub use receiver::RdmaSrc;
+pub use sender::RdmaSink;
+pub use session::SessionInfo;

@@ -1,9 +1,11 @@
 //! Session setup: bootstrap connection, transport choice, hello exchange, Ready barrier.
 //!
-//! Order (DESIGN.md, wire rules 1-3): the client connects; the client sends its hello; the
-//! server answers with its hello or a Reject; both connect their transports with the blobs;
-//! the receiver posts every receive slot and then says Ready; the sender sends nothing before
-//! Ready.
+//! The order and its rules live in [`crate::session_core::handshake`] (and `docs/design.md`): the
+//! client connects and sends its hello; the server answers with its hello or a Reject; both
+//! connect their transports with the blobs; the receiver posts every receive slot and then
+//! says Ready; the sender sends nothing before Ready. One deadline covers the whole handshake
+//! on each side, and the control connection is watched during every step, so a peer that
+//! vanishes ends the handshake at once.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -11,10 +13,12 @@ use std::time::{Duration, Instant};
 use crate::config::{Config, TransportChoice};
 use crate::net::bootstrap;
 use crate::net::iface::{path_info, PathInfo};
-use crate::net::wait::{wait_any, Interest};
+use crate::net::wait::{remaining, wait_any, Interest};
 use crate::net::ControlChannel;
 use crate::proto::{Hello, Message, Role, TransportKind, PROTOCOL_VERSION};
 use crate::roce::{self, DeviceChoice, GidTable};
+use crate::session_core::handshake::{self, Got, Step};
+use crate::session_core::{deadline_after, ProtocolViolation};
 use crate::transport::{self, BootstrapSide, SetupParams, Transport};
 use crate::{Error, Result};
 
@@ -79,21 +83,30 @@ impl SessionInfo {
 
 /// An established session: control channel plus connected transport, past the Ready barrier.
 #[derive(Debug)]
-pub struct Session {
+pub(crate) struct Session {
     pub(crate) control: ControlChannel,
     pub(crate) transport: Box<dyn Transport>,
     pub(crate) info: SessionInfo,
     pub(crate) config: Config,
 }
 
+/// A client's hello, read on the server within the handshake deadline, not yet answered.
+#[derive(Debug)]
+pub(crate) struct PendingHello {
+    pub(crate) control: ControlChannel,
+    pub(crate) hello: Hello,
+    /// The handshake's one deadline, counted from the connection's arrival.
+    pub(crate) deadline: Instant,
+}
+
 impl Session {
     /// Client side: connect to `addr` (retrying until the connect deadline) and set up a
     /// session in which we play `role`.
-    pub fn connect(addr: SocketAddr, role: Role, config: &Config) -> Result<Session> {
+    pub(crate) fn connect(addr: SocketAddr, role: Role, config: &Config) -> Result<Session> {
         config.validate()?;
         let stream = bootstrap::connect(addr, config.connect_timeout, config.stop.as_deref())?;
         let mut control = ControlChannel::new(stream)?;
-        let deadline = Instant::now() + config.handshake_timeout;
+        let deadline = deadline_after(Instant::now(), config.handshake_timeout);
         let prepared = match Prepared::new(&control, BootstrapSide::Client, role, config) {
             Ok(p) => p,
             Err(e) => {
@@ -102,17 +115,11 @@ impl Session {
             }
         };
         control.send(&Message::Hello(prepared.hello.clone()))?;
-        let peer = match control.recv_until(deadline)? {
-            Some(Message::Hello(h)) => h,
-            Some(Message::Reject { reason }) => return Err(Error::Rejected(reason)),
-            Some(other) => {
-                let reason = format!("expected Hello, got {}", other.name());
-                control.reject(&reason);
-                return Err(Error::Protocol(reason));
-            }
-            None => return Err(timeout(&control, config, "the server's hello")),
+        let peer = match expect(&mut control, Step::ServerHello, deadline, config)? {
+            Got::Hello(h) => *h,
+            Got::Ready => return Err(Error::Internal("a hello step returned Ready".to_owned())),
         };
-        if let Err(reason) = check_peer(&prepared.hello, &peer) {
+        if let Err(reason) = handshake::check_peer(&prepared.hello, &peer) {
             control.reject(&reason);
             return Err(Error::Refused(reason));
         }
@@ -122,18 +129,16 @@ impl Session {
     /// Server side, first step: read the client's hello on an accepted connection, within the
     /// handshake deadline. A garbage peer gets a Reject and an error; a silent one is closed
     /// when the deadline passes.
-    pub fn read_hello(stream: TcpStream, config: &Config) -> Result<(ControlChannel, Hello)> {
+    pub(crate) fn read_hello(stream: TcpStream, config: &Config) -> Result<PendingHello> {
+        let deadline = deadline_after(Instant::now(), config.handshake_timeout);
         let mut control = ControlChannel::new(stream)?;
-        let deadline = Instant::now() + config.handshake_timeout;
-        match control.recv_until(deadline) {
-            Ok(Some(Message::Hello(h))) => Ok((control, h)),
-            Ok(Some(Message::Reject { reason })) => Err(Error::Rejected(reason)),
-            Ok(Some(other)) => {
-                let reason = format!("expected Hello, got {}", other.name());
-                control.reject(&reason);
-                Err(Error::Protocol(reason))
-            }
-            Ok(None) => Err(timeout(&control, config, "the client's hello")),
+        match expect(&mut control, Step::ClientHello, deadline, config) {
+            Ok(Got::Hello(hello)) => Ok(PendingHello {
+                control,
+                hello: *hello,
+                deadline,
+            }),
+            Ok(Got::Ready) => Err(Error::Internal("a hello step returned Ready".to_owned())),
             Err(Error::Decode(e)) => {
                 control.reject(&format!("invalid hello: {e}"));
                 Err(Error::Decode(e))
@@ -143,18 +148,17 @@ impl Session {
     }
 
     /// Server side, second step: answer a hello read by [`Session::read_hello`] and set up a
-    /// session in which we play `role`.
-    pub fn accept(
-        mut control: ControlChannel,
-        peer: Hello,
-        role: Role,
-        config: &Config,
-    ) -> Result<Session> {
+    /// session in which we play `role`, within what is left of the handshake deadline.
+    pub(crate) fn accept(pending: PendingHello, role: Role, config: &Config) -> Result<Session> {
+        let PendingHello {
+            mut control,
+            hello: peer,
+            deadline,
+        } = pending;
         if let Err(e) = config.validate() {
             control.reject("server configuration error");
             return Err(e);
         }
-        let deadline = Instant::now() + config.handshake_timeout;
         let prepared = match Prepared::new(&control, BootstrapSide::Server, role, config) {
             Ok(p) => p,
             Err(e) => {
@@ -162,17 +166,12 @@ impl Session {
                 return Err(e);
             }
         };
-        if let Err(reason) = check_peer(&prepared.hello, &peer) {
+        if let Err(reason) = handshake::check_peer(&prepared.hello, &peer) {
             control.reject(&reason);
             return Err(Error::Refused(reason));
         }
         control.send(&Message::Hello(prepared.hello.clone()))?;
         prepared.finish(control, peer, deadline, config)
-    }
-
-    /// What was chosen and negotiated.
-    pub fn info(&self) -> &SessionInfo {
-        &self.info
     }
 
     /// A data-path failure is often the visible half of the peer ending the session (a Reject
@@ -192,8 +191,8 @@ impl Session {
         if !transport_failure {
             return e;
         }
-        let deadline = Instant::now() + EXPLAIN_WAIT;
-        loop {
+        let deadline = deadline_after(Instant::now(), EXPLAIN_WAIT);
+        while !self.control.is_closed() {
             match self.control.recv_until(deadline) {
                 Ok(Some(Message::Reject { reason })) => return Error::Rejected(reason),
                 Ok(Some(_)) => continue,
@@ -211,25 +210,70 @@ impl Session {
         }
     }
 
-    /// Sleeps until the transport or the control channel may have news, or a short slice has
-    /// passed. Returns [`Error::Interrupted`] when the stop flag is set and `honor_stop` is.
-    pub(crate) fn wait(&self, honor_stop: bool) -> Result<()> {
+    /// Sleeps until the control channel (when `watch_control`) or the transport (when
+    /// `watch_data`) may have news, `until` passes, or a short slice has passed, whichever is
+    /// first. Returns whether the control channel may be readable. A descriptor at end of file
+    /// must not be watched (it is always readable): callers pass `false` for it. Returns
+    /// [`Error::Interrupted`] when the stop flag is set and `honor_stop` is.
+    pub(crate) fn wait(
+        &self,
+        until: Option<Instant>,
+        watch_control: bool,
+        watch_data: bool,
+        honor_stop: bool,
+    ) -> Result<bool> {
         if honor_stop && self.config.stopped() {
             return Err(Error::Interrupted);
         }
-        let control = Interest::read(self.control.fd());
-        match self.transport.wait_handle() {
-            Some(h) => {
-                let data = Interest {
-                    fd: h.fd,
-                    readable: true,
-                    writable: h.writable,
-                };
-                wait_any(&[control, data], WAIT_SLICE)
-            }
-            None => wait_any(&[control], WAIT_SLICE),
+        let slice = match until {
+            Some(t) => remaining(t).map_or(Duration::ZERO, |left| left.min(WAIT_SLICE)),
+            None => WAIT_SLICE,
+        };
+        if slice.is_zero() {
+            return Ok(watch_control);
         }
+        let control = Interest::read(self.control.fd());
+        let data = if watch_data {
+            self.transport.wait_handle().map(|h| Interest {
+                fd: h.fd,
+                readable: true,
+                writable: h.writable,
+            })
+        } else {
+            None
+        };
+        let ready = match (watch_control, data) {
+            (true, Some(data)) => wait_any([control, data], slice)? & 1 != 0,
+            (true, None) => wait_any([control], slice)? != 0,
+            (false, Some(data)) => {
+                wait_any([data], slice)?;
+                false
+            }
+            (false, None) => {
+                wait_any([], slice)?;
+                false
+            }
+        };
+        Ok(ready)
     }
+}
+
+/// Waits for the message `step` expects, until `deadline`.
+fn expect(
+    control: &mut ControlChannel,
+    step: Step,
+    deadline: Instant,
+    config: &Config,
+) -> Result<Got> {
+    let msg = match control.recv_until(deadline)? {
+        Some(msg) => msg,
+        None => return Err(timeout(control, config, step.describe())),
+    };
+    handshake::on_message(step, msg).inspect_err(|e| {
+        if let Error::Protocol(v) = e {
+            control.reject(&format!("protocol violation: {v}"));
+        }
+    })
 }
 
 /// Local half of the handshake: transport chosen and created, our hello built.
@@ -290,7 +334,25 @@ impl Prepared {
         deadline: Instant,
         config: &Config,
     ) -> Result<Session> {
-        if let Err(e) = self.transport.connect(&peer.blob, deadline) {
+        if let Err(e) = self
+            .transport
+            .connect_watching(&peer.blob, deadline, control.fd())
+        {
+            let e = match e {
+                Error::PeerLost { reason, .. } => Error::PeerLost {
+                    reason: format!("{reason} (during the data path setup)"),
+                    messages: 0,
+                },
+                Error::TransportProtocol { .. } => match control.try_recv() {
+                    Ok(Some(Message::Reject { reason })) => Error::Rejected(reason),
+                    Ok(Some(other)) => Error::Protocol(ProtocolViolation::Unexpected {
+                        expected: "nothing during the data path setup",
+                        got: other.name(),
+                    }),
+                    _ => e,
+                },
+                other => other,
+            };
             control.reject(&format!("data path setup failed: {e}"));
             return Err(e);
         }
@@ -301,15 +363,13 @@ impl Prepared {
                 }
                 control.send(&Message::Ready)?;
             }
-            Role::Sender => match control.recv_until(deadline)? {
-                Some(Message::Ready) => {}
-                Some(Message::Reject { reason }) => return Err(Error::Rejected(reason)),
-                Some(other) => {
-                    let reason = format!("expected Ready, got {}", other.name());
-                    control.reject(&reason);
-                    return Err(Error::Protocol(reason));
+            Role::Sender => match expect(&mut control, Step::Ready, deadline, config)? {
+                Got::Ready => {}
+                Got::Hello(_) => {
+                    return Err(Error::Internal(
+                        "the Ready step returned a Hello".to_owned(),
+                    ))
                 }
-                None => return Err(timeout(&control, config, "Ready")),
             },
         }
         let info = SessionInfo {
@@ -329,7 +389,7 @@ impl Prepared {
     }
 }
 
-/// Applies DESIGN.md's device rule and the transport choice, and creates the transport; logs
+/// Applies the device rule (docs/design.md, "Device and GID choice") and the transport choice, and creates the transport; logs
 /// what was decided. With `auto`, an RDMA transport that cannot start here falls back to TCP.
 fn create_transport(
     config: &Config,
@@ -427,23 +487,6 @@ fn log_warnings(sel: &roce::Selection) {
     for w in &sel.warnings {
         log::warn!("{w}");
     }
-}
-
-/// Checks the peer's hello against ours; the error is the Reject reason.
-fn check_peer(ours: &Hello, theirs: &Hello) -> std::result::Result<(), String> {
-    if ours.role == theirs.role {
-        return Err(format!(
-            "both ends are {}s: one end must send (client) and the other receive (server)",
-            ours.role
-        ));
-    }
-    if ours.transport != theirs.transport {
-        return Err(format!(
-            "transport mismatch: one end uses {}, the other {} (choose the same --transport on both ends)",
-            ours.transport, theirs.transport
-        ));
-    }
-    Ok(())
 }
 
 fn ipv4(ip: IpAddr) -> Result<Ipv4Addr> {

@@ -1,12 +1,10 @@
 //! The library over loopback in one process: RdmaSink/RdmaSrc semantics on the TCP transport.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rdma_container::net::bootstrap;
-use rdma_container::proto::Role;
-use rdma_container::{Config, Error, RdmaSink, RdmaSrc, Session, TransportChoice};
+use rdma_container::{Config, Error, Incoming, Listener, RdmaSink, RdmaSrc, TransportChoice};
 
 fn config() -> Config {
     Config {
@@ -17,25 +15,18 @@ fn config() -> Config {
     }
 }
 
-/// Listens on an ephemeral loopback port; the returned closure accepts one session as `role`.
-fn server(
-    role: Role,
-    cfg: Config,
-) -> (SocketAddr, impl FnOnce() -> rdma_container::Result<Session>) {
-    let listener: TcpListener = bootstrap::listen(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
-    let addr = listener.local_addr().unwrap();
-    (addr, move || {
-        let (stream, _) = listener.accept().unwrap();
-        let (control, hello) = Session::read_hello(stream, &cfg)?;
-        Session::accept(control, hello, role, &cfg)
-    })
+/// Listens on an ephemeral loopback port; the returned closure waits for one client.
+fn server(cfg: Config) -> (SocketAddr, impl FnOnce() -> Incoming) {
+    let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &cfg).unwrap();
+    let addr = listener.local_addr();
+    (addr, move || listener.accept().unwrap())
 }
 
 #[test]
 fn messages_arrive_in_order_including_empty_ones_then_end_of_stream() {
-    let (addr, accept) = server(Role::Receiver, config());
+    let (addr, accept) = server(config());
     let rx = thread::spawn(move || {
-        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let mut src = accept().accept_src().unwrap();
         let mut got = Vec::new();
         while let Some(m) = src.recv().unwrap() {
             got.push(m.to_vec());
@@ -69,9 +60,9 @@ fn receiver_may_be_the_client_and_full_size_messages_fit() {
         credits: 4,
         ..config()
     };
-    let (addr, accept) = server(Role::Sender, cfg.clone());
+    let (addr, accept) = server(cfg.clone());
     let tx = thread::spawn(move || {
-        let mut sink = RdmaSink::from_session(accept().unwrap()).unwrap();
+        let mut sink = accept().accept_sink().unwrap();
         let big = vec![0xabu8; 1 << 20];
         for _ in 0..20 {
             sink.send(&big).unwrap();
@@ -95,9 +86,9 @@ fn oversize_message_fails_before_sending_and_the_session_goes_on() {
         max_msg_size: 100,
         ..config()
     };
-    let (addr, accept) = server(Role::Receiver, small);
+    let (addr, accept) = server(small);
     let rx = thread::spawn(move || {
-        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let mut src = accept().accept_src().unwrap();
         let mut got = Vec::new();
         while let Some(m) = src.recv().unwrap() {
             got.push(m.len());
@@ -117,10 +108,10 @@ fn oversize_message_fails_before_sending_and_the_session_goes_on() {
 
 #[test]
 fn sender_blocks_when_the_receiver_holds_every_slot() {
-    let (addr, accept) = server(Role::Receiver, config());
+    let (addr, accept) = server(config());
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let rx = thread::spawn(move || {
-        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let mut src = accept().accept_src().unwrap();
         // Take nothing until told: both credits stay with the sender's first two messages.
         go_rx.recv().unwrap();
         let mut n = 0;
@@ -147,9 +138,9 @@ fn sender_blocks_when_the_receiver_holds_every_slot() {
 
 #[test]
 fn received_slice_stays_valid_until_the_next_recv() {
-    let (addr, accept) = server(Role::Receiver, config());
+    let (addr, accept) = server(config());
     let rx = thread::spawn(move || {
-        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let mut src = accept().accept_src().unwrap();
         let first = src.recv().unwrap().unwrap().to_vec();
         // Give the sender time to push everything it has credit for.
         thread::sleep(Duration::from_millis(200));
@@ -177,9 +168,9 @@ fn received_slice_stays_valid_until_the_next_recv() {
 
 #[test]
 fn dropping_the_sink_without_finish_is_an_error_not_end_of_stream() {
-    let (addr, accept) = server(Role::Receiver, config());
+    let (addr, accept) = server(config());
     let rx = thread::spawn(move || {
-        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let mut src = accept().accept_src().unwrap();
         let mut n = 0;
         loop {
             match src.recv() {
@@ -201,8 +192,8 @@ fn dropping_the_sink_without_finish_is_an_error_not_end_of_stream() {
 
 #[test]
 fn two_receivers_are_refused_with_a_reason() {
-    let (addr, accept) = server(Role::Receiver, config());
-    let srv = thread::spawn(move || accept().map(|_| ()));
+    let (addr, accept) = server(config());
+    let srv = thread::spawn(move || accept().accept_src().map(|_| ()));
     match RdmaSrc::connect(addr, &config()) {
         Err(Error::Rejected(reason)) => {
             assert!(reason.contains("both ends are receivers"), "{reason}")
@@ -219,9 +210,9 @@ fn stop_flag_interrupts_a_waiting_receiver() {
         stop: Some(stop.clone()),
         ..config()
     };
-    let (addr, accept) = server(Role::Receiver, cfg);
+    let (addr, accept) = server(cfg);
     let rx = thread::spawn(move || {
-        let mut src = RdmaSrc::from_session(accept().unwrap()).unwrap();
+        let mut src = accept().accept_src().unwrap();
         let r = src.recv().map(|m| m.map(<[u8]>::to_vec));
         (r, src)
     });

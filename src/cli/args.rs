@@ -80,13 +80,20 @@ pub struct SessionArgs {
     #[command(flatten)]
     pub device: DeviceArgs,
 
-    /// Client: keep retrying to reach the server for this long (seconds).
-    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
-    pub connect_timeout: f64,
+    /// Client: keep retrying to reach the server for this long (seconds, up to 86400).
+    #[arg(long, default_value = "30", value_name = "SECONDS")]
+    pub connect_timeout: Seconds,
 
-    /// Give up on a peer that does not complete the handshake within this time (seconds).
-    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
-    pub handshake_timeout: f64,
+    /// Give up on a peer that does not complete the whole handshake (hello, data path,
+    /// Ready) within this time (seconds, up to 86400).
+    #[arg(long, default_value = "10", value_name = "SECONDS")]
+    pub handshake_timeout: Seconds,
+
+    /// End a session that makes no progress for this long (no message arriving, no credit
+    /// while the sender waits for one); off by default, so a slow but live peer is never cut
+    /// off (seconds, up to 86400).
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout: Option<Seconds>,
 
     /// Server: do not print received payloads (the summary is still printed).
     #[arg(short, long)]
@@ -159,6 +166,34 @@ pub enum TransportArg {
     Verbs,
     /// NVIDIA DOCA (ConnectX / BlueField; only in builds with DOCA).
     Doca,
+}
+
+/// The longest timeout the command line accepts: one day.
+pub const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
+/// A timeout given on the command line: a positive, finite number of seconds up to
+/// [`MAX_TIMEOUT_SECS`], checked when the arguments are parsed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Seconds(pub std::time::Duration);
+
+impl std::str::FromStr for Seconds {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let v: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+        if !v.is_finite() || v <= 0.0 {
+            return Err(format!("must be a positive number of seconds, got {s}"));
+        }
+        if v > MAX_TIMEOUT_SECS {
+            return Err(format!(
+                "must be at most {MAX_TIMEOUT_SECS} seconds (one day), got {s}"
+            ));
+        }
+        Ok(Seconds(std::time::Duration::from_secs_f64(v)))
+    }
 }
 
 fn long_version() -> &'static str {

@@ -5,9 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
-use rdma_container::net::bootstrap;
-use rdma_container::proto::Role;
-use rdma_container::{Config, RdmaSrc, Session};
+use rdma_container::{Config, Listener};
 
 use super::output::PayloadPrinter;
 use super::server::{receive_all, SessionEnd};
@@ -21,20 +19,14 @@ pub fn run(
     quiet: bool,
     stop: Arc<AtomicBool>,
 ) -> Result<u8> {
-    let listener = bootstrap::listen(SocketAddr::from(([127, 0, 0, 1], 0)))?;
-    let addr = listener
-        .local_addr()
-        .context("cannot read the demo listener's port")?;
+    let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &config)?;
+    let addr = listener.local_addr();
     log::info!("demo: server on {addr}, client sends {count} message(s)");
-    let server_config = config.clone();
     let server = std::thread::Builder::new()
         .name("demo-server".into())
         .spawn(move || -> Result<SessionEnd> {
-            let (stream, _) = listener.accept().context("demo server: accept failed")?;
-            let (control, hello) = Session::read_hello(stream, &server_config)?;
-            let session = Session::accept(control, hello, Role::Receiver, &server_config)?;
-            log::info!("demo: using the {} transport", session.info().transport);
-            let src = RdmaSrc::from_session(session)?;
+            let src = listener.accept()?.accept_src()?;
+            log::info!("demo: using the {} transport", src.info().transport);
             Ok(receive_all(
                 src,
                 &mut PayloadPrinter::new(quiet),

@@ -9,7 +9,6 @@ pub mod server;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Result};
 use rdma_container::{Config, TransportChoice};
@@ -21,12 +20,6 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Builds the library configuration from the command line.
 pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
-    let secs = |name: &str, v: f64| -> Result<Duration> {
-        if !(v.is_finite() && v > 0.0) {
-            bail!("--{name} must be a positive number of seconds, got {v}");
-        }
-        Ok(Duration::from_secs_f64(v))
-    };
     let config = Config {
         max_msg_size: args.max_msg_size,
         credits: args.credits,
@@ -38,8 +31,9 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
         },
         overrides: args.device.overrides(),
         sysfs_root: args.sysfs_root.clone(),
-        connect_timeout: secs("connect-timeout", args.connect_timeout)?,
-        handshake_timeout: secs("handshake-timeout", args.handshake_timeout)?,
+        connect_timeout: args.connect_timeout.0,
+        handshake_timeout: args.handshake_timeout.0,
+        idle_timeout: args.idle_timeout.map(|t| t.0),
         stop: Some(stop.clone()),
     };
     config.validate()?;

@@ -1,22 +1,17 @@
 //! `--server`: accept senders one after another and print what they send.
 //!
-//! An acceptor thread reads each new connection's hello on its own thread (so a silent or
-//! garbage peer cannot block anybody) and hands valid ones to the session loop; while a
-//! session runs, further clients get Reject("busy").
+//! The library's [`Listener`] reads each new connection's hello on its own thread (so a silent
+//! or garbage peer cannot block anybody); a doorman thread hands valid clients to the session
+//! loop and, while a session runs, answers further clients with Reject("busy").
 
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::mpsc::{sync_channel, RecvTimeoutError, SendError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use rdma_container::net::bootstrap;
-use rdma_container::net::wait::{wait_any, Interest};
-use rdma_container::net::ControlChannel;
-use rdma_container::proto::{Hello, Role};
-use rdma_container::{Config, Error, RdmaSrc, Session};
+use rdma_container::{Config, Error, Incoming, Listener, RdmaSrc};
 
 use super::output::{summary_line, PayloadPrinter};
 use super::EXIT_INTERRUPTED;
@@ -42,7 +37,7 @@ pub fn receive_all(mut src: RdmaSrc, printer: &mut PayloadPrinter, label: &str) 
             Err(Error::Interrupted) => break SessionEnd::Interrupted,
             Err(e) => {
                 printer.flush();
-                log::error!("{label}: {e}");
+                log::error!("{label}: {}", e.chain());
                 break SessionEnd::Failed;
             }
         }
@@ -71,46 +66,42 @@ pub fn run(
     quiet: bool,
     stop: Arc<AtomicBool>,
 ) -> Result<u8> {
-    let listener = bootstrap::listen(addr)?;
-    listener
-        .set_nonblocking(true)
-        .context("cannot make the listening socket non-blocking")?;
+    let listener = Listener::bind(addr, &config)?;
     log::info!(
         "listening on {addr} (transport {}, credits {}, max message {} bytes)",
         config.transport,
         config.credits,
         config.max_msg_size
     );
+    // The doorman hands clients over while we are idle and refuses them as busy during a
+    // session.
     let busy = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = channel::<(ControlChannel, Hello)>();
+    let (tx, rx) = sync_channel::<Incoming>(0);
     {
-        let (config, busy, stop) = (config.clone(), busy.clone(), stop.clone());
+        let (busy, stop) = (busy.clone(), stop.clone());
         std::thread::Builder::new()
-            .name("acceptor".into())
-            .spawn(move || accept_loop(listener, config, busy, stop, tx))
-            .context("cannot start the acceptor thread")?;
+            .name("doorman".into())
+            .spawn(move || doorman(listener, busy, stop, tx))
+            .context("cannot start the doorman thread")?;
     }
     let mut printer = PayloadPrinter::new(quiet);
     let mut sessions = 0u64;
     loop {
-        let (control, hello) = match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(conn) => conn,
+        let incoming = match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(incoming) => incoming,
             Err(_) if stop.load(Ordering::Relaxed) => {
                 log::info!("interrupted after {sessions} session(s)");
                 return Ok(EXIT_INTERRUPTED);
             }
             Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("the acceptor thread stopped"),
+            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("the doorman thread stopped"),
         };
         sessions += 1;
-        let peer = control.peer_addr();
-        let label = format!("session {sessions} from {peer}");
-        let end = match Session::accept(control, hello, Role::Receiver, &config)
-            .and_then(RdmaSrc::from_session)
-        {
+        let label = format!("session {sessions} from {}", incoming.peer_addr());
+        let end = match incoming.accept_src() {
             Ok(src) => receive_all(src, &mut printer, &label),
             Err(e) => {
-                log::error!("{label}: setup failed: {e}");
+                log::error!("{label}: setup failed: {}", e.chain());
                 SessionEnd::Failed
             }
         };
@@ -125,52 +116,35 @@ pub fn run(
     }
 }
 
-fn accept_loop(
-    listener: std::net::TcpListener,
-    config: Config,
+/// Takes clients from the listener: the first while idle goes to the session loop, the rest
+/// are refused as busy until that session ends.
+fn doorman(
+    listener: Listener,
     busy: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
-    tx: Sender<(ControlChannel, Hello)>,
+    tx: SyncSender<Incoming>,
 ) {
     while !stop.load(Ordering::Relaxed) {
-        if let Err(e) = wait_any(
-            &[Interest::read(listener.as_fd())],
-            Duration::from_millis(200),
-        ) {
-            log::error!("waiting for connections failed: {e}");
-            return;
-        }
-        let (stream, peer) = match bootstrap::accept(&listener) {
-            Ok(Some(conn)) => conn,
-            Ok(None) => continue,
+        let incoming = match listener.accept_timeout(Duration::from_millis(200)) {
+            Ok(Some(incoming)) => incoming,
+            Ok(None) | Err(Error::Interrupted) => continue,
             Err(e) => {
-                log::warn!("{e}");
-                continue;
+                log::error!("accepting clients failed: {}", e.chain());
+                return;
             }
         };
-        log::debug!("connection from {peer}");
-        let (config, busy, tx) = (config.clone(), busy.clone(), tx.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("hello-{peer}"))
-            .spawn(move || match Session::read_hello(stream, &config) {
-                Ok((mut control, hello)) => {
-                    if busy
-                        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-                        .is_err()
-                    {
-                        log::warn!("rejected {peer}: busy with another session");
-                        control
-                            .reject("busy: the server is serving another client; try again later");
-                    } else if let Err(std::sync::mpsc::SendError((mut control, _))) =
-                        tx.send((control, hello))
-                    {
-                        control.reject("the server is shutting down");
-                    }
-                }
-                Err(e) => log::warn!("ignored connection from {peer}: {e}"),
-            });
-        if let Err(e) = spawned {
-            log::error!("cannot start a handshake thread for {peer}: {e}");
+        if busy
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            log::warn!(
+                "rejected {}: busy with another session",
+                incoming.peer_addr()
+            );
+            incoming.refuse("busy: the server is serving another client; try again later");
+        } else if let Err(SendError(incoming)) = tx.send(incoming) {
+            incoming.refuse("the server is shutting down");
+            return;
         }
     }
 }

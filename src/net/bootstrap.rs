@@ -43,7 +43,7 @@ pub fn connect(
     timeout: Duration,
     stop: Option<&AtomicBool>,
 ) -> Result<TcpStream> {
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::session_core::deadline_after(Instant::now(), timeout);
     let mut backoff = Duration::from_millis(50);
     let mut attempts = 0u32;
     loop {

@@ -71,7 +71,7 @@ impl ControlChannel {
                     let Some(left) = remaining(deadline) else {
                         return Err(lost("control channel write stalled for 10 s"));
                     };
-                    wait_any(&[Interest::write(self.stream.as_fd())], left)?;
+                    wait_any([Interest::write(self.stream.as_fd())], left)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(io_to_lost(e)),
@@ -116,11 +116,20 @@ impl ControlChannel {
                     match e.kind() {
                         io::ErrorKind::WouldBlock => return Ok(None),
                         io::ErrorKind::Interrupted => {}
-                        _ => return Err(io_to_lost(e)),
+                        _ => {
+                            self.eof = true;
+                            return Err(io_to_lost(e));
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// True once the peer closed or reset the connection: nothing more will arrive, so the
+    /// descriptor must not be waited on (it stays readable for ever).
+    pub fn is_closed(&self) -> bool {
+        self.eof
     }
 
     /// Waits for the next message until `deadline`; `None` when the deadline passes first.
@@ -132,7 +141,7 @@ impl ControlChannel {
             let Some(left) = remaining(deadline) else {
                 return Ok(None);
             };
-            wait_any(&[Interest::read(self.stream.as_fd())], left)?;
+            wait_any([Interest::read(self.stream.as_fd())], left)?;
         }
     }
 

@@ -38,25 +38,29 @@ impl<'a> Interest<'a> {
     }
 }
 
-/// Waits until any descriptor is ready or `timeout` passes. Callers re-check their own state
-/// afterwards (EINTR counts as a spurious wake-up), so which descriptor woke is not reported.
-pub fn wait_any(interests: &[Interest<'_>], timeout: Duration) -> Result<()> {
-    let mut fds: Vec<PollFd<'_>> = interests
-        .iter()
-        .map(|i| {
-            let mut flags = PollFlags::empty();
-            if i.readable {
-                flags |= PollFlags::POLLIN;
-            }
-            if i.writable {
-                flags |= PollFlags::POLLOUT;
-            }
-            PollFd::new(i.fd, flags)
-        })
-        .collect();
+/// Waits until any descriptor is ready or `timeout` passes, and returns which were: bit `i`
+/// of the result is set when `interests[i]` is ready (readable, writable, closed or failed).
+/// EINTR counts as a spurious wake-up (nothing ready); callers re-check their own state.
+/// Takes an array so that a wait allocates nothing.
+pub fn wait_any<const N: usize>(interests: [Interest<'_>; N], timeout: Duration) -> Result<u32> {
+    let mut fds = interests.map(|i| {
+        let mut flags = PollFlags::empty();
+        if i.readable {
+            flags |= PollFlags::POLLIN;
+        }
+        if i.writable {
+            flags |= PollFlags::POLLOUT;
+        }
+        PollFd::new(i.fd, flags)
+    });
     let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    if N == 0 {
+        std::thread::sleep(Duration::from_millis(u64::from(ms)));
+        return Ok(0);
+    }
     match poll(&mut fds, PollTimeout::from(ms)) {
-        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return Ok(0),
         Err(e) => {
             return Err(Error::Socket {
                 what: "poll",
@@ -64,7 +68,13 @@ pub fn wait_any(interests: &[Interest<'_>], timeout: Duration) -> Result<()> {
             })
         }
     }
-    Ok(())
+    let mut ready = 0u32;
+    for (i, fd) in fds.iter().enumerate() {
+        if fd.revents().is_some_and(|r| !r.is_empty()) {
+            ready |= 1 << i;
+        }
+    }
+    Ok(ready)
 }
 
 /// Time left until `deadline`, or `None` when it has passed.

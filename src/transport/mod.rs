@@ -91,6 +91,20 @@ pub trait Transport: Send + std::fmt::Debug {
     /// Connects to the peer described by its blob, finishing before `deadline`.
     fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<()>;
 
+    /// Like [`Transport::connect`], and gives up at once when `watch` (the control
+    /// connection) becomes readable, since that means the peer vanished or spoke out of turn
+    /// during the setup. Transports whose connect waits for the peer override it; the default
+    /// just connects.
+    fn connect_watching(
+        &mut self,
+        peer_blob: &[u8],
+        deadline: Instant,
+        watch: BorrowedFd<'_>,
+    ) -> Result<()> {
+        let _ = watch;
+        self.connect(peer_blob, deadline)
+    }
+
     /// Number of registered slots.
     fn slot_count(&self) -> usize;
 

@@ -13,13 +13,16 @@ use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::time::{Duration, Instant};
 
 use super::{BootstrapSide, Completion, SetupParams, Transport, WaitHandle};
 use crate::net::bootstrap::tune_stream;
-use crate::net::wait::{remaining, wait_any, Interest};
+use crate::net::wait::remaining;
 use crate::proto::{Role, TransportKind};
+use crate::session_core::ProtocolViolation;
 use crate::{Error, Result};
 
 const NAME: &str = "tcp";
@@ -114,7 +117,15 @@ impl TcpTransport {
             })
     }
 
-    fn accept_data_connection(&mut self, deadline: Instant) -> Result<TcpStream> {
+    /// Accepts the client's data connection: every connection on the data port is read
+    /// without blocking until one presents the session token, so a slow or silent one cannot
+    /// delay the real one; all of it within the handshake's one `deadline`, and given up at once
+    /// when `watch` (the control connection) becomes readable.
+    fn accept_data_connection(
+        &mut self,
+        deadline: Instant,
+        watch: Option<BorrowedFd<'_>>,
+    ) -> Result<TcpStream> {
         let listener = self
             .listener
             .take()
@@ -122,46 +133,82 @@ impl TcpTransport {
                 transport: NAME,
                 detail: "no data listener".to_owned(),
             })?;
+        let mut pending: Vec<PendingData> = Vec::new();
         loop {
-            match listener.accept() {
-                Ok((mut stream, from)) => {
-                    stream
-                        .set_nonblocking(false)
-                        .map_err(io_err("set blocking"))?;
-                    let left = remaining(deadline).unwrap_or(Duration::from_millis(1));
-                    stream
-                        .set_read_timeout(Some(left))
-                        .map_err(io_err("SO_RCVTIMEO"))?;
-                    let mut token = [0u8; TOKEN_LEN];
-                    if stream.read_exact(&mut token).is_ok() && token == self.token {
+            loop {
+                match listener.accept() {
+                    Ok((stream, from)) => {
+                        if pending.len() >= MAX_PENDING_DATA {
+                            log::warn!("tcp transport: dropped a data connection from {from}: {MAX_PENDING_DATA} are already waiting for their token");
+                            continue;
+                        }
                         stream
-                            .set_read_timeout(None)
-                            .map_err(io_err("SO_RCVTIMEO"))?;
-                        return Ok(stream);
+                            .set_nonblocking(true)
+                            .map_err(io_err("set non-blocking"))?;
+                        pending.push(PendingData {
+                            stream,
+                            from,
+                            token: [0; TOKEN_LEN],
+                            got: 0,
+                        });
                     }
-                    log::warn!("tcp transport: dropped a data connection from {from} without the session token");
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let Some(left) = remaining(deadline) else {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(source) => {
                         return Err(Error::TransportIo {
                             transport: NAME,
                             what: "accept data connection",
-                            source: io::Error::new(
-                                io::ErrorKind::TimedOut,
-                                "the peer did not connect",
-                            ),
-                        });
-                    };
-                    wait_any(&[Interest::read(listener.as_fd())], left)?;
+                            source,
+                        })
+                    }
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(Error::TransportIo {
-                        transport: NAME,
-                        what: "accept data connection",
-                        source,
-                    })
+            }
+            let mut i = 0;
+            while i < pending.len() {
+                match pending[i].read_token() {
+                    TokenRead::Incomplete => i += 1,
+                    TokenRead::Complete if pending[i].token == self.token => {
+                        let p = pending.swap_remove(i);
+                        return Ok(p.stream);
+                    }
+                    TokenRead::Complete | TokenRead::Failed => {
+                        let p = pending.swap_remove(i);
+                        log::warn!(
+                            "tcp transport: dropped a data connection from {} without the session token",
+                            p.from
+                        );
+                    }
                 }
+            }
+            let Some(left) = remaining(deadline) else {
+                return Err(Error::TransportIo {
+                    transport: NAME,
+                    what: "accept data connection",
+                    source: io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the peer did not connect its data path before the handshake deadline",
+                    ),
+                });
+            };
+            let mut fds = Vec::with_capacity(2 + pending.len());
+            fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
+            if let Some(w) = watch {
+                fds.push(PollFd::new(w, PollFlags::POLLIN));
+            }
+            fds.extend(
+                pending
+                    .iter()
+                    .map(|p| PollFd::new(p.stream.as_fd(), PollFlags::POLLIN)),
+            );
+            let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(io_err("poll")(e.into())),
+            }
+            let watch_ready = watch.is_some() && fds[1].revents().is_some_and(|r| !r.is_empty());
+            drop(fds);
+            if let Some(w) = watch.filter(|_| watch_ready) {
+                return Err(control_spoke(w));
             }
         }
     }
@@ -191,6 +238,32 @@ impl TcpTransport {
             .write_all(&peer_blob[2..])
             .map_err(io_err("send token"))?;
         Ok(stream)
+    }
+
+    fn connect_inner(
+        &mut self,
+        peer_blob: &[u8],
+        deadline: Instant,
+        watch: Option<BorrowedFd<'_>>,
+    ) -> Result<()> {
+        let stream = match self.side {
+            BootstrapSide::Server => self.accept_data_connection(deadline, watch)?,
+            BootstrapSide::Client => self.connect_data_connection(peer_blob, deadline)?,
+        };
+        tune_stream(&stream)?;
+        stream
+            .set_nonblocking(true)
+            .map_err(io_err("set non-blocking"))?;
+        if self.role == Role::Receiver {
+            // An honest sender writes nothing before our Ready, which comes after this.
+            let mut probe = [0u8; 1];
+            match stream.peek(&mut probe) {
+                Ok(n) if n > 0 => return Err(Error::Protocol(ProtocolViolation::DataBeforeReady)),
+                _ => {}
+            }
+        }
+        self.stream = Some(stream);
+        Ok(())
     }
 
     /// Moves bytes from the socket into posted slots; stops at WouldBlock or EOF.
@@ -338,16 +411,16 @@ impl Transport for TcpTransport {
     }
 
     fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<()> {
-        let stream = match self.side {
-            BootstrapSide::Server => self.accept_data_connection(deadline)?,
-            BootstrapSide::Client => self.connect_data_connection(peer_blob, deadline)?,
-        };
-        tune_stream(&stream)?;
-        stream
-            .set_nonblocking(true)
-            .map_err(io_err("set non-blocking"))?;
-        self.stream = Some(stream);
-        Ok(())
+        self.connect_inner(peer_blob, deadline, None)
+    }
+
+    fn connect_watching(
+        &mut self,
+        peer_blob: &[u8],
+        deadline: Instant,
+        watch: BorrowedFd<'_>,
+    ) -> Result<()> {
+        self.connect_inner(peer_blob, deadline, Some(watch))
     }
 
     fn slot_count(&self) -> usize {
@@ -420,6 +493,10 @@ impl Transport for TcpTransport {
     }
 
     fn wait_handle(&self) -> Option<WaitHandle<'_>> {
+        if self.peer_closed {
+            // At end of file the socket is readable for ever: nothing to wait for.
+            return None;
+        }
         self.stream.as_ref().map(|s| WaitHandle {
             fd: s.as_fd(),
             writable: !self.sends.is_empty(),
@@ -431,6 +508,70 @@ impl Transport for TcpTransport {
         self.listener = None;
         self.posted.clear();
         self.sends.clear();
+    }
+}
+
+/// Data connections that may wait for their token at once; more are closed on arrival.
+const MAX_PENDING_DATA: usize = 8;
+
+/// A data connection that has not presented its token yet.
+#[derive(Debug)]
+struct PendingData {
+    stream: TcpStream,
+    from: SocketAddr,
+    token: [u8; TOKEN_LEN],
+    got: usize,
+}
+
+enum TokenRead {
+    Incomplete,
+    Complete,
+    Failed,
+}
+
+impl PendingData {
+    /// Reads what has arrived of the token, without blocking.
+    fn read_token(&mut self) -> TokenRead {
+        loop {
+            match self.stream.read(&mut self.token[self.got..]) {
+                Ok(0) => return TokenRead::Failed,
+                Ok(n) => {
+                    self.got += n;
+                    if self.got == TOKEN_LEN {
+                        return TokenRead::Complete;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return TokenRead::Incomplete,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return TokenRead::Failed,
+            }
+        }
+    }
+}
+
+/// The control connection became readable during the data path setup: the peer closed it
+/// (lost) or sent something out of turn (its words are read by the session).
+fn control_spoke(control: BorrowedFd<'_>) -> Error {
+    let sock = socket2::SockRef::from(&control);
+    let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    match sock.peek(&mut probe) {
+        Ok(0) => Error::PeerLost {
+            reason: "the control connection closed".to_owned(),
+            messages: 0,
+        },
+        Ok(_) => Error::TransportProtocol {
+            transport: NAME,
+            detail: "the peer spoke on the control connection during the data path setup"
+                .to_owned(),
+        },
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Error::TransportProtocol {
+            transport: NAME,
+            detail: "the control connection signalled during the data path setup".to_owned(),
+        },
+        Err(e) => Error::PeerLost {
+            reason: format!("the control connection failed ({e})"),
+            messages: 0,
+        },
     }
 }
 

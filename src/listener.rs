@@ -1,0 +1,340 @@
+//! The server side: [`Listener`] accepts clients, each as an [`Incoming`] session to accept
+//! in a role or refuse.
+//!
+//! A background acceptor reads each new connection's hello on a thread of its own, so a
+//! silent or garbage peer never delays a real client. At most [`MAX_PENDING_HANDSHAKES`]
+//! hellos are read at once (a connection beyond that is closed at once, newest first, and the
+//! drops are logged once per second with a count), at most [`MAX_QUEUED`] valid hellos wait for
+//! [`Listener::accept`] (beyond that a client is refused as busy), and when `accept()` fails for
+//! lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the acceptor backs off
+//! instead of spinning, logging once per second with the count.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::net::bootstrap;
+use crate::net::wait::{wait_any, Interest};
+use crate::proto::Role;
+use crate::session::{PendingHello, Session};
+use crate::session_core::deadline_after;
+use crate::{Error, RdmaSink, RdmaSrc, Result};
+
+/// Hellos read at the same time; more connections are closed on arrival.
+pub const MAX_PENDING_HANDSHAKES: usize = 64;
+/// Valid hellos waiting for [`Listener::accept`]; more clients are refused as busy.
+pub const MAX_QUEUED: usize = 16;
+/// How often the acceptor looks at its stop flag, and the longest back-off.
+const SLICE: Duration = Duration::from_millis(200);
+/// Repeated acceptor problems are logged at most this often.
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Listens for clients on one address.
+///
+/// ```no_run
+/// # fn main() -> rdma_container::Result<()> {
+/// use rdma_container::{Config, Listener};
+/// let listener = Listener::bind("10.0.0.2:5000".parse().unwrap(), &Config::default())?;
+/// let mut src = listener.accept()?.accept_src()?;
+/// while let Some(msg) = src.recv()? {
+///     println!("{} bytes", msg.len());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Listener {
+    local: SocketAddr,
+    config: Config,
+    incoming: Receiver<PendingHello>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Listener {
+    /// Listens on `addr` (use the RoCE-network address: the device is chosen from it) and
+    /// starts reading hellos in the background.
+    ///
+    /// # Errors
+    /// The configuration is invalid, or the address cannot be bound.
+    pub fn bind(addr: SocketAddr, config: &Config) -> Result<Self> {
+        config.validate()?;
+        let listener = bootstrap::listen(addr)?;
+        let local = listener.local_addr().map_err(|source| Error::Socket {
+            what: "getsockname",
+            source,
+        })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| Error::Socket {
+                what: "set non-blocking",
+                source,
+            })?;
+        let (tx, rx) = sync_channel(MAX_QUEUED);
+        let closed = Arc::new(AtomicBool::new(false));
+        let acceptor = Acceptor {
+            listener,
+            config: config.clone(),
+            queue: tx,
+            closed: closed.clone(),
+            pending: Arc::new(AtomicUsize::new(0)),
+        };
+        std::thread::Builder::new()
+            .name("acceptor".into())
+            .spawn(move || acceptor.run())
+            .map_err(|source| Error::Socket {
+                what: "start the acceptor thread",
+                source,
+            })?;
+        Ok(Self {
+            local,
+            config: config.clone(),
+            incoming: rx,
+            closed,
+        })
+    }
+
+    /// The address the listener is bound to (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Waits for the next client with a valid hello.
+    ///
+    /// # Errors
+    /// [`Error::Interrupted`] when the configuration's stop flag is set.
+    pub fn accept(&self) -> Result<Incoming> {
+        loop {
+            if let Some(incoming) = self.accept_timeout(SLICE)? {
+                return Ok(incoming);
+            }
+        }
+    }
+
+    /// Like [`Listener::accept`], giving up after `timeout` with `Ok(None)`.
+    ///
+    /// # Errors
+    /// [`Error::Interrupted`] when the configuration's stop flag is set.
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<Option<Incoming>> {
+        let deadline = deadline_after(Instant::now(), timeout);
+        loop {
+            if self.config.stopped() {
+                return Err(Error::Interrupted);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.incoming.recv_timeout(left.min(SLICE)) {
+                Ok(pending) => {
+                    return Ok(Some(Incoming {
+                        pending,
+                        config: self.config.clone(),
+                    }))
+                }
+                Err(RecvTimeoutError::Timeout) if left <= SLICE => return Ok(None),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Error::Internal("the acceptor thread stopped".to_owned()))
+                }
+            }
+        }
+    }
+
+    /// Accepts both directions with one client that called [`crate::duplex::connect`]: its
+    /// sending session first (we receive on it), then its receiving session from the same
+    /// address (we send on it). Other clients arriving in between are refused as busy.
+    ///
+    /// # Errors
+    /// Either session failed to set up, or the second did not arrive within the handshake
+    /// timeout.
+    pub fn accept_duplex(&self) -> Result<(RdmaSink, RdmaSrc)> {
+        let first = loop {
+            let incoming = self.accept()?;
+            if incoming.peer_role() == Role::Sender {
+                break incoming;
+            }
+            incoming.refuse("duplex: send on the first session, receive on the second");
+        };
+        let peer = first.peer_addr().ip();
+        let src = first.accept_src()?;
+        let deadline = deadline_after(Instant::now(), self.config.handshake_timeout);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(incoming) = self.accept_timeout(left)? else {
+                return Err(Error::HandshakeTimeout {
+                    peer: SocketAddr::new(peer, 0),
+                    seconds: self.config.handshake_timeout.as_secs_f64(),
+                    stage: "the duplex client's second session",
+                });
+            };
+            if incoming.peer_addr().ip() == peer && incoming.peer_role() == Role::Receiver {
+                return Ok((incoming.accept_sink()?, src));
+            }
+            incoming.refuse("busy: the server is setting up a duplex session; try again later");
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A client whose hello arrived: accept it in a role, or refuse it.
+#[derive(Debug)]
+pub struct Incoming {
+    pending: PendingHello,
+    config: Config,
+}
+
+impl Incoming {
+    /// The client's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.pending.control.peer_addr()
+    }
+
+    /// The role the client asked to play: [`Role::Sender`] means it wants to send to us.
+    pub fn peer_role(&self) -> Role {
+        self.pending.hello.role
+    }
+
+    /// Accepts the client as its receiver (the client sends).
+    ///
+    /// # Errors
+    /// The client does not send, the transports do not match, or the setup failed; the
+    /// client is told why.
+    pub fn accept_src(self) -> Result<RdmaSrc> {
+        RdmaSrc::from_session(Session::accept(self.pending, Role::Receiver, &self.config)?)
+    }
+
+    /// Accepts the client as its sender (the client receives).
+    ///
+    /// # Errors
+    /// As for [`Incoming::accept_src`].
+    pub fn accept_sink(self) -> Result<RdmaSink> {
+        RdmaSink::from_session(Session::accept(self.pending, Role::Sender, &self.config)?)
+    }
+
+    /// Refuses the client, telling it why (it sees [`Error::Rejected`]).
+    pub fn refuse(mut self, reason: &str) {
+        self.pending.control.reject(reason);
+    }
+}
+
+/// The background half of a [`Listener`].
+struct Acceptor {
+    listener: TcpListener,
+    config: Config,
+    queue: SyncSender<PendingHello>,
+    closed: Arc<AtomicBool>,
+    pending: Arc<AtomicUsize>,
+}
+
+/// Counts a repeated problem and logs it at most once per [`LOG_INTERVAL`].
+struct RateLimitedLog {
+    what: &'static str,
+    count: u64,
+    last: Option<Instant>,
+}
+
+impl RateLimitedLog {
+    fn new(what: &'static str) -> Self {
+        Self {
+            what,
+            count: 0,
+            last: None,
+        }
+    }
+
+    fn hit(&mut self, detail: &dyn std::fmt::Display) {
+        self.count += 1;
+        let now = Instant::now();
+        if self
+            .last
+            .is_none_or(|t| now.duration_since(t) >= LOG_INTERVAL)
+        {
+            log::warn!("{} ({detail}; {} time(s) so far)", self.what, self.count);
+            self.last = Some(now);
+        }
+    }
+}
+
+impl Acceptor {
+    fn run(self) {
+        let mut backoff = Duration::from_millis(10);
+        let mut starved =
+            RateLimitedLog::new("accept() is failing for lack of resources; backing off");
+        let mut dropped =
+            RateLimitedLog::new("dropped a connection: too many handshakes in progress");
+        while !self.closed.load(Ordering::Relaxed) {
+            if let Err(e) = wait_any([Interest::read(self.listener.as_fd())], SLICE) {
+                log::error!("waiting for connections failed: {}", e.chain());
+                return;
+            }
+            match bootstrap::accept(&self.listener) {
+                Ok(Some((stream, peer))) => {
+                    backoff = Duration::from_millis(10);
+                    if self.pending.load(Ordering::SeqCst) >= MAX_PENDING_HANDSHAKES {
+                        dropped.hit(&format_args!(
+                            "newest from {peer} closed, limit {MAX_PENDING_HANDSHAKES}"
+                        ));
+                        drop(stream);
+                        continue;
+                    }
+                    self.spawn_hello(stream, peer);
+                }
+                Ok(None) => {}
+                Err(Error::Accept(e)) if resource_shortage(&e) => {
+                    starved.hit(&e);
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(SLICE);
+                }
+                Err(e) => log::warn!("{}", e.chain()),
+            }
+        }
+    }
+
+    fn spawn_hello(&self, stream: std::net::TcpStream, peer: SocketAddr) {
+        log::debug!("connection from {peer}");
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        let (config, queue, pending) = (
+            self.config.clone(),
+            self.queue.clone(),
+            self.pending.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name(format!("hello-{peer}"))
+            .spawn(move || {
+                match Session::read_hello(stream, &config) {
+                    Ok(hello) => match queue.try_send(hello) {
+                        Ok(()) => {}
+                        Err(TrySendError::Full(mut hello)) => {
+                            log::warn!("refused {peer}: busy, {MAX_QUEUED} clients already wait");
+                            hello.control.reject(
+                                "busy: the server is serving another client; try again later",
+                            );
+                        }
+                        Err(TrySendError::Disconnected(mut hello)) => {
+                            hello.control.reject("the server is shutting down");
+                        }
+                    },
+                    Err(e) => log::warn!("ignored connection from {peer}: {}", e.chain()),
+                }
+                pending.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            log::error!("cannot start a handshake thread for {peer}: {e}");
+        }
+    }
+}
+
+/// Whether an accept error means "out of descriptors or memory" (retrying at once would spin).
+fn resource_shortage(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
