@@ -34,6 +34,7 @@ pub mod transport;
 pub use config::{Config, TransportChoice};
 pub use error::{Error, ProtocolViolation, Result};
 pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
+pub use proto::Role;
 pub use receiver::RdmaSrc;
 pub use sender::RdmaSink;
 pub use session::SessionInfo;

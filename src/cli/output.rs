@@ -24,14 +24,18 @@ impl PayloadPrinter {
         }
     }
 
-    /// Prints one payload: printable UTF-8 as is, anything else as a length and hex summary.
+    /// Prints one payload: printable UTF-8 as is (with a `\\` in front when it starts with `<`
+    /// or `\\`), anything else as a length and hex summary in angle brackets.
     pub fn print(&mut self, payload: &[u8]) {
         if self.quiet {
             return;
         }
-        let result = match std::str::from_utf8(payload) {
-            Ok(s) if !s.is_empty() && !s.chars().any(char::is_control) => writeln!(self.out, "{s}"),
-            _ => writeln!(self.out, "{}", summarize(payload)),
+        let result = match printable_text(payload) {
+            // A text that starts like a summary (or like an escaped text) gets a backslash,
+            // so a line starting with `<` is always one of our summaries.
+            Some(s) if s.starts_with(['<', '\\']) => writeln!(self.out, "\\{s}"),
+            Some(s) => writeln!(self.out, "{s}"),
+            None => writeln!(self.out, "{}", summarize(payload)),
         };
         self.pending += 1;
         let result = result.and_then(|()| {
@@ -55,6 +59,20 @@ impl PayloadPrinter {
             log::warn!("cannot write to stdout ({e})");
         }
     }
+}
+
+/// The payload as text when it is non-empty UTF-8 that prints as what it says: no control
+/// characters, and none of the invisible characters that reorder or hide text on a terminal
+/// (bidirectional overrides and isolates, zero-width characters, the byte-order mark).
+pub fn printable_text(payload: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(payload).ok()?;
+    let misleading = |c: char| {
+        c.is_control()
+            || matches!(c,
+                '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+    };
+    (!s.is_empty() && !s.chars().any(misleading)).then_some(s)
 }
 
 /// `<N bytes: 00 01 ...>` with at most 16 bytes shown.
@@ -96,5 +114,21 @@ pub fn fill_payload(buf: &mut Vec<u8>, i: u64, size: Option<usize>) {
             let pad = size - buf.len();
             buf.extend((0..pad).map(|k| b'a' + (k % 26) as u8));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn misleading_text_is_not_printed_as_text() {
+        assert_eq!(printable_text(b"hello"), Some("hello"));
+        assert_eq!(printable_text(b""), None);
+        assert_eq!(printable_text("abc\u{202E}fed".as_bytes()), None);
+        assert_eq!(printable_text("a\u{200B}b".as_bytes()), None);
+        assert_eq!(printable_text(b"tab\there"), None);
+        assert_eq!(printable_text(&[0xff, 0xfe]), None);
+        assert_eq!(summarize(b""), "<0 bytes>");
     }
 }

@@ -124,7 +124,7 @@ impl TcpTransport {
     fn accept_data_connection(
         &mut self,
         deadline: Instant,
-        watch: Option<BorrowedFd<'_>>,
+        mut watch: Option<BorrowedFd<'_>>,
     ) -> Result<TcpStream> {
         let listener = self
             .listener
@@ -208,7 +208,12 @@ impl TcpTransport {
             let watch_ready = watch.is_some() && fds[1].revents().is_some_and(|r| !r.is_empty());
             drop(fds);
             if let Some(w) = watch.filter(|_| watch_ready) {
-                return Err(control_spoke(w));
+                match control_spoke(w) {
+                    // Our peer is the receiver: its Ready may overtake its token. The session
+                    // reads it next; the deadline still bounds the wait for the token.
+                    Error::TransportProtocol { .. } if self.role == Role::Sender => watch = None,
+                    e => return Err(e),
+                }
             }
         }
     }
