@@ -1,0 +1,685 @@
+//! A hostile peer: our own raw implementation of the wire protocol (written from
+//! docs/design.md, not from the crate's encoder) that misbehaves on purpose against the real
+//! binary over loopback with `--transport tcp`. One test per defect the raw-protocol attack
+//! found (issue 9), plus the other protocol violations: each must end with a clear error that
+//! names the violation, no panic, no spin, no unbounded wait, and nothing delivered past Finish.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::{free_port, Proc, SHORT};
+
+const KIND_HELLO: u8 = 1;
+const KIND_READY: u8 = 2;
+const KIND_CREDIT: u8 = 3;
+const KIND_FINISH: u8 = 4;
+const KIND_REJECT: u8 = 5;
+const ROLE_SENDER: u8 = 1;
+const ROLE_RECEIVER: u8 = 2;
+const TRANSPORT_TCP: u8 = 1;
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = (body.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+/// A Hello frame as docs/design.md lays it out.
+fn hello(role: u8, blob: &[u8]) -> Vec<u8> {
+    let mut b = vec![KIND_HELLO];
+    b.extend_from_slice(b"RDMC");
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.push(role);
+    b.push(TRANSPORT_TCP);
+    b.extend_from_slice(&(1u32 << 20).to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&[0u8; 10]);
+    b.extend_from_slice(&[0xff, 0xff, 127, 0, 0, 1]);
+    b.extend_from_slice(&(blob.len() as u16).to_le_bytes());
+    b.extend_from_slice(blob);
+    frame(&b)
+}
+
+fn finish(count: u64) -> Vec<u8> {
+    let mut b = vec![KIND_FINISH];
+    b.extend_from_slice(&count.to_le_bytes());
+    frame(&b)
+}
+
+fn credit(released: u64) -> Vec<u8> {
+    let mut b = vec![KIND_CREDIT];
+    b.extend_from_slice(&released.to_le_bytes());
+    frame(&b)
+}
+
+/// One data message on the tcp transport's data connection.
+fn data(payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Reads one control frame body (blocking, bounded by the socket's read timeout).
+fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body)?;
+    Ok(body)
+}
+
+/// The blob at the end of a Hello body.
+fn hello_blob(body: &[u8]) -> Vec<u8> {
+    assert_eq!(body[0], KIND_HELLO, "expected a Hello, got {body:?}");
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16;
+    let len = u16::from_le_bytes([body[at], body[at + 1]]) as usize;
+    body[at + 2..at + 2 + len].to_vec()
+}
+
+/// A sender that has completed the handshake with a server: control and data connections.
+struct HostileSender {
+    control: TcpStream,
+    data: TcpStream,
+}
+
+impl HostileSender {
+    fn connect(port: u16) -> Self {
+        let mut control = connect(port);
+        control.write_all(&hello(ROLE_SENDER, &[])).unwrap();
+        let blob = hello_blob(&read_frame(&mut control).expect("server hello"));
+        let data_port = u16::from_le_bytes([blob[0], blob[1]]);
+        let mut data = connect(data_port);
+        data.write_all(&blob[2..18]).unwrap();
+        let ready = read_frame(&mut control).expect("Ready");
+        assert_eq!(ready, vec![KIND_READY]);
+        HostileSender { control, data }
+    }
+}
+
+fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).unwrap();
+    s.set_read_timeout(Some(SHORT)).unwrap();
+    s
+}
+
+fn server(port: u16, extra: &[&str]) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let mut args = vec!["--server", addr.as_str(), "--transport", "tcp", "--once"];
+    args.extend_from_slice(extra);
+    let mut p = Proc::start("server", &args);
+    p.wait_for_stderr("listening on", SHORT);
+    p
+}
+
+/// CPU seconds (user + system) the process has used so far.
+fn cpu_seconds(pid: i32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // Fields after the command: state is 0, utime is 11, stime is 12.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Fails when the process burns more than half a core over `window` (a busy loop).
+fn assert_not_spinning(p: &Proc, window: Duration) {
+    let pid = p.pid().as_raw();
+    let before = cpu_seconds(pid);
+    std::thread::sleep(window);
+    let used = cpu_seconds(pid) - before;
+    assert!(
+        used < window.as_secs_f64() / 2.0,
+        "{used:.2} s of CPU in {window:?}: a busy loop\n{}",
+        p.report()
+    );
+}
+
+#[test]
+fn defect1_messages_after_finish_are_never_delivered_and_the_session_ends() {
+    // The attack as found: Finish{1} after one message, then more messages on a data
+    // connection that stays open. The session must end (at end of stream, or with a
+    // violation if an extra message is seen first) and nothing past the count is printed.
+    let port = free_port();
+    let mut s = server(port, &[]);
+    let mut peer = HostileSender::connect(port);
+    peer.data.write_all(&data(b"first")).unwrap();
+    peer.control.write_all(&finish(1)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..5 {
+        let _ = peer.data.write_all(&data(b"extra"));
+    }
+    let code = s.wait_code(SHORT);
+    assert!(code == 0 || code == 1, "{}", s.report());
+    assert_eq!(
+        s.stdout(),
+        "first\n",
+        "nothing past Finish{{1}} may be printed"
+    );
+    drop(peer);
+}
+
+#[test]
+fn defect1_a_message_past_the_count_is_a_violation() {
+    // Finish{1} known first, then two messages in one write: the second is past the count.
+    let port = free_port();
+    let mut s = server(port, &[]);
+    let mut peer = HostileSender::connect(port);
+    peer.control.write_all(&finish(1)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut both = data(b"first");
+    both.extend_from_slice(&data(b"extra"));
+    peer.data.write_all(&both).unwrap();
+    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    assert!(!s.stdout().contains("extra"), "{}", s.report());
+    assert!(
+        s.stderr().contains("protocol violation") && s.stderr().contains("after Finish{count: 1}"),
+        "{}",
+        s.report()
+    );
+    // (The receiver half-closed the control connection when it read Finish, to let an
+    // honest sender go at once; so the hostile one learns nothing more than that.)
+    drop(peer);
+}
+
+#[test]
+fn defect2_a_finish_below_the_arrivals_never_wraps_the_count() {
+    let port = free_port();
+    let mut s = server(port, &[]);
+    let mut peer = HostileSender::connect(port);
+    peer.data.write_all(&data(b"a")).unwrap();
+    peer.data.write_all(&data(b"b")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    peer.control.write_all(&finish(1)).unwrap();
+    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    let err = s.stderr();
+    assert!(!err.contains("18446744073709551615"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("Finish says 1 message(s) but 2 arrived"),
+        "{}",
+        s.report()
+    );
+}
+
+#[test]
+fn defect3_control_closed_after_finish_with_data_open_ends_without_spinning() {
+    let port = free_port();
+    let mut s = server(port, &[]);
+    let mut peer = HostileSender::connect(port);
+    peer.data.write_all(&data(b"only")).unwrap();
+    peer.control.write_all(&finish(3)).unwrap();
+    peer.control.shutdown(Shutdown::Both).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_not_spinning(&s, Duration::from_secs(2));
+    // Bounded: no message for 10 s after Finish ends the session.
+    assert_eq!(s.wait_code(Duration::from_secs(20)), 1, "{}", s.report());
+    assert!(
+        s.stderr().contains("2 of 3 message(s) still missing"),
+        "{}",
+        s.report()
+    );
+    drop(peer.data);
+}
+
+#[test]
+fn defect4_receiver_does_not_spin_on_a_closed_data_connection() {
+    let port = free_port();
+    let mut s = server(port, &[]);
+    let peer = HostileSender::connect(port);
+    peer.data.shutdown(Shutdown::Both).unwrap();
+    // The receiver now waits up to 2 s for a Finish on the still open control connection.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_not_spinning(&s, Duration::from_millis(1500));
+    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    assert!(s.stderr().contains("peer lost"), "{}", s.report());
+    drop(peer.control);
+}
+
+/// A hostile receiver for our `--client`: completes the handshake, then behaves as `script`
+/// says with the control and data connections.
+fn hostile_receiver(script: impl FnOnce(TcpStream, TcpStream) + Send + 'static) -> u16 {
+    let control_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let data_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = control_listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (mut control, _) = control_listener.accept().unwrap();
+        control.set_read_timeout(Some(SHORT)).unwrap();
+        let _client_hello = read_frame(&mut control).unwrap();
+        let token = [7u8; 16];
+        let mut blob = data_listener
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_le_bytes()
+            .to_vec();
+        blob.extend_from_slice(&token);
+        control.write_all(&hello(ROLE_RECEIVER, &blob)).unwrap();
+        let (mut data, _) = data_listener.accept().unwrap();
+        data.set_read_timeout(Some(SHORT)).unwrap();
+        let mut got = [0u8; 16];
+        data.read_exact(&mut got).unwrap();
+        control.write_all(&frame(&[KIND_READY])).unwrap();
+        script(control, data);
+    });
+    port
+}
+
+fn client(port: u16, extra: &[&str]) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let mut args = vec!["--client", addr.as_str(), "--transport", "tcp"];
+    args.extend_from_slice(extra);
+    Proc::start("client", &args)
+}
+
+#[test]
+fn defect4_sender_does_not_spin_while_lingering_after_finish() {
+    let port = hostile_receiver(|mut control, mut data| {
+        // Take the one message, read Finish, close the data path but keep control open
+        // (never acknowledging the end of stream).
+        let mut buf = [0u8; 5];
+        data.read_exact(&mut buf).unwrap();
+        control.write_all(&credit(1)).unwrap();
+        let _finish = read_frame(&mut control);
+        drop(data);
+        std::thread::sleep(Duration::from_secs(15));
+        drop(control);
+    });
+    let mut c = client(port, &["--count", "1"]);
+    c.wait_for_stderr("INFO", SHORT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_not_spinning(&c, Duration::from_secs(2));
+    // The linger is bounded (10 s); the stream was sent, so the client succeeds.
+    assert_eq!(c.wait_code(Duration::from_secs(20)), 0, "{}", c.report());
+}
+
+#[test]
+fn defect5_one_deadline_covers_the_whole_handshake() {
+    let port = free_port();
+    let mut s = server(port, &["--handshake-timeout", "2"]);
+    let mut control = connect(port);
+    control.write_all(&hello(ROLE_SENDER, &[])).unwrap();
+    let blob = hello_blob(&read_frame(&mut control).unwrap());
+    let mut data = connect(u16::from_le_bytes([blob[0], blob[1]]));
+    // The token, one byte every 400 ms: 6.4 s in all, far past the 2 s deadline.
+    let started = Instant::now();
+    for b in &blob[2..18] {
+        if data.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(400));
+        if s.try_status().is_some() {
+            break;
+        }
+    }
+    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the handshake outlived its deadline"
+    );
+    assert!(
+        s.stderr().contains("before the handshake deadline"),
+        "{}",
+        s.report()
+    );
+}
+
+#[test]
+fn defect5_an_idle_data_connection_does_not_delay_the_real_one() {
+    let port = free_port();
+    let mut s = server(port, &["--handshake-timeout", "30"]);
+    let mut control = connect(port);
+    control.write_all(&hello(ROLE_SENDER, &[])).unwrap();
+    let blob = hello_blob(&read_frame(&mut control).unwrap());
+    let data_port = u16::from_le_bytes([blob[0], blob[1]]);
+    let _idle = connect(data_port);
+    let started = Instant::now();
+    let mut data = connect(data_port);
+    data.write_all(&blob[2..18]).unwrap();
+    assert_eq!(read_frame(&mut control).unwrap(), vec![KIND_READY]);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    data.write_all(&self::data(b"hi")).unwrap();
+    control.write_all(&finish(1)).unwrap();
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    assert_eq!(s.stdout(), "hi\n");
+}
+
+#[test]
+fn defect6_a_client_that_vanishes_mid_handshake_frees_the_server_at_once() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut s = Proc::start(
+        "server",
+        &[
+            "--server",
+            &addr,
+            "--transport",
+            "tcp",
+            "--handshake-timeout",
+            "30",
+        ],
+    );
+    s.wait_for_stderr("listening on", SHORT);
+    {
+        let mut control = connect(port);
+        control.write_all(&hello(ROLE_SENDER, &[])).unwrap();
+        let _ = read_frame(&mut control).unwrap();
+        // Vanish (RST) without ever connecting the data path.
+        let sock = socket2::SockRef::from(&control);
+        sock.set_linger(Some(Duration::ZERO)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let mut c = client(port, &["--count", "10", "--connect-timeout", "10"]);
+    assert_eq!(c.wait_code(SHORT), 0, "{}", c.report());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the real client waited for the vanished one"
+    );
+    s.signal(nix::sys::signal::Signal::SIGINT);
+    s.wait(SHORT);
+    assert!(
+        s.stderr().contains("during the data path setup"),
+        "{}",
+        s.report()
+    );
+}
+
+/// A server (not `--once`) whose descriptor limit is `nofile`.
+fn server_with_nofile(port: u16, nofile: u64) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let mut cmd = common::command(&[
+        "--server",
+        &addr,
+        "--transport",
+        "tcp",
+        "--handshake-timeout",
+        "4",
+    ]);
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and only calls setrlimit,
+    // which is async-signal-safe; it touches no memory shared with the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::resource::setrlimit(
+                nix::sys::resource::Resource::RLIMIT_NOFILE,
+                nofile,
+                nofile,
+            )
+            .map_err(std::io::Error::from)
+        });
+    }
+    let mut s = Proc::spawn("server", cmd);
+    s.wait_for_stderr("listening on", SHORT);
+    s
+}
+
+fn thread_count(p: &Proc) -> usize {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", p.pid().as_raw())).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn defect7_out_of_descriptors_backs_off_and_logs_at_most_once_a_second() {
+    let port = free_port();
+    let mut s = server_with_nofile(port, 40);
+    let started = Instant::now();
+    let silent: Vec<TcpStream> = (0..120)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_not_spinning(&s, Duration::from_secs(2));
+    let shortage_lines = s.stderr().matches("lack of resources").count();
+    let seconds = started.elapsed().as_secs() as usize;
+    assert!(
+        shortage_lines >= 1 && shortage_lines <= seconds + 2,
+        "{shortage_lines} log lines about EMFILE in {seconds} s (expected one per second)\n{}",
+        s.report()
+    );
+    drop(silent);
+    // Once the silent ones are gone, a real client gets through.
+    let mut c = client(port, &["--count", "10", "--connect-timeout", "15"]);
+    assert_eq!(c.wait_code(Duration::from_secs(30)), 0, "{}", c.report());
+    s.signal(nix::sys::signal::Signal::SIGINT);
+    s.wait(SHORT);
+}
+
+#[test]
+fn defect7_pending_handshakes_are_capped() {
+    let port = free_port();
+    let mut s = server_with_nofile(port, 4096);
+    let silent: Vec<TcpStream> = (0..200)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let threads = thread_count(&s);
+    assert!(
+        threads <= rdma_container::MAX_PENDING_HANDSHAKES + 8,
+        "{threads} threads for {} silent connections",
+        silent.len()
+    );
+    assert!(
+        s.stderr().contains("too many handshakes in progress"),
+        "{}",
+        s.report()
+    );
+    drop(silent);
+    let mut c = client(port, &["--count", "10", "--connect-timeout", "15"]);
+    assert_eq!(c.wait_code(Duration::from_secs(30)), 0, "{}", c.report());
+    s.signal(nix::sys::signal::Signal::SIGINT);
+    s.wait(SHORT);
+}
+
+#[test]
+fn defect8_huge_timeouts_are_refused_at_parse_time() {
+    for (flag, value) in [
+        ("--connect-timeout", "1e20"),
+        ("--handshake-timeout", "1e19"),
+        ("--idle-timeout", "inf"),
+        ("--handshake-timeout", "NaN"),
+        ("--connect-timeout", "-1"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let mut p = Proc::start("client", &["--client", "127.0.0.1:9", &arg, "--count", "1"]);
+        let code = p.wait_code(SHORT);
+        assert_eq!(code, 2, "{flag} {value}: {}", p.report());
+        assert!(!p.stderr().contains("panicked"), "{}", p.report());
+        assert!(p.stderr().contains(flag), "{}", p.report());
+    }
+}
+
+#[test]
+fn errors_do_not_repeat_their_cause() {
+    let mut p = Proc::start(
+        "client",
+        &["--client", "127.0.0.1:1", "--connect-timeout", "0.3"],
+    );
+    assert_eq!(p.wait_code(SHORT), 1);
+    let err = p.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("ERROR"))
+        .unwrap_or_default();
+    assert_eq!(
+        line.matches("Connection refused").count(),
+        1,
+        "the cause must be said once: {err}"
+    );
+    let mut p = Proc::start("client", &["--client", "127.0.0.1:1", "--credits", "0"]);
+    assert_ne!(p.wait_code(SHORT), 0);
+    let err = p.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("ERROR"))
+        .unwrap_or_default();
+    assert_eq!(line.matches("credits").count(), 1, "{err}");
+}
+
+#[test]
+fn misleading_payloads_are_printed_so_they_cannot_mislead() {
+    let port = free_port();
+    let mut s = server(port, &[]);
+    let mut peer = HostileSender::connect(port);
+    let msgs: [&[u8]; 4] = [
+        "abc\u{202E}fed".as_bytes(),
+        b"<0 bytes>",
+        b"",
+        "zero\u{200B}width".as_bytes(),
+    ];
+    for (i, m) in msgs.iter().enumerate() {
+        if i >= 2 {
+            // Two credits: one more message only once the receiver released one.
+            let _ = read_frame(&mut peer.control);
+        }
+        peer.data.write_all(&data(m)).unwrap();
+    }
+    peer.control.write_all(&finish(4)).unwrap();
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    let out = s.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(lines[0].starts_with("<9 bytes: 61 62 63 e2 80 ae"), "{out}");
+    assert_eq!(
+        lines[1], "\\<0 bytes>",
+        "text that looks like a summary is escaped"
+    );
+    assert_eq!(lines[2], "<0 bytes>");
+    assert!(lines[3].starts_with("<12 bytes:"), "{out}");
+}
+
+#[test]
+fn finish_twice_is_a_violation() {
+    let port = free_port();
+    let mut s = server(port, &[]);
+    let mut peer = HostileSender::connect(port);
+    peer.control.write_all(&finish(1)).unwrap();
+    peer.control.write_all(&finish(1)).unwrap();
+    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    assert!(s.stderr().contains("Finish sent twice"), "{}", s.report());
+    assert_eq!(s.stdout(), "");
+}
+
+#[test]
+fn finish_count_too_high_is_reported_with_what_is_missing() {
+    let port = free_port();
+    let mut s = server(port, &[]);
+    let mut peer = HostileSender::connect(port);
+    peer.data.write_all(&data(b"x")).unwrap();
+    peer.control.write_all(&finish(5)).unwrap();
+    drop(peer.data);
+    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    assert!(
+        s.stderr().contains("4 of 5 message(s) still missing"),
+        "{}",
+        s.report()
+    );
+}
+
+#[test]
+fn data_before_ready_is_a_violation() {
+    let port = free_port();
+    let mut s = server(port, &[]);
+    let mut control = connect(port);
+    control.write_all(&hello(ROLE_SENDER, &[])).unwrap();
+    let blob = hello_blob(&read_frame(&mut control).unwrap());
+    let mut data_conn = connect(u16::from_le_bytes([blob[0], blob[1]]));
+    let mut early = blob[2..18].to_vec();
+    early.extend_from_slice(&data(b"too early"));
+    data_conn.write_all(&early).unwrap();
+    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    assert!(
+        s.stderr().contains("the sender sent data before Ready"),
+        "{}",
+        s.report()
+    );
+    assert_eq!(s.stdout(), "");
+}
+
+#[test]
+fn wrong_messages_to_the_receiver_are_violations() {
+    for (name, msg) in [
+        ("Ready", frame(&[KIND_READY])),
+        ("Credit", credit(0)),
+        ("Hello", hello(ROLE_SENDER, &[])),
+    ] {
+        let port = free_port();
+        let mut s = server(port, &[]);
+        let mut peer = HostileSender::connect(port);
+        peer.control.write_all(&msg).unwrap();
+        assert_eq!(s.wait_code(SHORT), 1, "{name}: {}", s.report());
+        assert!(
+            s.stderr()
+                .contains(&format!("expected Finish or Reject, got {name}")),
+            "{name}: {}",
+            s.report()
+        );
+    }
+}
+
+#[test]
+fn bad_credits_to_the_sender_are_violations() {
+    for (what, script_credit, expect) in [
+        ("invented", 5u64, "released but only"),
+        ("backwards", 0u64, "went backwards"),
+    ] {
+        let port = hostile_receiver(move |mut control, mut data| {
+            let mut buf = [0u8; 5];
+            let _ = data.read_exact(&mut buf);
+            if script_credit == 0 {
+                control.write_all(&credit(1)).unwrap();
+            }
+            control.write_all(&credit(script_credit)).unwrap();
+            let mut rest = Vec::new();
+            let _ = control.read_to_end(&mut rest);
+            let _ = data.read_to_end(&mut rest);
+        });
+        let mut c = client(port, &["--count", "1000"]);
+        assert_eq!(c.wait_code(SHORT), 1, "{what}: {}", c.report());
+        assert!(
+            c.stderr().contains("protocol violation") && c.stderr().contains(expect),
+            "{what}: {}",
+            c.report()
+        );
+    }
+}
+
+#[test]
+fn a_reject_mid_stream_reaches_the_sender() {
+    let port = hostile_receiver(|mut control, mut data| {
+        let mut buf = [0u8; 5];
+        let _ = data.read_exact(&mut buf);
+        let reason = b"go away";
+        let mut b = vec![KIND_REJECT];
+        b.extend_from_slice(&(reason.len() as u16).to_le_bytes());
+        b.extend_from_slice(reason);
+        control.write_all(&frame(&b)).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    });
+    let mut c = client(port, &["--count", "1000"]);
+    assert_eq!(c.wait_code(SHORT), 1, "{}", c.report());
+    assert!(c.stderr().contains("go away"), "{}", c.report());
+}
+
+#[test]
+fn idle_timeout_ends_a_frozen_session() {
+    let port = free_port();
+    let mut s = server(port, &["--idle-timeout", "1"]);
+    let peer = HostileSender::connect(port);
+    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    assert!(s.stderr().contains("idle timeout"), "{}", s.report());
+    drop(peer);
+}
