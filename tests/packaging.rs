@@ -1,7 +1,7 @@
 //! Container and host packaging: docker/entrypoint.sh, scripts/setup-soft-roce.sh and
 //! scripts/check-rdma-readiness.sh run against the real binary with fake /dev, /proc and /sys
 //! trees; static checks of the Dockerfile, .dockerignore, docker/compose.yaml and
-//! the README's Containers section; shellcheck over the scripts.
+//! docs/containers.md; shellcheck over the scripts.
 //!
 //! No docker engine is reachable where these tests run, so the image itself is never built
 //! here: what can be checked without one is checked instead. Nothing here changes the host
@@ -1583,14 +1583,9 @@ print("compose structure ok")
 
 #[test]
 fn container_docs_cover_the_flags_build_args_and_env_vars() {
-    // The README's "Containers" section, up to the next level-2 heading.
-    let readme = read("README.md");
-    let start = readme
-        .find("\n## Containers\n")
-        .expect("README has a Containers section");
-    let rest = &readme[start + 1..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
-    let docs = &rest[..end];
+    // The container guide: the whole of docs/containers.md.
+    let docs = read("docs/containers.md");
+    let docs = docs.as_str();
     for needle in [
         "--network host --cap-add=IPC_LOCK --device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm",
         "--privileged --network host",
@@ -1606,7 +1601,7 @@ fn container_docs_cover_the_flags_build_args_and_env_vars() {
         "STOPSIGNAL",
         "tests/packaging.rs",
     ] {
-        assert!(docs.contains(needle), "the README's Containers section lacks {needle:?}");
+        assert!(docs.contains(needle), "docs/containers.md lacks {needle:?}");
     }
     // Every build argument and every entrypoint variable is documented.
     for i in dockerfile() {
@@ -1614,14 +1609,14 @@ fn container_docs_cover_the_flags_build_args_and_env_vars() {
             let name = i.args.split('=').next().unwrap();
             assert!(
                 docs.contains(name),
-                "the README's Containers section does not document ARG {name}"
+                "docs/containers.md does not document ARG {name}"
             );
         }
     }
     for var in env_vars(&read("docker/entrypoint.sh"), "RDMA_CONTAINER_") {
         assert!(
             docs.contains(&var),
-            "the README's Containers section does not document {var}"
+            "docs/containers.md does not document {var}"
         );
     }
 }

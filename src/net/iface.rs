@@ -1,8 +1,8 @@
 //! Interface addresses, and the source-side facts of a session's network path.
 //!
-//! DESIGN.md "Device and GID choice", rules 1-2: the source IPv4 (the bootstrap socket's local
-//! address) is the key; the interface that owns it is where its RoCE GID lives, also when the
-//! peer is this host and the route points at `lo`.
+//! docs/design.md "How the device and GID are chosen", rule 1: the source IPv4 (the bootstrap
+//! socket's local address) is the key; the interface that owns it is where its RoCE GID lives,
+//! also when the peer is this host and the route points at `lo`.
 
 use std::net::Ipv4Addr;
 

@@ -69,7 +69,8 @@ pub struct Selection {
     pub warnings: Vec<String>,
 }
 
-/// Picks the RoCE v2 GID for `source`, following DESIGN.md's rule.
+/// Picks the RoCE v2 GID for `source`, following rdma_cm's rule as docs/design.md describes it
+/// ("How the device and GID are chosen").
 ///
 /// Candidates are the entries whose GID is `::ffff:<source>`, whose type is RoCE v2 and whose port
 /// is ACTIVE. One candidate is used as is. Among several, the one whose netdev is `interface`
@@ -166,7 +167,7 @@ pub fn select(
 }
 
 fn in_scope(e: &GidEntry, o: &Overrides) -> bool {
-    o.device.as_deref().map_or(true, |d| e.device == d) && o.port.map_or(true, |p| e.port == p)
+    o.device.as_deref().is_none_or(|d| e.device == d) && o.port.is_none_or(|p| e.port == p)
 }
 
 fn port_active(table: &GidTable, e: &GidEntry) -> bool {
@@ -232,16 +233,16 @@ fn validate_overrides(table: &GidTable, o: &Overrides) -> Result<()> {
         let exists = table
             .ports
             .iter()
-            .any(|pi| pi.port == p && o.device.as_deref().map_or(true, |d| pi.device == d))
+            .any(|pi| pi.port == p && o.device.as_deref().is_none_or(|d| pi.device == d))
             || table
                 .entries
                 .iter()
-                .any(|e| e.port == p && o.device.as_deref().map_or(true, |d| e.device == d));
+                .any(|e| e.port == p && o.device.as_deref().is_none_or(|d| e.device == d));
         if !exists {
             let ports: Vec<String> = table
                 .ports
                 .iter()
-                .filter(|pi| o.device.as_deref().map_or(true, |d| pi.device == d))
+                .filter(|pi| o.device.as_deref().is_none_or(|d| pi.device == d))
                 .map(|pi| format!("{} port {}", pi.device, pi.port))
                 .collect();
             let ports: Vec<&str> = ports.iter().map(String::as_str).collect();
@@ -337,7 +338,7 @@ fn select_index(
         let rank = |e: &GidEntry| {
             (
                 !(e.gid == want && e.is_roce_v2()),
-                !interface.is_some_and(|i| e.netdev.as_deref() == Some(i)),
+                interface.is_none_or(|i| e.netdev.as_deref() != Some(i)),
                 !port_active(table, e),
             )
         };
