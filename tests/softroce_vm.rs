@@ -1,12 +1,15 @@
 //! Static checks of `scripts/softroce-vm.sh` and its guest scripts, cheap enough for every
 //! `cargo test`: they parse (`bash -n`), are shellcheck-clean (when shellcheck is installed;
-//! otherwise that test prints "skipped: ..."), and the host script answers `--help` and rejects
-//! bad options with the usage status 64 before it touches apt, cargo or QEMU.
+//! otherwise that test prints "skipped: ...", or fails under `RDMA_TEST_STRICT=1`), and the
+//! host script answers `--help` and rejects bad options with the usage status 64 before it
+//! touches apt, cargo or QEMU.
 //!
 //! The VM itself (a Debian kernel with soft-RoCE under QEMU) is run by `.ci/run`, not here.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use rdma_test_support::skip_or_fail;
 
 /// The host script and the files it puts into the guest.
 fn scripts() -> Vec<PathBuf> {
@@ -55,7 +58,7 @@ fn scripts_are_shellcheck_clean() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: shellcheck is not installed (apt-get install shellcheck)");
+        skip_or_fail("shellcheck is not installed (apt-get install shellcheck)");
         return;
     }
     // -x follows the guest-init.sh -> guest-checks.sh `source`, relative to the repository root
