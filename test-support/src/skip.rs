@@ -1,5 +1,15 @@
 //! Skips that cannot pass silently: a test that cannot run here prints why and passes, unless
 //! `RDMA_TEST_STRICT=1` (set by `.ci/run`) says every test must really run; then it fails.
+//!
+//! Which to use:
+//! - something CI provides (root, iproute2, shellcheck, a C compiler, python3 with PyYAML, a
+//!   non-loopback address): [`skip_or_fail`];
+//! - something CI can never provide and the test is only worth running where it is:
+//!   `#[ignore = "needs X, which CI does not have: cargo test --test T -- --ignored"]`, and
+//!   [`skip_or_fail`] inside for when it is run with `--ignored` without X;
+//! - a test that must keep running by default where X exists (the DOCA SDK conformance check,
+//!   which the image build runs) or that belongs to another CI pass: [`skip_unless_strict_allows`]
+//!   with one of the [`Allowed`] reasons.
 
 use std::fmt;
 
