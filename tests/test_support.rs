@@ -22,7 +22,8 @@ fn strict_turns_skips_into_failures_except_allowed_ones() {
             None => std::env::remove_var(STRICT_ENV),
         }
         assert_eq!(strict(), is_strict, "{value:?}");
-        let skipped = catch_unwind(|| skip_or_fail("no such tool"));
+        let skipped =
+            catch_unwind(|| skip_or_fail("self-test of skip_or_fail, nothing is missing"));
         match skipped {
             Ok(()) => assert!(!is_strict, "{value:?}: a strict skip must fail"),
             Err(payload) => {
@@ -31,13 +32,17 @@ fn strict_turns_skips_into_failures_except_allowed_ones() {
                     .downcast_ref::<String>()
                     .expect("a formatted panic message");
                 assert!(
-                    msg.starts_with("required test could not run: no such tool"),
+                    msg.starts_with("required test could not run: self-test of skip_or_fail"),
                     "{msg}"
                 );
             }
         }
         assert!(
-            catch_unwind(|| skip_unless_strict_allows(Allowed::DocaSdk, "no SDK")).is_ok(),
+            catch_unwind(|| skip_unless_strict_allows(
+                Allowed::DocaSdk,
+                "self-test of skip_unless_strict_allows"
+            ))
+            .is_ok(),
             "{value:?}: an allowed skip never fails"
         );
     }
