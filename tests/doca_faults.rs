@@ -5,32 +5,17 @@
 //! Built only with `--features doca-sim` (the binary under test then has the doca transport).
 #![cfg(feature = "doca-sim")]
 
+mod common;
+
 use std::fs;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rdma-container");
+use common::{free_port, ipv4_gid, FakeSysfs, Finished, Proc, BIN, GID_V2};
+
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// A fixture sysfs with mlx5_0 (the simulator's default device) owning a RoCE v2 GID.
-fn fixture(root: &Path) {
-    let port = root.join("class/infiniband/mlx5_0/ports/1");
-    for d in ["gids", "gid_attrs/types", "gid_attrs/ndevs"] {
-        fs::create_dir_all(port.join(d)).unwrap();
-    }
-    fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
-    fs::write(port.join("link_layer"), "Ethernet\n").unwrap();
-    fs::write(
-        port.join("gids/1"),
-        "0000:0000:0000:0000:0000:ffff:0a00:0001\n",
-    )
-    .unwrap();
-    fs::write(port.join("gid_attrs/types/1"), "RoCE v2\n").unwrap();
-    fs::write(port.join("gid_attrs/ndevs/1"), "eth9\n").unwrap();
-}
 
 struct Case {
     dir: tempfile::TempDir,
@@ -40,14 +25,15 @@ struct Case {
 impl Case {
     fn new() -> Case {
         let dir = tempfile::tempdir().unwrap();
-        fixture(dir.path());
+        // A fixture sysfs with mlx5_0 (the simulator's default device) owning a RoCE v2 GID.
+        let sysfs = FakeSysfs::at(dir.path());
+        sysfs.active("mlx5_0", 1);
+        sysfs.gid("mlx5_0", 1, 1, &ipv4_gid([10, 0, 0, 1]), GID_V2, "eth9");
         fs::create_dir_all(dir.path().join("reports")).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        Case { dir, port }
+        Case {
+            dir,
+            port: free_port(),
+        }
     }
 
     fn reports(&self) -> PathBuf {
@@ -73,14 +59,17 @@ impl Case {
         .env("DOCA_SIM_REPORT_DIR", self.reports())
         .env("DOCA_SIM_DIR", self.dir.path())
         .env_remove("DOCA_SIM_FAIL")
-        .env_remove("DOCA_SIM_DROP_AFTER")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env_remove("DOCA_SIM_DROP_AFTER");
         for (k, v) in env {
             cmd.env(k, v);
         }
         cmd
+    }
+
+    /// Starts the server or the client (`role` = "--server" or "--client").
+    fn start(&self, role: &str, env: &[(&str, &str)], extra: &[&str]) -> Proc {
+        let name = role.trim_start_matches('-');
+        Proc::spawn(name, self.command(role, env, extra))
     }
 
     /// Server (`--once`) and client, each with its own environment; both outputs.
@@ -89,17 +78,11 @@ impl Case {
         server_env: &[(&str, &str)],
         client_env: &[(&str, &str)],
         client_args: &[&str],
-    ) -> (Output, Output) {
-        let server = self
-            .command("--server", server_env, &["--once"])
-            .spawn()
-            .unwrap();
-        let client = self
-            .command("--client", client_env, client_args)
-            .spawn()
-            .unwrap();
-        let client = finish(client, "client");
-        let server = finish(server, "server");
+    ) -> (Finished, Finished) {
+        let server = self.start("--server", server_env, &["--once"]);
+        let client = self.start("--client", client_env, client_args);
+        let client = client.finish(DEADLINE);
+        let server = server.finish(DEADLINE);
         (server, client)
     }
 
@@ -118,23 +101,6 @@ impl Case {
     }
 }
 
-/// Waits for a child with a deadline; kills it (and fails) when the deadline passes.
-fn finish(mut child: Child, name: &str) -> Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{name} hung; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
 /// N from the server's "received N messages" summary.
 fn received_count(text: &str) -> u64 {
     let at = text.find("received ").expect("a summary line") + "received ".len();
@@ -145,16 +111,16 @@ fn received_count(text: &str) -> u64 {
         .expect("a count")
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+fn stderr(o: &Finished) -> String {
+    o.stderr.clone()
 }
 
 #[test]
 fn ten_thousand_messages_over_doca_leave_nothing_behind() {
     let case = Case::new();
     let (server, client) = case.run(&[], &[], &[]);
-    assert!(client.status.success(), "client: {}", stderr(&client));
-    assert!(server.status.success(), "server: {}", stderr(&server));
+    assert!(client.code == Some(0), "client: {}", stderr(&client));
+    assert!(server.code == Some(0), "server: {}", stderr(&server));
     assert!(
         stderr(&server).contains("transport doca"),
         "{}",
@@ -172,8 +138,8 @@ fn ten_thousand_messages_over_doca_leave_nothing_behind() {
 fn server_setup_fault(spec: &str, expect: &str) {
     let case = Case::new();
     let (server, client) = case.run(&[("DOCA_SIM_FAIL", spec)], &[], &[]);
-    assert_eq!(server.status.code(), Some(1), "server: {}", stderr(&server));
-    assert_eq!(client.status.code(), Some(1), "client: {}", stderr(&client));
+    assert_eq!(server.code, Some(1), "server: {}", stderr(&server));
+    assert_eq!(client.code, Some(1), "client: {}", stderr(&client));
     for (who, out) in [("server", &server), ("client", &client)] {
         assert!(
             stderr(out).contains(expect),
@@ -232,17 +198,15 @@ fn bad_state_at_setup_is_reported_as_an_internal_error() {
 #[test]
 fn client_setup_fault_reaches_the_server() {
     let case = Case::new();
-    let mut server = case.command("--server", &[], &["--once"]).spawn().unwrap();
+    let mut server = case.start("--server", &[], &["--once"]);
     let client = case
-        .command(
+        .start(
             "--client",
             &[("DOCA_SIM_FAIL", "doca_ctx_start:1:DOCA_ERROR_DRIVER")],
             &[],
         )
-        .spawn()
-        .unwrap();
-    let client = finish(client, "client");
-    assert_eq!(client.status.code(), Some(1));
+        .finish(DEADLINE);
+    assert_eq!(client.code, Some(1));
     assert!(
         stderr(&client).contains("doca_ctx_start failed: DOCA_ERROR_DRIVER"),
         "{}",
@@ -251,15 +215,16 @@ fn client_setup_fault_reaches_the_server() {
     // The server is still waiting for a real client (--once counts sessions, not attempts).
     sleep(Duration::from_millis(300));
     assert!(
-        server.try_wait().unwrap().is_none(),
+        server.try_status().is_none(),
         "the server must keep serving"
     );
-    let _ = server.kill();
-    let server = server.wait_with_output().unwrap();
+    server.kill();
     assert!(
-        stderr(&server).contains("the client could not set up its data path"),
+        server
+            .stderr()
+            .contains("the client could not set up its data path"),
         "{}",
-        stderr(&server)
+        server.stderr()
     );
     assert_eq!(case.assert_no_leaks(), 1, "the client's report");
 }
@@ -272,8 +237,8 @@ fn receive_submit_failure_mid_stream() {
         &[],
         &[],
     );
-    assert_eq!(server.status.code(), Some(1));
-    assert_eq!(client.status.code(), Some(1));
+    assert_eq!(server.code, Some(1));
+    assert_eq!(client.code, Some(1));
     assert!(
         stderr(&server).contains("doca_task_submit(receive) failed")
             || stderr(&server).contains("doca_task_submit(credit) failed"),
@@ -299,8 +264,8 @@ fn send_completion_error_mid_stream() {
         )],
         &[],
     );
-    assert_eq!(client.status.code(), Some(1));
-    assert_eq!(server.status.code(), Some(1));
+    assert_eq!(client.code, Some(1));
+    assert_eq!(server.code, Some(1));
     assert!(
         stderr(&client).contains("DOCA_ERROR_IO_FAILED"),
         "{}",
@@ -327,8 +292,8 @@ fn connection_dropped_mid_stream() {
     let case = Case::new();
     let drop = [("DOCA_SIM_DROP_AFTER", "100")];
     let (server, client) = case.run(&drop, &drop, &[]);
-    assert_eq!(client.status.code(), Some(1), "client: {}", stderr(&client));
-    assert_eq!(server.status.code(), Some(1), "server: {}", stderr(&server));
+    assert_eq!(client.code, Some(1), "client: {}", stderr(&client));
+    assert_eq!(server.code, Some(1), "server: {}", stderr(&server));
     let both = stderr(&client) + &stderr(&server);
     assert!(
         both.contains("peer lost") || both.contains("failed"),
@@ -340,17 +305,11 @@ fn connection_dropped_mid_stream() {
 #[test]
 fn oversize_message_is_refused_before_sending() {
     let case = Case::new();
-    let server = case
-        .command("--server", &[], &["--once", "--max-msg-size", "100"])
-        .spawn()
-        .unwrap();
-    let client = case
-        .command("--client", &[], &["--size", "200", "--count", "3"])
-        .spawn()
-        .unwrap();
-    let client = finish(client, "client");
-    let server = finish(server, "server");
-    assert_eq!(client.status.code(), Some(1));
+    let server = case.start("--server", &[], &["--once", "--max-msg-size", "100"]);
+    let client = case.start("--client", &[], &["--size", "200", "--count", "3"]);
+    let client = client.finish(DEADLINE);
+    let server = server.finish(DEADLINE);
+    assert_eq!(client.code, Some(1));
     assert!(
         stderr(&client).contains("nothing was sent"),
         "{}",

@@ -1,15 +1,18 @@
 //! 10,000 messages between two network namespaces joined by a veth pair: the server in one,
 //! the client in the other, talking over private addresses that exist only inside them.
 //!
-//! Needs root and `ip netns`; without them it prints "skipped: ..." and passes (CI runs it as
-//! root, where it really runs). The namespaces (and with them the veth pair) are always
-//! deleted, also when the test fails.
+//! Needs root and `ip netns`; without them it prints "skipped: ..." and passes, or fails under
+//! `RDMA_TEST_STRICT=1` (CI runs it as root with iproute2 and strict, where it really runs).
+//! The namespaces (and with them the veth pair) are always deleted, also when the test fails.
 
 mod common;
 
 use std::process::Command;
 
-use common::{check_counting, ipv4_gid, transport_args, FakeSysfs, Proc, BIN, LONG, SHORT};
+use common::{
+    check_counting, ipv4_gid, skip_or_fail, skip_unless_strict_allows, transport_args, Allowed,
+    FakeSysfs, Proc, BIN, LONG, SHORT,
+};
 
 /// The server's port inside its own, fresh namespace (nothing else can listen there).
 const PORT: u16 = 5000;
@@ -55,8 +58,8 @@ fn in_netns(name: &str, ns: &str, args: &[&str]) -> Proc {
     Proc::spawn(name, cmd)
 }
 
-/// Two namespaces joined by a veth pair with private /30 addresses; `None` (after printing why)
-/// when this host cannot make them.
+/// Two namespaces joined by a veth pair with private /30 addresses; `None` (after
+/// [`skip_or_fail`] said why) when this host cannot make them.
 struct Net {
     // Declared first so it drops (deleting the namespaces) after everything that runs inside.
     _namespaces: Namespaces,
@@ -70,7 +73,7 @@ struct Net {
 
 fn make_net(tag: &str) -> Option<Net> {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: not root");
+        skip_or_fail("not root (ip netns needs root)");
         return None;
     }
     let pid = std::process::id();
@@ -81,7 +84,7 @@ fn make_net(tag: &str) -> Option<Net> {
     }
     let mut namespaces = Namespaces(Vec::new());
     if let Err(e) = ip(&["netns", "add", &ns1]) {
-        eprintln!("skipped: ip netns unavailable: {e}");
+        skip_or_fail(&format!("ip netns unavailable: {e}"));
         return None;
     }
     namespaces.0.push(ns1.clone());
@@ -157,7 +160,10 @@ fn ten_thousand_messages_between_two_network_namespaces() {
 #[test]
 fn auto_falls_back_to_tcp_when_the_rdma_transport_cannot_start() {
     if std::env::var("RDMA_TEST_TRANSPORT").is_ok_and(|t| !t.is_empty() && t != "auto") {
-        eprintln!("skipped: this test is about --transport auto");
+        skip_unless_strict_allows(
+            Allowed::OtherTransport,
+            "this test is about --transport auto (it runs when RDMA_TEST_TRANSPORT is unset)",
+        );
         return;
     }
     let Some(net) = make_net("b") else { return };

@@ -63,7 +63,7 @@ fn client(name: &str, port: u16, extra: &[&str]) -> Proc {
     let mut args = vec!["--client", addr.as_str(), "--connect-timeout", "10"];
     args.extend(transport.iter().map(String::as_str));
     args.extend_from_slice(extra);
-    Proc::start(name, &args)
+    common::start(name, &args)
 }
 
 /// Runs a client sending "0".."count-1" and checks it succeeds.

@@ -2,121 +2,22 @@
 
 use std::fs;
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
 
 use rdma_container::roce::{
     gid_from_ipv4, parse_gid, render_table, select, GidTable, GidType, Overrides, Selection,
 };
 use rdma_container::Error;
+use rdma_test_support::{ipv4_gid, FakeSysfs, FE80_A, FE80_B, GID_V1, GID_V2};
 
-const FE80_A: &str = "fe80:0000:0000:0000:ba59:9fff:fe1a:e4c2";
-const FE80_B: &str = "fe80:0000:0000:0000:ba59:9fff:fe1a:e4c3";
-const ZERO: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
-const V1: &str = "IB/RoCE v1";
-const V2: &str = "RoCE v2";
-
-/// A fake `/sys` under a temp dir.
-struct Sysfs {
-    dir: tempfile::TempDir,
+/// The GID table of a fake sysfs, as the library reads it.
+trait ReadTable {
+    fn table(&self) -> GidTable;
 }
 
-impl Sysfs {
-    fn new() -> Sysfs {
-        Sysfs {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn port_dir(&self, dev: &str, port: u32) -> PathBuf {
-        self.root()
-            .join("class/infiniband")
-            .join(dev)
-            .join("ports")
-            .join(port.to_string())
-    }
-
-    /// Creates a port with a state file (`4: ACTIVE` style) and link layer.
-    fn port(&self, dev: &str, port: u32, state: &str, link_layer: &str) {
-        let p = self.port_dir(dev, port);
-        for sub in ["gids", "gid_attrs/types", "gid_attrs/ndevs"] {
-            fs::create_dir_all(p.join(sub)).expect("mkdir");
-        }
-        fs::write(p.join("state"), format!("{state}\n")).expect("state");
-        fs::write(p.join("link_layer"), format!("{link_layer}\n")).expect("link_layer");
-    }
-
-    fn active(&self, dev: &str, port: u32) {
-        self.port(dev, port, "4: ACTIVE", "Ethernet");
-    }
-
-    /// Writes gids/<i> and, when given, gid_attrs/types/<i> and gid_attrs/ndevs/<i>.
-    fn gid(&self, dev: &str, port: u32, i: u32, gid: &str, ty: Option<&str>, ndev: Option<&str>) {
-        let p = self.port_dir(dev, port);
-        fs::write(p.join("gids").join(i.to_string()), format!("{gid}\n")).expect("gid");
-        if let Some(ty) = ty {
-            fs::write(
-                p.join("gid_attrs/types").join(i.to_string()),
-                format!("{ty}\n"),
-            )
-            .expect("type");
-        }
-        if let Some(nd) = ndev {
-            fs::write(
-                p.join("gid_attrs/ndevs").join(i.to_string()),
-                format!("{nd}\n"),
-            )
-            .expect("ndev");
-        }
-    }
-
-    /// The mlx5 layout: a v1/v2 pair at `base`/`base + 1`.
-    fn pair(&self, dev: &str, port: u32, base: u32, gid: &str, ndev: &str) {
-        self.gid(dev, port, base, gid, Some(V1), Some(ndev));
-        self.gid(dev, port, base + 1, gid, Some(V2), Some(ndev));
-    }
-
-    /// A v1/v2 pair for an IPv4 address.
-    fn pair4(&self, dev: &str, port: u32, base: u32, ip: [u8; 4], ndev: &str) {
-        self.pair(dev, port, base, &sysfs_gid(ip), ndev);
-    }
-
-    /// Empty slots, as the kernel shows them.
-    fn zeros(&self, dev: &str, port: u32, from: u32, to: u32) {
-        for i in from..to {
-            self.gid(dev, port, i, ZERO, None, None);
-        }
-    }
-
-    /// Makes `types/<i>` (or `ndevs/<i>`) unreadable by turning it into a directory.
-    fn unreadable(&self, dev: &str, port: u32, attr: &str, i: u32) {
-        let p = self.port_dir(dev, port).join("gid_attrs").join(attr);
-        let f = p.join(i.to_string());
-        let _ = fs::remove_file(&f);
-        fs::create_dir_all(f).expect("mkdir");
-    }
-
-    /// A typical ConnectX port: link-local pair at 0/1, IPv4 pair at 2/3, empty slots after.
-    fn mlx5(&self, dev: &str, ndev: &str, ip: [u8; 4]) {
-        self.active(dev, 1);
-        self.pair(dev, 1, 0, FE80_A, ndev);
-        self.pair4(dev, 1, 2, ip, ndev);
-        self.zeros(dev, 1, 4, 8);
-    }
-
+impl ReadTable for FakeSysfs {
     fn table(&self) -> GidTable {
         GidTable::read(self.root()).expect("read GID table")
     }
-}
-
-fn sysfs_gid(ip: [u8; 4]) -> String {
-    format!(
-        "0000:0000:0000:0000:0000:ffff:{:02x}{:02x}:{:02x}{:02x}",
-        ip[0], ip[1], ip[2], ip[3]
-    )
 }
 
 fn ip(a: [u8; 4]) -> Ipv4Addr {
@@ -162,15 +63,15 @@ fn none() -> Overrides {
 
 #[test]
 fn mlx5_pairs_pick_ipv4_roce_v2_index_3() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 7, 159, 71]);
     // A bare fe80:: entry is hidden like show_gids does.
-    fx.gid(
+    fx.gid_with(
         "mlx5_0",
         1,
         9,
         "fe80:0000:0000:0000:0000:0000:0000:0000",
-        Some(V2),
+        Some(GID_V2),
         None,
     );
     let t = fx.table();
@@ -207,7 +108,7 @@ fn mlx5_pairs_pick_ipv4_roce_v2_index_3() {
 
 #[test]
 fn doctor_json_has_the_choice_fields() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 0, 0, 1]);
     let s = ok(select(&fx.table(), ip([10, 0, 0, 1]), None, &none()));
     let v = serde_json::to_value(&s.choice).expect("json");
@@ -224,7 +125,7 @@ fn doctor_json_has_the_choice_fields() {
 
 #[test]
 fn vlan_pairs_select_by_ip() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.active("mlx5_0", 1);
     fx.pair("mlx5_0", 1, 0, FE80_A, "ens1f0");
     fx.pair4("mlx5_0", 1, 2, [10, 0, 0, 1], "ens1f0");
@@ -251,7 +152,7 @@ fn vlan_pairs_select_by_ip() {
 #[test]
 fn vlan_same_ip_prefers_the_netdev_match() {
     // The same address on the base interface and on a VLAN: the interface decides.
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.active("mlx5_0", 1);
     fx.pair("mlx5_0", 1, 0, FE80_A, "ens1f0");
     fx.pair4("mlx5_0", 1, 2, [10, 0, 0, 1], "ens1f0");
@@ -284,7 +185,7 @@ fn vlan_same_ip_prefers_the_netdev_match() {
 
 #[test]
 fn two_devices_pick_by_ip() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 0, 0, 1]);
     fx.mlx5("mlx5_1", "ens1f1", [10, 0, 1, 1]);
     let t = fx.table();
@@ -302,7 +203,7 @@ fn two_devices_pick_by_ip() {
 
 #[test]
 fn two_devices_same_ip_prefer_ndev_then_lowest() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 0, 0, 5]);
     fx.mlx5("mlx5_1", "ens1f1", [10, 0, 0, 5]);
     let t = fx.table();
@@ -357,7 +258,7 @@ fn two_devices_same_ip_prefer_ndev_then_lowest() {
 
 #[test]
 fn device_names_sort_naturally() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_10", "ens10", [10, 0, 0, 5]);
     fx.mlx5("mlx5_2", "ens2", [10, 0, 0, 5]);
     let t = fx.table();
@@ -369,7 +270,7 @@ fn device_names_sort_naturally() {
 
 #[test]
 fn bond_lag_device() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_bond_0", "bond0", [172, 16, 0, 7]);
     let s = ok(select(
         &fx.table(),
@@ -386,7 +287,7 @@ fn bond_lag_device() {
 #[test]
 fn bond_ip_on_two_ports_prefers_lowest_and_warns() {
     // Without LAG both ports may briefly carry the bond's address.
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "bond0", [172, 16, 0, 7]);
     fx.mlx5("mlx5_1", "bond0", [172, 16, 0, 7]);
     let s = ok(select(
@@ -406,15 +307,15 @@ fn bond_ip_on_two_ports_prefers_lowest_and_warns() {
 
 #[test]
 fn v1_only_is_refused_with_hint() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.active("mlx5_0", 1);
-    fx.gid("mlx5_0", 1, 0, FE80_A, Some(V1), Some("ens1f0"));
-    fx.gid(
+    fx.gid_with("mlx5_0", 1, 0, FE80_A, Some(GID_V1), Some("ens1f0"));
+    fx.gid_with(
         "mlx5_0",
         1,
         1,
-        &sysfs_gid([10, 0, 0, 1]),
-        Some(V1),
+        &ipv4_gid([10, 0, 0, 1]),
+        Some(GID_V1),
         Some("ens1f0"),
     );
     let t = fx.table();
@@ -431,7 +332,7 @@ fn v1_only_is_refused_with_hint() {
 
 #[test]
 fn ipv6_only_is_refused_with_hint() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.active("mlx5_0", 1);
     fx.pair("mlx5_0", 1, 0, FE80_A, "ens1f0");
     fx.pair(
@@ -451,10 +352,10 @@ fn ipv6_only_is_refused_with_hint() {
 
 #[test]
 fn unreadable_type_is_skipped_not_fatal() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 0, 0, 1]);
     // A GID of another namespace: type and netdev cannot be read.
-    fx.gid("mlx5_0", 1, 4, &sysfs_gid([10, 0, 0, 9]), None, None);
+    fx.gid_with("mlx5_0", 1, 4, &ipv4_gid([10, 0, 0, 9]), None, None);
     fx.unreadable("mlx5_0", 1, "types", 4);
     fx.unreadable("mlx5_0", 1, "ndevs", 4);
     let t = fx.table();
@@ -490,7 +391,7 @@ fn unreadable_type_is_skipped_not_fatal() {
             "mlx5_0",
             "1",
             "4",
-            &sysfs_gid([10, 0, 0, 9]),
+            &ipv4_gid([10, 0, 0, 9]),
             "10.0.0.9",
             "?"
         ]
@@ -499,7 +400,7 @@ fn unreadable_type_is_skipped_not_fatal() {
 
 #[test]
 fn port_not_active_is_refused_with_state() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.port("mlx5_0", 1, "1: DOWN", "Ethernet");
     fx.pair("mlx5_0", 1, 0, FE80_A, "ens1f0");
     fx.pair4("mlx5_0", 1, 2, [10, 0, 0, 1], "ens1f0");
@@ -516,7 +417,7 @@ fn port_not_active_is_refused_with_state() {
 
 #[test]
 fn inactive_port_loses_to_active_one() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.port("mlx5_0", 1, "1: DOWN", "Ethernet");
     fx.pair4("mlx5_0", 1, 2, [10, 0, 0, 5], "ens1f0");
     fx.mlx5("mlx5_1", "ens1f1", [10, 0, 0, 5]);
@@ -531,7 +432,7 @@ fn inactive_port_loses_to_active_one() {
 
 #[test]
 fn loopback_refused_without_device() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 0, 0, 1]);
     let t = fx.table();
     let (hint, _, _) = no_gid(
@@ -561,7 +462,7 @@ fn loopback_refused_without_device() {
 
 #[test]
 fn gid_index_override_picks_exact_index() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 0, 0, 1]);
     let t = fx.table();
     let with = |i: u32| Overrides {
@@ -617,7 +518,7 @@ fn gid_index_override_picks_exact_index() {
 
 #[test]
 fn gid_index_override_with_loopback_source() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 0, 0, 1]);
     let o = Overrides {
         gid_index: Some(3),
@@ -636,7 +537,7 @@ fn gid_index_override_with_loopback_source() {
 
 #[test]
 fn bad_device_and_port_overrides() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 0, 0, 1]);
     fx.mlx5("mlx5_1", "ens1f1", [10, 0, 1, 1]);
     let t = fx.table();
@@ -670,7 +571,7 @@ fn bad_device_and_port_overrides() {
 
 #[test]
 fn management_ip_hint_lists_roce_addresses() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 0, 0, 1]);
     fx.mlx5("mlx5_1", "ens1f1", [10, 0, 1, 1]);
     let (hint, table, netdev) = no_gid(
@@ -697,7 +598,7 @@ fn management_ip_hint_lists_roce_addresses() {
 
 #[test]
 fn missing_root_gives_empty_table() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     let t = GidTable::read(&fx.root().join("nope")).expect("missing root is not an error");
     assert!(t.entries.is_empty());
     assert!(t.ports.is_empty());
@@ -716,7 +617,7 @@ fn missing_root_gives_empty_table() {
 
 #[test]
 fn unlistable_class_dir_is_a_sysfs_error() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fs::create_dir_all(fx.root().join("class")).expect("mkdir");
     fs::write(fx.root().join("class/infiniband"), "not a dir").expect("write");
     match GidTable::read(fx.root()) {
@@ -727,7 +628,7 @@ fn unlistable_class_dir_is_a_sysfs_error() {
 
 #[test]
 fn render_table_show_gids_style() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.mlx5("mlx5_0", "ens1f0", [10, 7, 159, 71]);
     let r = render_table(&fx.table());
     let lines: Vec<&str> = r.lines().collect();
@@ -742,7 +643,7 @@ fn render_table_show_gids_style() {
         .collect();
     assert_eq!(rows[0], vec!["mlx5_0", "1", "0", FE80_A, "v1", "ens1f0"]);
     assert_eq!(rows[1], vec!["mlx5_0", "1", "1", FE80_A, "v2", "ens1f0"]);
-    let v4 = sysfs_gid([10, 7, 159, 71]);
+    let v4 = ipv4_gid([10, 7, 159, 71]);
     assert_eq!(
         rows[2],
         vec![
@@ -779,7 +680,7 @@ fn render_table_show_gids_style() {
 
 #[test]
 fn two_ports_and_a_second_link_local() {
-    let fx = Sysfs::new();
+    let fx = FakeSysfs::new();
     fx.active("mlx5_0", 1);
     fx.active("mlx5_0", 2);
     fx.pair("mlx5_0", 1, 0, FE80_A, "ens1f0");

@@ -15,6 +15,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use rdma_container::net::iface::{interface_owning, ipv4_addresses, path_info, InterfaceAddr};
 use rdma_container::net::route::{parse_reply, route_to, RouteInfo, RouteType};
 use rdma_container::Error;
+use rdma_test_support::skip_or_fail;
 
 const LOCALHOST: Ipv4Addr = Ipv4Addr::LOCALHOST;
 const DST: Ipv4Addr = Ipv4Addr::new(10, 231, 0, 2);
@@ -26,7 +27,7 @@ fn non_lo_address() -> Option<InterfaceAddr> {
         .into_iter()
         .find(|a| a.interface != "lo" && !a.address.is_loopback());
     if found.is_none() {
-        println!("skipped: this host has no IPv4 address outside lo");
+        skip_or_fail("this host has no IPv4 address outside lo");
     }
     found
 }
@@ -78,7 +79,7 @@ fn unconfigured_test_net_address_has_no_owner() -> Result<(), Error> {
         Ipv4Addr::new(203, 0, 113, 123),
     ];
     let Some(addr) = candidates.into_iter().find(|a| !configured.contains(a)) else {
-        println!("skipped: every TEST-NET candidate is configured here");
+        skip_or_fail("every TEST-NET candidate is configured here");
         return Ok(());
     };
     assert_eq!(interface_owning(addr)?, None);

@@ -1,12 +1,19 @@
 //! Static checks of `scripts/softroce-vm.sh` and its guest scripts, cheap enough for every
 //! `cargo test`: they parse (`bash -n`), are shellcheck-clean (when shellcheck is installed;
-//! otherwise that test prints "skipped: ..."), and the host script answers `--help` and rejects
-//! bad options with the usage status 64 before it touches apt, cargo or QEMU.
+//! otherwise that test prints "skipped: ...", or fails under `RDMA_TEST_STRICT=1`), and the
+//! host script answers `--help` and rejects bad options with the usage status 64 before it
+//! touches apt, cargo or QEMU.
 //!
 //! The VM itself (a Debian kernel with soft-RoCE under QEMU) is run by `.ci/run`, not here.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+use std::time::Duration;
+
+use rdma_test_support::{on_path, run_command, skip_or_fail, Finished};
+
+/// Bound for one run (bash -n, shellcheck, the host script's option checks).
+const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The host script and the files it puts into the guest.
 fn scripts() -> Vec<PathBuf> {
@@ -18,29 +25,24 @@ fn scripts() -> Vec<PathBuf> {
     ]
 }
 
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+fn host_script(args: &[&str]) -> Finished {
+    let mut cmd = Command::new("bash");
+    cmd.arg(&scripts()[0]).args(args);
+    run_command(cmd, TIMEOUT)
 }
 
-fn host_script(args: &[&str]) -> Output {
-    run(Command::new("bash").arg(&scripts()[0]).args(args))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+fn text(out: &Finished) -> String {
+    format!("{}{}", out.stdout, out.stderr)
 }
 
 #[test]
 fn scripts_parse() {
     for script in scripts() {
-        let out = run(Command::new("bash").arg("-n").arg(&script));
+        let mut cmd = Command::new("bash");
+        cmd.arg("-n").arg(&script);
+        let out = run_command(cmd, TIMEOUT);
         assert!(
-            out.status.success(),
+            out.code == Some(0),
             "{} does not parse: {}",
             script.display(),
             text(&out)
@@ -50,26 +52,23 @@ fn scripts_parse() {
 
 #[test]
 fn scripts_are_shellcheck_clean() {
-    if Command::new("shellcheck")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: shellcheck is not installed (apt-get install shellcheck)");
+    if on_path("shellcheck").is_none() {
+        skip_or_fail("shellcheck is not installed (apt-get install shellcheck)");
         return;
     }
     // -x follows the guest-init.sh -> guest-checks.sh `source`, relative to the repository root
-    let out = run(Command::new("shellcheck")
-        .arg("-x")
+    let mut cmd = Command::new("shellcheck");
+    cmd.arg("-x")
         .args(scripts())
-        .current_dir(env!("CARGO_MANIFEST_DIR")));
-    assert!(out.status.success(), "shellcheck:\n{}", text(&out));
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    let out = run_command(cmd, TIMEOUT);
+    assert!(out.code == Some(0), "shellcheck:\n{}", text(&out));
 }
 
 #[test]
 fn help_describes_the_checks_and_options() {
     let out = host_script(&["--help"]);
-    assert!(out.status.success(), "--help failed: {}", text(&out));
+    assert!(out.code == Some(0), "--help failed: {}", text(&out));
     let help = text(&out);
     for word in [
         "messages",
@@ -101,7 +100,7 @@ fn bad_options_exit_with_the_usage_status() {
     ] {
         let out = host_script(args);
         assert_eq!(
-            out.status.code(),
+            out.code,
             Some(64),
             "{args:?} should be a usage error: {}",
             text(&out)

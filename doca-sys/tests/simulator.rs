@@ -5,10 +5,10 @@
 #[cfg(not(doca_sys_sim))]
 #[test]
 fn simulator_tests_skipped() {
-    println!(
-        "skipped: the DOCA simulator is not built (found={}); run with DOCA_SYS_SIM=1 or --features sim",
+    rdma_test_support::skip_or_fail(&format!(
+        "the DOCA simulator is not built (found={}); run with DOCA_SYS_SIM=1 or --features sim",
         doca_sys::FOUND
-    );
+    ));
 }
 
 #[cfg(doca_sys_sim)]

@@ -1,0 +1,268 @@
+//! A child process with its output captured, bounded waits, killed on drop.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Bound for steps that take well under a second when things work.
+pub const SHORT: Duration = Duration::from_secs(10);
+/// Bound for whole transfers (10,000 messages take about half a second in a debug build).
+pub const LONG: Duration = Duration::from_secs(60);
+
+const POLL: Duration = Duration::from_millis(20);
+
+/// A running child whose stdout and stderr are collected by two threads.
+/// Dropping it kills the child if it is still running.
+pub struct Proc {
+    name: String,
+    child: Child,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<JoinHandle<()>>,
+    status: Option<ExitStatus>,
+}
+
+impl Proc {
+    /// Starts any command (stdin closed, stdout and stderr captured).
+    pub fn spawn(name: &str, cmd: Command) -> Proc {
+        let shown = format!("{cmd:?}");
+        Proc::try_spawn(name, cmd).unwrap_or_else(|e| panic!("{name}: cannot start {shown}: {e}"))
+    }
+
+    /// Like [`Proc::spawn`], returning the error when the program cannot be started.
+    pub fn try_spawn(name: &str, mut cmd: Command) -> std::io::Result<Proc> {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let readers = vec![
+            pump(child.stdout.take().expect("piped stdout"), stdout.clone()),
+            pump(child.stderr.take().expect("piped stderr"), stderr.clone()),
+        ];
+        Ok(Proc {
+            name: name.to_owned(),
+            child,
+            stdout,
+            stderr,
+            readers,
+            status: None,
+        })
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Sends `sig` to the child.
+    pub fn signal(&self, sig: Signal) {
+        kill(self.pid(), sig).unwrap_or_else(|e| panic!("{}: kill({sig}): {e}", self.name));
+    }
+
+    /// Everything the child wrote to stdout so far.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
+    }
+
+    /// Everything the child wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Complete lines on stdout so far.
+    pub fn stdout_lines(&self) -> usize {
+        self.stdout
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+    }
+
+    /// The exit status if the child has exited (its output is then complete).
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            let status = self
+                .child
+                .try_wait()
+                .unwrap_or_else(|e| panic!("{}: waitpid: {e}", self.name))?;
+            // The pipes close when the child exits; let the readers drain them (bounded).
+            let deadline = Instant::now() + SHORT;
+            while !self.readers.iter().all(JoinHandle::is_finished) && Instant::now() < deadline {
+                std::thread::sleep(POLL);
+            }
+            self.status = Some(status);
+        }
+        self.status
+    }
+
+    /// Waits at most `timeout` for the child to exit; kills it and fails the test otherwise.
+    pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.try_status() {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                self.kill();
+                panic!(
+                    "{} did not exit within {timeout:?}\n{}",
+                    self.name,
+                    self.report()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits at most `timeout` for the exit code (a death by signal fails the test).
+    pub fn wait_code(&mut self, timeout: Duration) -> i32 {
+        let status = self.wait(timeout);
+        status.code().unwrap_or_else(|| {
+            panic!(
+                "{} died by a signal: {status}\n{}",
+                self.name,
+                self.report()
+            )
+        })
+    }
+
+    /// Waits at most `timeout` until stderr contains `pattern`; fails the test with the
+    /// child's output otherwise (also as soon as the child exits without having printed it).
+    pub fn wait_for_stderr(&mut self, pattern: &str, timeout: Duration) {
+        self.wait_until(timeout, &format!("stderr containing {pattern:?}"), |p| {
+            p.stderr().contains(pattern)
+        });
+    }
+
+    /// Waits at most `timeout` until stdout has at least `n` complete lines.
+    pub fn wait_for_stdout_lines(&mut self, n: usize, timeout: Duration) {
+        self.wait_until(timeout, &format!("{n} lines on stdout"), |p| {
+            p.stdout_lines() >= n
+        });
+    }
+
+    fn wait_until(&mut self, timeout: Duration, what: &str, done: impl Fn(&Proc) -> bool) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if done(self) {
+                return;
+            }
+            let exited = self.try_status().is_some();
+            if exited && done(self) {
+                return;
+            }
+            if exited || Instant::now() >= deadline {
+                let why = if exited { "exited" } else { "timed out" };
+                panic!(
+                    "{}: {why} waiting for {what} ({timeout:?})\n{}",
+                    self.name,
+                    self.report()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits at most `timeout` for the exit (killing the child and failing the test
+    /// otherwise) and returns the exit code and the complete output.
+    pub fn finish(mut self, timeout: Duration) -> Finished {
+        let status = self.wait(timeout);
+        Finished {
+            code: status.code(),
+            stdout: self.stdout(),
+            stderr: self.stderr(),
+        }
+    }
+
+    /// Kills the child (if it still runs) and reaps it.
+    pub fn kill(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        let _ = self.child.kill();
+        let deadline = Instant::now() + SHORT;
+        while self.try_status().is_none() && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Name, status, stderr and the end of stdout, for failure messages.
+    pub fn report(&self) -> String {
+        let out = self.stdout();
+        let lines: Vec<&str> = out.lines().collect();
+        let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+        let status = self
+            .status
+            .map_or_else(|| "running".to_owned(), |s| s.to_string());
+        format!(
+            "--- {} ({status}) stderr:\n{}--- {} stdout: {} line(s), last ones:\n{tail}\n---",
+            self.name,
+            self.stderr(),
+            self.name,
+            lines.len()
+        )
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn pump(mut from: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => into.lock().unwrap().extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    })
+}
+
+/// A finished process: its exit code (None when killed by a signal) and its output.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// Exit code and both outputs, for failure messages.
+    pub fn show(&self) -> String {
+        format!(
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `cmd` to the end (stdin closed), at most `timeout`: the test fails (with the output so
+/// far) when it cannot start or does not finish in time.
+pub fn run_command(cmd: Command, timeout: Duration) -> Finished {
+    let name = format!("{cmd:?}");
+    Proc::spawn(&name, cmd).finish(timeout)
+}
+
+/// The first `tool` on `PATH`, if any.
+pub fn on_path(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(tool))
+            .find(|p| p.is_file())
+    })
+}
