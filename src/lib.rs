@@ -3,38 +3,64 @@
 //! Message-oriented, credit-flow-controlled sending and receiving over RDMA (RoCE v2), with a
 //! TCP transport that keeps the same semantics where no RDMA device exists.
 //!
+//! - A client sends with [`RdmaSink::connect`] or receives with [`RdmaSrc::connect`].
+//! - A server binds a [`Listener`]; each [`Incoming`] client is accepted as a receiver
+//!   ([`Incoming::accept_src`]) or a sender ([`Incoming::accept_sink`]), or refused.
+//! - Full duplex is a sink and a src between the same two ends: [`duplex::connect`] and
+//!   [`Listener::accept_duplex`].
+//! - [`roce`] and [`path`] read what `rdma-container doctor` shows: the GID table, the device
+//!   choice for a peer, and the route toward it.
+//!
 //! ```no_run
 //! use rdma_container::{Config, RdmaSink};
 //! # fn main() -> rdma_container::Result<()> {
 //! let mut sink = RdmaSink::connect("10.0.0.2:5000".parse().unwrap(), &Config::default())?;
-//! sink.send(b"hello")?;
-//! sink.finish()?;
+//! sink.send(b"hello")?; // the buffer may be reused as soon as send returns
+//! sink.finish()?; // end of stream; dropping the sink instead aborts the session
 //! # Ok(()) }
 //! ```
 //!
-//! Layers, bottom up: [`proto`] (pure encoding and credit accounting), [`net`] (bootstrap TCP,
-//! control channel, route and interface lookup), [`roce`] (GID table and device choice),
-//! [`transport`] (the data path trait and its implementations), [`session`] (handshake), then
-//! [`RdmaSink`] and [`RdmaSrc`].
+//! A received slice stays valid until the next [`RdmaSrc::recv`]; `send` blocks while the
+//! receiver has no free slot (credit flow control, [`Config::credits`] slots, 2 by default).
+//! See `examples/` for a server, a duplex pair and a server loop, and `docs/design.md` for the
+//! layers and the wire protocol's rules.
+//!
+//! Inside, bottom up: the I/O-free session core (every protocol rule, no sockets, no clock),
+//! the wire encoding, the transports behind one small private trait (tcp, verbs, doca), the
+//! handshake, then [`RdmaSink`] and [`RdmaSrc`], which drive the core.
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
+#![warn(unreachable_pub)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod config;
 pub mod duplex;
-pub mod error;
+mod error;
 mod listener;
-pub mod net;
-pub mod proto;
+pub(crate) mod net;
+pub(crate) mod proto;
 mod receiver;
 pub mod roce;
 mod sender;
 mod session;
 mod session_core;
-pub mod transport;
+pub(crate) mod transport;
 
 pub use config::{Config, TransportChoice};
 pub use error::{Error, ProtocolViolation, Result};
 pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
-pub use proto::Role;
+pub use proto::{Role, TransportKind};
 pub use receiver::RdmaSrc;
 pub use sender::RdmaSink;
 pub use session::SessionInfo;
+
+/// The path toward a peer: which local address and interface the kernel uses, and the route.
+pub mod path {
+    pub use crate::net::iface::{interface_owning, path_info, PathInfo};
+    pub use crate::net::route::{route_to, RouteInfo, RouteType};
+}
+
+/// The transports compiled into this build, in the order `auto` prefers them.
+pub fn compiled_in_transports() -> &'static [TransportKind] {
+    transport::compiled_in()
+}

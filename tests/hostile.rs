@@ -109,7 +109,7 @@ fn server(port: u16, extra: &[&str]) -> Proc {
     let addr = format!("127.0.0.1:{port}");
     let mut args = vec!["--server", addr.as_str(), "--transport", "tcp", "--once"];
     args.extend_from_slice(extra);
-    let mut p = Proc::start("server", &args);
+    let mut p = common::start("server", &args);
     p.wait_for_stderr("listening on", SHORT);
     p
 }
@@ -278,7 +278,7 @@ fn client(port: u16, extra: &[&str]) -> Proc {
     let addr = format!("127.0.0.1:{port}");
     let mut args = vec!["--client", addr.as_str(), "--transport", "tcp"];
     args.extend_from_slice(extra);
-    Proc::start("client", &args)
+    common::start("client", &args)
 }
 
 #[test]
@@ -357,7 +357,7 @@ fn defect5_an_idle_data_connection_does_not_delay_the_real_one() {
 fn defect6_a_client_that_vanishes_mid_handshake_frees_the_server_at_once() {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut s = Proc::start(
+    let mut s = common::start(
         "server",
         &[
             "--server",
@@ -494,7 +494,7 @@ fn defect8_huge_timeouts_are_refused_at_parse_time() {
         ("--connect-timeout", "-1"),
     ] {
         let arg = format!("{flag}={value}");
-        let mut p = Proc::start("client", &["--client", "127.0.0.1:9", &arg, "--count", "1"]);
+        let mut p = common::start("client", &["--client", "127.0.0.1:9", &arg, "--count", "1"]);
         let code = p.wait_code(SHORT);
         assert_eq!(code, 2, "{flag} {value}: {}", p.report());
         assert!(!p.stderr().contains("panicked"), "{}", p.report());
@@ -504,7 +504,7 @@ fn defect8_huge_timeouts_are_refused_at_parse_time() {
 
 #[test]
 fn errors_do_not_repeat_their_cause() {
-    let mut p = Proc::start(
+    let mut p = common::start(
         "client",
         &["--client", "127.0.0.1:1", "--connect-timeout", "0.3"],
     );
@@ -519,7 +519,7 @@ fn errors_do_not_repeat_their_cause() {
         1,
         "the cause must be said once: {err}"
     );
-    let mut p = Proc::start("client", &["--client", "127.0.0.1:1", "--credits", "0"]);
+    let mut p = common::start("client", &["--client", "127.0.0.1:1", "--credits", "0"]);
     assert_ne!(p.wait_code(SHORT), 0);
     let err = p.stderr();
     let line = err

@@ -4,11 +4,11 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::Result;
-use rdma_container::net::iface::{interface_owning, path_info, PathInfo};
-use rdma_container::net::route::route_to;
-use rdma_container::proto::TransportKind;
+use rdma_container::path::{interface_owning, path_info, PathInfo};
+use rdma_container::path::route_to;
+use rdma_container::TransportKind;
 use rdma_container::roce::{render_table, select, DeviceChoice, GidTable};
-use rdma_container::transport::compiled_in;
+use rdma_container::compiled_in_transports;
 use serde::Serialize;
 
 use super::args::DoctorArgs;

@@ -8,3 +8,6 @@ pub mod route;
 pub mod wait;
 
 pub use control::ControlChannel;
+
+#[cfg(test)]
+mod tests;

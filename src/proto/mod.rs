@@ -18,3 +18,6 @@ pub use hello::{
     Hello, Role, TransportKind, HELLO_MAGIC, MAX_BLOB_LEN, MAX_CREDITS, PROTOCOL_VERSION,
 };
 pub use message::{Message, MAX_REASON_LEN};
+
+#[cfg(test)]
+mod tests;

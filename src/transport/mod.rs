@@ -16,11 +16,16 @@ use crate::proto::{Role, TransportKind};
 use crate::roce::DeviceChoice;
 use crate::Result;
 
+// The transport adapters are the only modules allowed `unsafe` (the crate denies it): each
+// block there carries a `// SAFETY:` comment.
 #[cfg(doca_transport)]
+#[allow(unsafe_code)]
 pub mod doca;
+#[allow(unsafe_code)]
 pub mod slots;
 pub mod tcp;
 #[cfg(feature = "verbs")]
+#[allow(unsafe_code)]
 pub mod verbs;
 
 /// Which end of the bootstrap connection we are (independent of the data direction).

@@ -12,9 +12,9 @@ use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteMessage, RouteType as NlRouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use rdma_container::net::iface::{interface_owning, ipv4_addresses, path_info, InterfaceAddr};
-use rdma_container::net::route::{parse_reply, route_to, RouteInfo, RouteType};
-use rdma_container::Error;
+use crate::net::iface::{interface_owning, ipv4_addresses, path_info, InterfaceAddr};
+use crate::net::route::{parse_reply, route_to, RouteInfo, RouteType};
+use crate::Error;
 use rdma_test_support::skip_or_fail;
 
 const LOCALHOST: Ipv4Addr = Ipv4Addr::LOCALHOST;
