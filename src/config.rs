@@ -13,18 +13,19 @@ pub const DEFAULT_MAX_MSG_SIZE: usize = 10 * 1024 * 1024;
 /// Default receive slots (and so credits).
 pub const DEFAULT_CREDITS: u16 = 2;
 
-/// Which transport to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which transport to use: a [`crate::TransportKind`], or `Auto` to let the route decide. (The
+/// kind is what runs and what the hello carries; this is what the user asks for.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum TransportChoice {
-    /// RDMA when a RoCE v2 GID owns the source address and an RDMA transport is compiled in,
-    /// otherwise TCP (said in one log line).
+    /// RDMA when a RoCE v2 GID owns the source address and an RDMA transport is compiled in
+    /// and starts, otherwise TCP (said in one log line).
     #[default]
     Auto,
-    /// Always TCP.
+    /// TCP (works everywhere).
     Tcp,
-    /// NVIDIA DOCA (not compiled into this build yet).
+    /// NVIDIA DOCA (ConnectX / BlueField; only in builds with DOCA).
     Doca,
-    /// rdma-core verbs (not compiled into this build yet).
+    /// rdma-core verbs (RoCE v2 NIC or soft-RoCE).
     Verbs,
 }
 

@@ -46,6 +46,13 @@ impl RdmaSink {
                 "RdmaSink needs a session with the sender role".to_owned(),
             ));
         }
+        let max = session.info.max_msg_size() as usize;
+        if session.transport.slot_size() < max {
+            return Err(Error::Internal(format!(
+                "staging slots of {} bytes cannot carry the negotiated {max}-byte messages",
+                session.transport.slot_size()
+            )));
+        }
         let core = SenderCore::new(
             u32::from(session.info.peer.credits),
             session.transport.slot_count(),

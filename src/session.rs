@@ -37,9 +37,9 @@ pub struct SessionInfo {
     /// The RDMA device, port and GID, when an RDMA transport runs.
     pub device: Option<DeviceChoice>,
     /// Our hello.
-    pub local: Hello,
+    pub(crate) local: Hello,
     /// The peer's hello.
-    pub peer: Hello,
+    pub(crate) peer: Hello,
 }
 
 impl SessionInfo {
@@ -432,10 +432,7 @@ fn create_transport(
         };
         return Ok((transport::create(kind, &params)?, Some(sel.choice)));
     }
-    let rdma = transport::compiled_in()
-        .iter()
-        .copied()
-        .find(|k| *k != TransportKind::Tcp);
+    let rdma = crate::auto_order(true).find(|k| *k != TransportKind::Tcp);
     match (selection, rdma) {
         (Ok(sel), Some(kind)) => {
             log_warnings(&sel);

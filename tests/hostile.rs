@@ -11,72 +11,17 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::{free_port, Proc, SHORT};
+use rdma_test_support::wire::{
+    self, credit, data, finish, frame, read_frame, KIND_READY, ROLE_RECEIVER, ROLE_SENDER,
+};
 
-const KIND_HELLO: u8 = 1;
-const KIND_READY: u8 = 2;
-const KIND_CREDIT: u8 = 3;
-const KIND_FINISH: u8 = 4;
-const KIND_REJECT: u8 = 5;
-const ROLE_SENDER: u8 = 1;
-const ROLE_RECEIVER: u8 = 2;
-const TRANSPORT_TCP: u8 = 1;
-
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut out = (body.len() as u32).to_le_bytes().to_vec();
-    out.extend_from_slice(body);
-    out
-}
-
-/// A Hello frame as docs/design.md lays it out.
+/// A Hello of ours with 1 MiB messages.
 fn hello(role: u8, blob: &[u8]) -> Vec<u8> {
-    let mut b = vec![KIND_HELLO];
-    b.extend_from_slice(b"RDMC");
-    b.extend_from_slice(&1u16.to_le_bytes());
-    b.push(role);
-    b.push(TRANSPORT_TCP);
-    b.extend_from_slice(&(1u32 << 20).to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&[0u8; 10]);
-    b.extend_from_slice(&[0xff, 0xff, 127, 0, 0, 1]);
-    b.extend_from_slice(&(blob.len() as u16).to_le_bytes());
-    b.extend_from_slice(blob);
-    frame(&b)
+    wire::hello(role, 1 << 20, blob)
 }
 
-fn finish(count: u64) -> Vec<u8> {
-    let mut b = vec![KIND_FINISH];
-    b.extend_from_slice(&count.to_le_bytes());
-    frame(&b)
-}
-
-fn credit(released: u64) -> Vec<u8> {
-    let mut b = vec![KIND_CREDIT];
-    b.extend_from_slice(&released.to_le_bytes());
-    frame(&b)
-}
-
-/// One data message on the tcp transport's data connection.
-fn data(payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_le_bytes().to_vec();
-    out.extend_from_slice(payload);
-    out
-}
-
-/// Reads one control frame body (blocking, bounded by the socket's read timeout).
-fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)?;
-    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
-    s.read_exact(&mut body)?;
-    Ok(body)
-}
-
-/// The blob at the end of a Hello body.
 fn hello_blob(body: &[u8]) -> Vec<u8> {
-    assert_eq!(body[0], KIND_HELLO, "expected a Hello, got {body:?}");
-    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16;
-    let len = u16::from_le_bytes([body[at], body[at + 1]]) as usize;
-    body[at + 2..at + 2 + len].to_vec()
+    wire::hello_blob(body).unwrap_or_else(|| panic!("expected a Hello, got {body:?}"))
 }
 
 /// A sender that has completed the handshake with a server: control and data connections.
@@ -662,11 +607,7 @@ fn a_reject_mid_stream_reaches_the_sender() {
     let port = hostile_receiver(|mut control, mut data| {
         let mut buf = [0u8; 5];
         let _ = data.read_exact(&mut buf);
-        let reason = b"go away";
-        let mut b = vec![KIND_REJECT];
-        b.extend_from_slice(&(reason.len() as u16).to_le_bytes());
-        b.extend_from_slice(reason);
-        control.write_all(&frame(&b)).unwrap();
+        control.write_all(&wire::reject("go away")).unwrap();
         std::thread::sleep(Duration::from_millis(500));
     });
     let mut c = client(port, &["--count", "1000"]);

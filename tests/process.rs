@@ -17,9 +17,7 @@ use common::{
     SHORT,
 };
 use nix::sys::signal::Signal;
-use rdma_container::proto::{
-    decode_frame, encode_frame, Hello, Message, Role, TransportKind, PROTOCOL_VERSION,
-};
+use rdma_test_support::wire;
 
 /// "Mid-stream": how long a long-running client sends before the test acts.
 const MID_STREAM: Duration = Duration::from_millis(500);
@@ -116,25 +114,15 @@ fn assert_reject_or_nothing(what: &str, got: &[u8], how: &str) {
         eprintln!("{what}: connection closed ({how}) without a Reject");
         return;
     }
-    match decode_frame(got) {
-        Ok(Some((Message::Reject { reason }, used))) if used == got.len() => {
-            eprintln!("{what}: Reject {reason:?}, then {how}");
-        }
-        other => panic!("{what}: expected one Reject frame, got {other:?} from bytes {got:02x?}"),
+    match wire::parse_reject(got) {
+        Some(reason) => eprintln!("{what}: Reject {reason:?}, then {how}"),
+        None => panic!("{what}: expected one Reject frame, got bytes {got:02x?}"),
     }
 }
 
 /// A complete, valid client hello frame.
 fn hello_frame() -> Vec<u8> {
-    encode_frame(&Message::Hello(Hello {
-        version: PROTOCOL_VERSION,
-        role: Role::Sender,
-        transport: TransportKind::Tcp,
-        max_msg_size: 1000,
-        credits: 2,
-        gid: [0; 16],
-        blob: Vec::new(),
-    }))
+    wire::hello(wire::ROLE_SENDER, 1000, &[])
 }
 
 /// What `--size SIZE` makes of message `i`: the counter, then "abc...z" repeated (ASCII sizes).

@@ -3,7 +3,8 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+use rdma_container::TransportChoice;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -73,8 +74,8 @@ pub struct SessionArgs {
 
     /// Data path: auto picks RDMA when a RoCE v2 GID owns the source address and an RDMA
     /// transport is compiled in, otherwise TCP.
-    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
-    pub transport: TransportArg,
+    #[arg(long, value_enum, default_value_t = TransportChoice::Auto)]
+    pub transport: TransportChoice,
 
     /// Device overrides.
     #[command(flatten)]
@@ -153,19 +154,6 @@ impl DeviceArgs {
             gid_index: self.gid_index,
         }
     }
-}
-
-/// `--transport` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TransportArg {
-    /// RDMA when possible, else TCP.
-    Auto,
-    /// TCP (works everywhere).
-    Tcp,
-    /// rdma-core verbs (RoCE v2 NIC or soft-RoCE).
-    Verbs,
-    /// NVIDIA DOCA (ConnectX / BlueField; only in builds with DOCA).
-    Doca,
 }
 
 /// The longest timeout the command line accepts: one day.

@@ -4,11 +4,11 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::Result;
-use rdma_container::path::{interface_owning, path_info, PathInfo};
-use rdma_container::path::route_to;
-use rdma_container::TransportKind;
-use rdma_container::roce::{render_table, select, DeviceChoice, GidTable};
 use rdma_container::compiled_in_transports;
+use rdma_container::path::route_to;
+use rdma_container::path::{interface_owning, path_info, PathInfo};
+use rdma_container::roce::{render_table, select, DeviceChoice, GidTable};
+use rdma_container::TransportKind;
 use serde::Serialize;
 
 use super::args::DoctorArgs;
@@ -89,18 +89,16 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
     }
     let report = Report {
         version: env!("CARGO_PKG_VERSION"),
-        transports: compiled_in().iter().map(|k| k.name()).collect(),
+        transports: compiled_in_transports().iter().map(|k| k.name()).collect(),
         doca: env!("RDMA_CONTAINER_DOCA_VERSION"),
         sysfs_root: args.sysfs_root.display().to_string(),
         table: table.entries.clone(),
         ports: table.ports.clone(),
         path,
         auto_transport: path_known.then(|| {
-            let rdma = compiled_in().iter().find(|k| **k != TransportKind::Tcp);
-            match (&choice, rdma) {
-                (Some(_), Some(kind)) => kind.name(),
-                _ => "tcp",
-            }
+            rdma_container::auto_order(choice.is_some())
+                .next()
+                .map_or("tcp", TransportKind::name)
         }),
         choice,
         memlock_bytes: memlock,

@@ -11,9 +11,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use rdma_container::{Config, TransportChoice};
+use rdma_container::Config;
 
-use args::{SessionArgs, TransportArg};
+use args::SessionArgs;
 
 /// Exit status after Ctrl-C, as shells report SIGINT.
 pub const EXIT_INTERRUPTED: u8 = 130;
@@ -23,12 +23,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
     let config = Config {
         max_msg_size: args.max_msg_size,
         credits: args.credits,
-        transport: match args.transport {
-            TransportArg::Auto => TransportChoice::Auto,
-            TransportArg::Tcp => TransportChoice::Tcp,
-            TransportArg::Verbs => TransportChoice::Verbs,
-            TransportArg::Doca => TransportChoice::Doca,
-        },
+        transport: args.transport,
         overrides: args.device.overrides(),
         sysfs_root: args.sysfs_root.clone(),
         connect_timeout: args.connect_timeout.0,

@@ -21,7 +21,7 @@ const USER_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Applies the options every session socket gets: TCP_NODELAY, keepalive with short timers and
 /// TCP_USER_TIMEOUT, so a silently vanished peer is noticed within seconds.
-pub fn tune_stream(stream: &TcpStream) -> Result<()> {
+pub(crate) fn tune_stream(stream: &TcpStream) -> Result<()> {
     let sock = socket2::SockRef::from(stream);
     let err = |what| move |source| Error::Socket { what, source };
     sock.set_tcp_nodelay(true).map_err(err("TCP_NODELAY"))?;
@@ -38,7 +38,7 @@ pub fn tune_stream(stream: &TcpStream) -> Result<()> {
 
 /// Connects to `addr`, retrying with exponential backoff (50 ms doubling to 1 s) until
 /// `timeout` has passed or `stop` is set. Each attempt is itself bounded by the time left.
-pub fn connect(
+pub(crate) fn connect(
     addr: SocketAddr,
     timeout: Duration,
     stop: Option<&AtomicBool>,
@@ -86,7 +86,7 @@ pub fn connect(
 }
 
 /// Listens on `addr` (SO_REUSEADDR set, so a restarted server can bind at once).
-pub fn listen(addr: SocketAddr) -> Result<TcpListener> {
+pub(crate) fn listen(addr: SocketAddr) -> Result<TcpListener> {
     let err = |source| Error::Listen { addr, source };
     let socket =
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
@@ -98,7 +98,7 @@ pub fn listen(addr: SocketAddr) -> Result<TcpListener> {
 
 /// Accepts one connection and tunes it. `WouldBlock` on a non-blocking listener is passed through
 /// as `Ok(None)`.
-pub fn accept(listener: &TcpListener) -> Result<Option<(TcpStream, SocketAddr)>> {
+pub(crate) fn accept(listener: &TcpListener) -> Result<Option<(TcpStream, SocketAddr)>> {
     match listener.accept() {
         Ok((stream, peer)) => {
             stream

@@ -17,7 +17,7 @@ const WRITE_STALL_LIMIT: Duration = Duration::from_secs(10);
 
 /// One end of the control connection.
 #[derive(Debug)]
-pub struct ControlChannel {
+pub(crate) struct ControlChannel {
     stream: TcpStream,
     peer: SocketAddr,
     local: SocketAddr,
@@ -27,7 +27,7 @@ pub struct ControlChannel {
 
 impl ControlChannel {
     /// Wraps a connected stream (switching it to non-blocking mode).
-    pub fn new(stream: TcpStream) -> Result<Self> {
+    pub(crate) fn new(stream: TcpStream) -> Result<Self> {
         let sock = |what| move |source| Error::Socket { what, source };
         let peer = stream.peer_addr().map_err(sock("getpeername"))?;
         let local = stream.local_addr().map_err(sock("getsockname"))?;
@@ -44,22 +44,22 @@ impl ControlChannel {
     }
 
     /// The peer's address.
-    pub fn peer_addr(&self) -> SocketAddr {
+    pub(crate) fn peer_addr(&self) -> SocketAddr {
         self.peer
     }
 
     /// Our address on this connection: the source address the kernel chose toward the peer.
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
     /// The descriptor to wait on for incoming messages.
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.stream.as_fd()
     }
 
     /// Sends one message, waiting at most a few seconds for socket buffer space.
-    pub fn send(&mut self, msg: &Message) -> Result<()> {
+    pub(crate) fn send(&mut self, msg: &Message) -> Result<()> {
         let frame = encode_frame(msg);
         let mut sent = 0;
         let deadline = Instant::now() + WRITE_STALL_LIMIT;
@@ -84,7 +84,7 @@ impl ControlChannel {
     ///
     /// EOF or a reset becomes [`Error::PeerLost`] (with a message count of 0: callers that
     /// know better fill it in). A message that does not decode becomes [`Error::Decode`].
-    pub fn try_recv(&mut self) -> Result<Option<Message>> {
+    pub(crate) fn try_recv(&mut self) -> Result<Option<Message>> {
         loop {
             if let Some((msg, used)) = decode_frame(&self.buf)? {
                 self.buf.drain(..used);
@@ -128,12 +128,12 @@ impl ControlChannel {
 
     /// True once the peer closed or reset the connection: nothing more will arrive, so the
     /// descriptor must not be waited on (it stays readable for ever).
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.eof
     }
 
     /// Waits for the next message until `deadline`; `None` when the deadline passes first.
-    pub fn recv_until(&mut self, deadline: Instant) -> Result<Option<Message>> {
+    pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Option<Message>> {
         loop {
             if let Some(msg) = self.try_recv()? {
                 return Ok(Some(msg));
@@ -146,13 +146,13 @@ impl ControlChannel {
     }
 
     /// Tells the peer we will send nothing more (TCP FIN), keeping the read side open.
-    pub fn shutdown_write(&self) {
+    pub(crate) fn shutdown_write(&self) {
         // Failing here only means the connection is already gone, which the reader sees.
         let _ = self.stream.shutdown(Shutdown::Write);
     }
 
     /// Sends a Reject (best effort), then half-closes.
-    pub fn reject(&mut self, reason: &str) {
+    pub(crate) fn reject(&mut self, reason: &str) {
         if let Err(e) = self.send(&Message::reject(reason)) {
             log::debug!("could not deliver Reject to {}: {e}", self.peer);
         }

@@ -16,7 +16,7 @@ const LOOPBACK: &str = "lo";
 
 /// One IPv4 address configured on an interface of this host.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct InterfaceAddr {
+pub(crate) struct InterfaceAddr {
     /// The interface name (for example `eth0`).
     pub interface: String,
     /// The address.
@@ -30,7 +30,7 @@ pub struct InterfaceAddr {
 /// # Errors
 ///
 /// [`Error::InterfaceAddrs`] when `getifaddrs` fails.
-pub fn ipv4_addresses() -> Result<Vec<InterfaceAddr>> {
+pub(crate) fn ipv4_addresses() -> Result<Vec<InterfaceAddr>> {
     let addrs = getifaddrs().map_err(|e| Error::InterfaceAddrs(e.into()))?;
     Ok(addrs
         .filter_map(|ifa| {

@@ -1,13 +1,13 @@
 //! Networking around the data path: the bootstrap connection, the control channel, waits, and
 //! route and interface lookup.
 
-pub mod bootstrap;
-pub mod control;
-pub mod iface;
-pub mod route;
-pub mod wait;
+pub(crate) mod bootstrap;
+pub(crate) mod control;
+pub(crate) mod iface;
+pub(crate) mod route;
+pub(crate) mod wait;
 
-pub use control::ControlChannel;
+pub(crate) use control::ControlChannel;
 
 #[cfg(test)]
 mod tests;

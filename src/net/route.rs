@@ -165,7 +165,7 @@ pub fn route_to(dst: Ipv4Addr) -> Result<RouteInfo> {
 ///
 /// [`Error::NoRoute`] for a netlink error answer or an unreachable, prohibit or blackhole route;
 /// [`Error::Route`] (kind `InvalidData`) when the bytes are not a valid netlink route message.
-pub fn parse_reply(dst: Ipv4Addr, datagram: &[u8]) -> Result<Option<RouteInfo>> {
+pub(crate) fn parse_reply(dst: Ipv4Addr, datagram: &[u8]) -> Result<Option<RouteInfo>> {
     let invalid = |what: String| Error::Route {
         dst,
         source: io::Error::new(io::ErrorKind::InvalidData, what),

@@ -7,14 +7,14 @@ use std::num::NonZeroI32;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::net::iface::{interface_owning, ipv4_addresses, path_info, InterfaceAddr};
+use crate::net::route::{parse_reply, route_to, RouteInfo, RouteType};
+use crate::Error;
 use netlink_packet_core::{ErrorMessage, NetlinkHeader, NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteMessage, RouteType as NlRouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use crate::net::iface::{interface_owning, ipv4_addresses, path_info, InterfaceAddr};
-use crate::net::route::{parse_reply, route_to, RouteInfo, RouteType};
-use crate::Error;
 use rdma_test_support::skip_or_fail;
 
 const LOCALHOST: Ipv4Addr = Ipv4Addr::LOCALHOST;

@@ -9,7 +9,7 @@ use crate::{Error, Result};
 
 /// What to wait for on one descriptor.
 #[derive(Debug, Clone, Copy)]
-pub struct Interest<'a> {
+pub(crate) struct Interest<'a> {
     /// The descriptor.
     pub fd: BorrowedFd<'a>,
     /// Wait until it is readable (also true for EOF and errors).
@@ -20,7 +20,7 @@ pub struct Interest<'a> {
 
 impl<'a> Interest<'a> {
     /// Readable (or closed, or failed).
-    pub fn read(fd: BorrowedFd<'a>) -> Self {
+    pub(crate) fn read(fd: BorrowedFd<'a>) -> Self {
         Self {
             fd,
             readable: true,
@@ -29,7 +29,7 @@ impl<'a> Interest<'a> {
     }
 
     /// Writable (or closed, or failed).
-    pub fn write(fd: BorrowedFd<'a>) -> Self {
+    pub(crate) fn write(fd: BorrowedFd<'a>) -> Self {
         Self {
             fd,
             readable: false,
@@ -42,7 +42,10 @@ impl<'a> Interest<'a> {
 /// of the result is set when `interests[i]` is ready (readable, writable, closed or failed).
 /// EINTR counts as a spurious wake-up (nothing ready); callers re-check their own state.
 /// Takes an array so that a wait allocates nothing.
-pub fn wait_any<const N: usize>(interests: [Interest<'_>; N], timeout: Duration) -> Result<u32> {
+pub(crate) fn wait_any<const N: usize>(
+    interests: [Interest<'_>; N],
+    timeout: Duration,
+) -> Result<u32> {
     let mut fds = interests.map(|i| {
         let mut flags = PollFlags::empty();
         if i.readable {
@@ -78,7 +81,7 @@ pub fn wait_any<const N: usize>(interests: [Interest<'_>; N], timeout: Duration)
 }
 
 /// Time left until `deadline`, or `None` when it has passed.
-pub fn remaining(deadline: Instant) -> Option<Duration> {
+pub(crate) fn remaining(deadline: Instant) -> Option<Duration> {
     deadline
         .checked_duration_since(Instant::now())
         .filter(|d| !d.is_zero())

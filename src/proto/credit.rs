@@ -8,7 +8,7 @@
 
 /// A credit rule was broken: by the peer (when it comes from the wire) or by our own caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CreditError {
+pub(crate) enum CreditError {
     /// The peer claims to have released more messages than were sent.
     #[error("credit for {released} message(s) released but only {sent} sent")]
     Invented {
@@ -38,7 +38,7 @@ pub enum CreditError {
 
 /// The sender's view: how many messages it may still send.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SendWindow {
+pub(crate) struct SendWindow {
     capacity: u32,
     sent: u64,
     released: u64,
@@ -46,7 +46,7 @@ pub struct SendWindow {
 
 impl SendWindow {
     /// A window of `capacity` credits (the receiver's slot count), all available.
-    pub fn new(capacity: u32) -> Self {
+    pub(crate) fn new(capacity: u32) -> Self {
         Self {
             capacity,
             sent: 0,
@@ -54,35 +54,30 @@ impl SendWindow {
         }
     }
 
-    /// The window size.
-    pub fn capacity(&self) -> u32 {
-        self.capacity
-    }
-
     /// Messages sent so far.
-    pub fn sent(&self) -> u64 {
+    pub(crate) fn sent(&self) -> u64 {
         self.sent
     }
 
     /// Messages the receiver has released so far.
-    pub fn released(&self) -> u64 {
+    pub(crate) fn released(&self) -> u64 {
         self.released
     }
 
     /// Messages sent but not yet released by the receiver.
-    pub fn in_flight(&self) -> u64 {
+    pub(crate) fn in_flight(&self) -> u64 {
         self.sent - self.released
     }
 
     /// Credits available right now.
-    pub fn available(&self) -> u32 {
+    pub(crate) fn available(&self) -> u32 {
         // in_flight <= capacity is an invariant, so this cannot underflow.
         self.capacity - self.in_flight() as u32
     }
 
     /// Takes one credit for the next message and returns its sequence number, or `None`
     /// when the window is closed.
-    pub fn try_take(&mut self) -> Option<u64> {
+    pub(crate) fn try_take(&mut self) -> Option<u64> {
         if self.available() == 0 {
             return None;
         }
@@ -92,7 +87,7 @@ impl SendWindow {
     }
 
     /// Applies a Credit message; returns how many credits it opened.
-    pub fn on_credit(&mut self, released: u64) -> Result<u64, CreditError> {
+    pub(crate) fn on_credit(&mut self, released: u64) -> Result<u64, CreditError> {
         if released > self.sent {
             return Err(CreditError::Invented {
                 released,
@@ -113,7 +108,7 @@ impl SendWindow {
 
 /// The receiver's view: which slot the next message lands in and what to release.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecvWindow {
+pub(crate) struct RecvWindow {
     capacity: u32,
     arrived: u64,
     released: u64,
@@ -121,7 +116,7 @@ pub struct RecvWindow {
 
 impl RecvWindow {
     /// A window over `capacity` slots, all posted and empty.
-    pub fn new(capacity: u32) -> Self {
+    pub(crate) fn new(capacity: u32) -> Self {
         Self {
             capacity,
             arrived: 0,
@@ -130,28 +125,28 @@ impl RecvWindow {
     }
 
     /// The slot that message `seq` occupies.
-    pub fn slot_of(&self, seq: u64) -> usize {
+    pub(crate) fn slot_of(&self, seq: u64) -> usize {
         (seq % u64::from(self.capacity)) as usize
     }
 
     /// Messages arrived so far.
-    pub fn arrived(&self) -> u64 {
+    pub(crate) fn arrived(&self) -> u64 {
         self.arrived
     }
 
     /// Messages released so far (the value a Credit message carries).
-    pub fn released(&self) -> u64 {
+    pub(crate) fn released(&self) -> u64 {
         self.released
     }
 
     /// Messages arrived and not yet released.
-    pub fn held(&self) -> u64 {
+    pub(crate) fn held(&self) -> u64 {
         self.arrived - self.released
     }
 
     /// Records an arrival and returns its sequence number; fails if every slot was occupied,
     /// which means the sender ignored its credit.
-    pub fn on_arrival(&mut self) -> Result<u64, CreditError> {
+    pub(crate) fn on_arrival(&mut self) -> Result<u64, CreditError> {
         if self.held() >= u64::from(self.capacity) {
             return Err(CreditError::Overrun {
                 capacity: self.capacity,
@@ -164,7 +159,7 @@ impl RecvWindow {
 
     /// Releases the oldest held message (FIFO) and returns its sequence number; the caller
     /// re-posts `slot_of(seq)` and then sends `Credit { released: self.released() }`.
-    pub fn release_oldest(&mut self) -> Result<u64, CreditError> {
+    pub(crate) fn release_oldest(&mut self) -> Result<u64, CreditError> {
         if self.held() == 0 {
             return Err(CreditError::NothingToRelease);
         }

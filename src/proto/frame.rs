@@ -3,12 +3,12 @@
 use super::{DecodeError, Message};
 
 /// Bytes in the length prefix.
-pub const FRAME_HEADER_LEN: usize = 4;
+pub(crate) const FRAME_HEADER_LEN: usize = 4;
 /// Largest body any message may have (a hello with a full blob fits with room to spare).
-pub const MAX_FRAME_BODY: u32 = 2048;
+pub(crate) const MAX_FRAME_BODY: u32 = 2048;
 
 /// Encodes one message as a complete frame.
-pub fn encode_frame(msg: &Message) -> Vec<u8> {
+pub(crate) fn encode_frame(msg: &Message) -> Vec<u8> {
     let mut out = vec![0u8; FRAME_HEADER_LEN];
     msg.encode_into(&mut out);
     let body_len = (out.len() - FRAME_HEADER_LEN) as u32;
@@ -21,7 +21,7 @@ pub fn encode_frame(msg: &Message) -> Vec<u8> {
 /// Returns `Ok(None)` when more bytes are needed, `Ok(Some((message, consumed)))` when a frame
 /// is complete. An announced length above [`MAX_FRAME_BODY`] fails at once, so a garbage peer
 /// can never make the reader buffer more than `FRAME_HEADER_LEN + MAX_FRAME_BODY` bytes.
-pub fn decode_frame(buf: &[u8]) -> Result<Option<(Message, usize)>, DecodeError> {
+pub(crate) fn decode_frame(buf: &[u8]) -> Result<Option<(Message, usize)>, DecodeError> {
     let Some(header) = buf.get(..FRAME_HEADER_LEN) else {
         return Ok(None);
     };

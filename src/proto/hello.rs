@@ -4,13 +4,13 @@ use super::wire::{put_prefixed, Reader};
 use super::DecodeError;
 
 /// The four bytes every hello starts with.
-pub const HELLO_MAGIC: [u8; 4] = *b"RDMC";
+pub(crate) const HELLO_MAGIC: [u8; 4] = *b"RDMC";
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub(crate) const PROTOCOL_VERSION: u16 = 1;
 /// Upper bound on the transport blob (DOCA's exported connection is a few hundred bytes).
-pub const MAX_BLOB_LEN: usize = 1024;
+pub(crate) const MAX_BLOB_LEN: usize = 1024;
 /// Upper bound on the credit count a hello may announce.
-pub const MAX_CREDITS: u16 = 1024;
+pub(crate) const MAX_CREDITS: u16 = 1024;
 
 /// Which direction of data a side runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -102,7 +102,7 @@ impl std::fmt::Display for TransportKind {
 
 /// The first message in each direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hello {
+pub(crate) struct Hello {
     /// Protocol version of the sender of this hello.
     pub version: u16,
     /// Whether this side sends or receives data.

@@ -5,7 +5,7 @@ use super::wire::{put_prefixed, Reader};
 use super::DecodeError;
 
 /// Upper bound on a Reject reason, in bytes of UTF-8.
-pub const MAX_REASON_LEN: usize = 512;
+pub(crate) const MAX_REASON_LEN: usize = 512;
 
 const KIND_HELLO: u8 = 1;
 const KIND_READY: u8 = 2;
@@ -15,7 +15,7 @@ const KIND_REJECT: u8 = 5;
 
 /// One message on the control channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Message {
+pub(crate) enum Message {
     /// Who a side is and how to reach its data path; sent first, in both directions.
     Hello(Hello),
     /// Receiver to sender: every receive slot is posted, data may flow.
@@ -40,7 +40,7 @@ pub enum Message {
 
 impl Message {
     /// A Reject whose reason is cut (on a character boundary) to fit the bound.
-    pub fn reject(reason: &str) -> Self {
+    pub(crate) fn reject(reason: &str) -> Self {
         let mut end = reason.len().min(MAX_REASON_LEN);
         while !reason.is_char_boundary(end) {
             end -= 1;
@@ -51,7 +51,7 @@ impl Message {
     }
 
     /// Short name for logs.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Message::Hello(_) => "Hello",
             Message::Ready => "Ready",

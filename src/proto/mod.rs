@@ -1,23 +1,27 @@
-//! The pure protocol core: no I/O, no clocks, no allocation beyond fixed bounds.
+//! The wire encoding: frames, the hello and the control messages, and the credit windows.
+//! No I/O, no clocks; the rules about when each message may come live in the session core.
 //!
 //! Everything the two ends say to each other on the bootstrap/control TCP connection is a
 //! [`Message`] inside a length-prefixed frame (see [`frame`]). Integers are little-endian.
 //! [`credit`] holds the credit accounting both ends run.
 
-pub mod credit;
+pub(crate) mod credit;
 mod error;
-pub mod frame;
+pub(crate) mod frame;
 mod hello;
 mod message;
 mod wire;
 
-pub use credit::{CreditError, RecvWindow, SendWindow};
-pub use error::DecodeError;
-pub use frame::{decode_frame, encode_frame, FRAME_HEADER_LEN, MAX_FRAME_BODY};
-pub use hello::{
-    Hello, Role, TransportKind, HELLO_MAGIC, MAX_BLOB_LEN, MAX_CREDITS, PROTOCOL_VERSION,
-};
-pub use message::{Message, MAX_REASON_LEN};
+pub(crate) use credit::{CreditError, RecvWindow, SendWindow};
+pub(crate) use error::DecodeError;
+pub(crate) use frame::{decode_frame, encode_frame, FRAME_HEADER_LEN, MAX_FRAME_BODY};
+pub(crate) use hello::{Hello, MAX_CREDITS, PROTOCOL_VERSION};
+pub use hello::{Role, TransportKind};
+#[cfg(test)]
+pub(crate) use hello::{HELLO_MAGIC, MAX_BLOB_LEN};
+pub(crate) use message::Message;
+#[cfg(test)]
+pub(crate) use message::MAX_REASON_LEN;
 
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,11 @@
 //! Pure protocol tests: encoding round trips, every decode error path, credit windows.
 
-use proptest::prelude::*;
 use crate::proto::{
     decode_frame, encode_frame, CreditError, DecodeError, Hello, Message, RecvWindow, Role,
     SendWindow, TransportKind, FRAME_HEADER_LEN, HELLO_MAGIC, MAX_BLOB_LEN, MAX_FRAME_BODY,
     MAX_REASON_LEN, PROTOCOL_VERSION,
 };
+use proptest::prelude::*;
 
 fn hello() -> Hello {
     Hello {

@@ -22,15 +22,15 @@ use crate::Result;
 #[allow(unsafe_code)]
 pub mod doca;
 #[allow(unsafe_code)]
-pub mod slots;
-pub mod tcp;
+pub(crate) mod slots;
+pub(crate) mod tcp;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
-pub mod verbs;
+pub(crate) mod verbs;
 
 /// Which end of the bootstrap connection we are (independent of the data direction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BootstrapSide {
+pub(crate) enum BootstrapSide {
     /// We connected.
     Client,
     /// We accepted.
@@ -39,7 +39,7 @@ pub enum BootstrapSide {
 
 /// What a transport needs to know to set itself up.
 #[derive(Debug, Clone)]
-pub struct SetupParams {
+pub(crate) struct SetupParams {
     /// Our end of the bootstrap connection.
     pub side: BootstrapSide,
     /// Whether we send or receive data.
@@ -58,7 +58,7 @@ pub struct SetupParams {
 
 /// One finished work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Completion {
+pub(crate) enum Completion {
     /// A message landed in receive slot `slot` with `len` bytes.
     Recv {
         /// The slot index.
@@ -77,7 +77,7 @@ pub enum Completion {
 
 /// What to wait on when `poll` found nothing.
 #[derive(Debug, Clone, Copy)]
-pub struct WaitHandle<'a> {
+pub(crate) struct WaitHandle<'a> {
     /// A descriptor that becomes ready when `poll` may make progress.
     pub fd: BorrowedFd<'a>,
     /// Also wait for writability (a transport with queued output).
@@ -86,7 +86,7 @@ pub struct WaitHandle<'a> {
 
 /// A connected (or connecting) data path. Implementations: TCP here; DOCA and verbs plug in
 /// behind the same methods.
-pub trait Transport: Send + std::fmt::Debug {
+pub(crate) trait Transport: Send + std::fmt::Debug {
     /// Which transport this is.
     fn kind(&self) -> TransportKind;
 
@@ -158,7 +158,7 @@ pub trait Transport: Send + std::fmt::Debug {
 }
 
 /// Builds the transport of the given kind (only those compiled in).
-pub fn create(kind: TransportKind, params: &SetupParams) -> Result<Box<dyn Transport>> {
+pub(crate) fn create(kind: TransportKind, params: &SetupParams) -> Result<Box<dyn Transport>> {
     match kind {
         TransportKind::Tcp => Ok(Box::new(tcp::TcpTransport::new(params)?)),
         #[cfg(doca_transport)]
@@ -174,7 +174,7 @@ pub fn create(kind: TransportKind, params: &SetupParams) -> Result<Box<dyn Trans
 }
 
 /// The transports compiled into this build, in the order `auto` prefers them.
-pub fn compiled_in() -> &'static [TransportKind] {
+pub(crate) fn compiled_in() -> &'static [TransportKind] {
     &[
         #[cfg(doca_transport)]
         TransportKind::Doca,

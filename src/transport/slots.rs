@@ -7,7 +7,7 @@ use super::SetupParams;
 
 /// `count` slots of `size` bytes in one contiguous, never reallocated buffer.
 #[derive(Debug)]
-pub struct SlotMemory {
+pub(crate) struct SlotMemory {
     bytes: Vec<u8>,
     count: usize,
     size: usize,
@@ -15,7 +15,7 @@ pub struct SlotMemory {
 
 impl SlotMemory {
     /// Allocates the slots (zeroed; at least one byte, so the buffer always has an address).
-    pub fn new(count: usize, size: usize) -> Result<Self> {
+    pub(crate) fn new(count: usize, size: usize) -> Result<Self> {
         let total = count.checked_mul(size).ok_or_else(|| {
             Error::InvalidConfig(format!("{count} slots of {size} bytes overflow"))
         })?;
@@ -27,50 +27,48 @@ impl SlotMemory {
     }
 
     /// Number of slots.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.count
     }
 
     /// Bytes per slot.
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.size
     }
 
     /// The first `len` bytes of slot `i` (clamped to the slot).
-    pub fn slot(&self, i: usize, len: usize) -> &[u8] {
+    pub(crate) fn slot(&self, i: usize, len: usize) -> &[u8] {
         let start = i * self.size;
         &self.bytes[start..start + len.min(self.size)]
     }
 
     /// All of slot `i`, writable.
-    pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+    pub(crate) fn slot_mut(&mut self, i: usize) -> &mut [u8] {
         let start = i * self.size;
         &mut self.bytes[start..start + self.size]
     }
 
     /// The address of slot `i`, for work requests.
-    pub fn addr(&self, i: usize) -> u64 {
+    pub(crate) fn addr(&self, i: usize) -> u64 {
         self.bytes.as_ptr() as u64 + (i * self.size) as u64
     }
 
     /// The whole buffer, for memory registration.
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
         self.bytes.as_mut_ptr()
     }
 
     /// The whole buffer's length, for memory registration.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.bytes.len()
-    }
-
-    /// Whether the buffer is empty (never: it has at least one byte).
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
     }
 }
 
 /// The device discovery chose, which every RDMA transport needs.
-pub fn chosen_device<'a>(params: &'a SetupParams, transport: &str) -> Result<&'a DeviceChoice> {
+pub(crate) fn chosen_device<'a>(
+    params: &'a SetupParams,
+    transport: &str,
+) -> Result<&'a DeviceChoice> {
     params.device.as_ref().ok_or_else(|| {
         Error::TransportUnavailable(
             transport.into(),

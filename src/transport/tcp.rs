@@ -50,7 +50,7 @@ struct Incoming {
 
 /// The TCP implementation of [`Transport`].
 #[derive(Debug)]
-pub struct TcpTransport {
+pub(crate) struct TcpTransport {
     role: Role,
     side: BootstrapSide,
     peer_ip: Ipv4Addr,
@@ -72,7 +72,7 @@ pub struct TcpTransport {
 
 impl TcpTransport {
     /// Allocates the slots and, on the bootstrap server, opens the data listener.
-    pub fn new(params: &SetupParams) -> Result<Self> {
+    pub(crate) fn new(params: &SetupParams) -> Result<Self> {
         let listener = match params.side {
             BootstrapSide::Server => {
                 let addr = SocketAddr::V4(SocketAddrV4::new(params.local_ip, 0));

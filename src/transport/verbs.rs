@@ -57,7 +57,7 @@ use addresses of the RoCE network, that UDP port 4791 is not blocked, and that b
 
 /// The connection data exchanged in the hello blob.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// Queue pair number.
     pub qpn: u32,
     /// First packet sequence number this side sends.
@@ -70,10 +70,10 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Encoded length.
-    pub const LEN: usize = 4 + 4 + 16 + 1;
+    pub(crate) const LEN: usize = 4 + 4 + 16 + 1;
 
     /// Little-endian encoding for the blob.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(Self::LEN);
         out.extend_from_slice(&self.qpn.to_le_bytes());
         out.extend_from_slice(&self.psn.to_le_bytes());
@@ -83,7 +83,7 @@ impl Endpoint {
     }
 
     /// Decodes a peer's blob; `None` when it is malformed.
-    pub fn decode(blob: &[u8]) -> Option<Self> {
+    pub(crate) fn decode(blob: &[u8]) -> Option<Self> {
         if blob.len() != Self::LEN {
             return None;
         }
@@ -101,7 +101,7 @@ impl Endpoint {
 /// The verbs implementation of [`Transport`]. Field order is drop order: the QP goes before the
 /// memory region, the memory region before the buffer it covers.
 #[derive(Debug)]
-pub struct VerbsTransport {
+pub(crate) struct VerbsTransport {
     qp: BasicQueuePair,
     mr: Arc<MemoryRegion>,
     cq: Arc<BasicCompletionQueue>,
@@ -126,7 +126,7 @@ unsafe impl Send for VerbsTransport {}
 
 impl VerbsTransport {
     /// Opens the device discovery chose, registers the slots and creates an RC queue pair in INIT.
-    pub fn new(params: &SetupParams) -> Result<Self> {
+    pub(crate) fn new(params: &SetupParams) -> Result<Self> {
         let choice = chosen_device(params, NAME)?;
         let unavailable = |why: String| Error::TransportUnavailable(NAME.into(), why);
         let list = DeviceList::new().map_err(|e| {

@@ -11,6 +11,8 @@
 //! - [`skip_or_fail`] and [`skip_unless_strict_allows`]: a test that cannot run says so, and
 //!   fails instead when `RDMA_TEST_STRICT=1` (CI sets it), so no skip passes silently in CI.
 //!
+//! - [`wire`]: an independent encoder of the wire protocol, for raw-protocol peers.
+//!
 //! Every wait here is bounded: a bug makes a test fail with the children's output, never hang.
 
 mod host;
@@ -19,6 +21,7 @@ mod output;
 mod process;
 mod skip;
 mod sysfs;
+pub mod wire;
 
 pub use host::{FakeHost, CAPS_DOCKER_DEFAULT, CAPS_WITH_IPC_LOCK};
 pub use net::{free_port, test_ip};

@@ -1,0 +1,104 @@
+//! An independent encoder and decoder of rdma-container's wire protocol, written from
+//! `docs/design.md` (not from the crate's own code), for tests that speak the protocol raw:
+//! hostile peers, garbage and truncated hellos.
+
+use std::io::Read;
+use std::net::TcpStream;
+
+/// Message kinds (the first body byte).
+pub const KIND_HELLO: u8 = 1;
+/// Receiver to sender: every slot is posted.
+pub const KIND_READY: u8 = 2;
+/// Receiver to sender: cumulative released count.
+pub const KIND_CREDIT: u8 = 3;
+/// Sender to receiver: end of stream after `count` messages.
+pub const KIND_FINISH: u8 = 4;
+/// Either way: refused or aborted, with a reason.
+pub const KIND_REJECT: u8 = 5;
+/// Hello role byte of a sender.
+pub const ROLE_SENDER: u8 = 1;
+/// Hello role byte of a receiver.
+pub const ROLE_RECEIVER: u8 = 2;
+/// Hello transport byte of tcp.
+pub const TRANSPORT_TCP: u8 = 1;
+
+/// A frame: u32 little-endian body length, then the body.
+pub fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = (body.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+/// A Hello frame (version 1, tcp, 1 MiB messages, 2 credits, the GID of 127.0.0.1).
+pub fn hello(role: u8, max_msg_size: u32, blob: &[u8]) -> Vec<u8> {
+    let mut b = vec![KIND_HELLO];
+    b.extend_from_slice(b"RDMC");
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.push(role);
+    b.push(TRANSPORT_TCP);
+    b.extend_from_slice(&max_msg_size.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&[0u8; 10]);
+    b.extend_from_slice(&[0xff, 0xff, 127, 0, 0, 1]);
+    b.extend_from_slice(&(blob.len() as u16).to_le_bytes());
+    b.extend_from_slice(blob);
+    frame(&b)
+}
+
+/// A Finish frame.
+pub fn finish(count: u64) -> Vec<u8> {
+    let mut b = vec![KIND_FINISH];
+    b.extend_from_slice(&count.to_le_bytes());
+    frame(&b)
+}
+
+/// A Credit frame.
+pub fn credit(released: u64) -> Vec<u8> {
+    let mut b = vec![KIND_CREDIT];
+    b.extend_from_slice(&released.to_le_bytes());
+    frame(&b)
+}
+
+/// A Reject frame.
+pub fn reject(reason: &str) -> Vec<u8> {
+    let mut b = vec![KIND_REJECT];
+    b.extend_from_slice(&(reason.len() as u16).to_le_bytes());
+    b.extend_from_slice(reason.as_bytes());
+    frame(&b)
+}
+
+/// One message on the tcp transport's data connection: u32 length, payload.
+pub fn data(payload: &[u8]) -> Vec<u8> {
+    frame(payload)
+}
+
+/// Reads one frame body (blocking; bounded by the socket's read timeout).
+pub fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body)?;
+    Ok(body)
+}
+
+/// The blob at the end of a Hello body; `None` when the body is not a whole Hello.
+pub fn hello_blob(body: &[u8]) -> Option<Vec<u8>> {
+    if body.first() != Some(&KIND_HELLO) {
+        return None;
+    }
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16;
+    let len = u16::from_le_bytes([*body.get(at)?, *body.get(at + 1)?]) as usize;
+    body.get(at + 2..at + 2 + len).map(<[u8]>::to_vec)
+}
+
+/// When `bytes` are exactly one Reject frame: its reason.
+pub fn parse_reject(bytes: &[u8]) -> Option<String> {
+    let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+    let body = bytes.get(4..)?;
+    if body.len() != len || body.first() != Some(&KIND_REJECT) {
+        return None;
+    }
+    let rlen = u16::from_le_bytes([*body.get(1)?, *body.get(2)?]) as usize;
+    let reason = body.get(3..3 + rlen)?;
+    (3 + rlen == body.len()).then(|| String::from_utf8_lossy(reason).into_owned())
+}
