@@ -82,7 +82,7 @@ fn mlx5_pairs_pick_ipv4_roce_v2_index_3() {
     assert_eq!(p.link_layer.as_deref(), Some("Ethernet"));
     assert!(t.port("mlx5_0", 2).is_none());
 
-    let idx: Vec<u32> = t.entries.iter().map(|e| e.index).collect();
+    let idx: Vec<u32> = t.entries.iter().map(|e| e.gid_index).collect();
     assert_eq!(idx, vec![0, 1, 2, 3]);
     assert_eq!(t.entries[0].gid_type, Some(GidType::RoceV1));
     assert_eq!(t.entries[1].gid_type, Some(GidType::RoceV2));
@@ -362,7 +362,7 @@ fn unreadable_type_is_skipped_not_fatal() {
     let e = t
         .entries
         .iter()
-        .find(|e| e.index == 4)
+        .find(|e| e.gid_index == 4)
         .expect("entry 4 kept");
     assert_eq!(e.gid_type, None);
     assert_eq!(e.netdev, None);

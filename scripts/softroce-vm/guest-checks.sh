@@ -403,7 +403,7 @@ check_doctor() {
 	show /tmp/doctor.json /tmp/doctor.json.err
 	# (compare the output: jq -e succeeds on empty input)
 	if [ "$(jq --arg d "$RXE_A" --argjson i "$IDX_A" --arg g "$GID_A" '
-		(.table | any(.device == $d and .port == 1 and .index == $i and .gid == $g)) and
+		(.table | any(.device == $d and .port == 1 and .gid_index == $i and .gid == $g)) and
 		(.choice.device == $d and .choice.port == 1 and .choice.gid_index == $i and .choice.gid == $g) and
 		(.problems | type == "array")' /tmp/doctor.json 2>/dev/null)" = true ]; then
 		problems=$(jq -r '.problems | if length == 0 then "no problems" else "problems: " + join("; ") end' /tmp/doctor.json)

@@ -89,7 +89,7 @@ pub struct GidEntry {
     /// The port number (1-based, as in sysfs).
     pub port: u32,
     /// The GID index (perftest's `-x`, verbs' `sgid_index`).
-    pub index: u32,
+    pub gid_index: u32,
     /// The 16-byte GID value (serialized in sysfs' 8-group form).
     #[serde(serialize_with = "gid::serialize_gid")]
     pub gid: [u8; 16],
@@ -195,7 +195,7 @@ mod tests {
         let e = GidEntry {
             device: "mlx5_0".into(),
             port: 1,
-            index: 3,
+            gid_index: 3,
             gid: gid_from_ipv4(Ipv4Addr::new(10, 7, 159, 71)),
             gid_type: Some(GidType::RoceV2),
             netdev: Some("ens1f0".into()),

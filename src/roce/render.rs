@@ -23,7 +23,7 @@ pub fn render_table(table: &GidTable) -> String {
             [
                 e.device.clone(),
                 e.port.to_string(),
-                e.index.to_string(),
+                e.gid_index.to_string(),
                 e.gid_string(),
                 e.ipv4().map(|ip| ip.to_string()).unwrap_or_default(),
                 e.gid_type
@@ -90,7 +90,7 @@ mod tests {
                 GidEntry {
                     device: "mlx5_0".into(),
                     port: 1,
-                    index: 3,
+                    gid_index: 3,
                     gid: gid_from_ipv4(Ipv4Addr::new(10, 0, 0, 1)),
                     gid_type: Some(GidType::RoceV2),
                     netdev: Some("ens1f0".into()),
@@ -98,7 +98,7 @@ mod tests {
                 GidEntry {
                     device: "mlx5_10".into(),
                     port: 1,
-                    index: 0,
+                    gid_index: 0,
                     gid: gid_from_ipv4(Ipv4Addr::new(10, 0, 0, 2)),
                     gid_type: None,
                     netdev: None,

@@ -2,9 +2,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use serde::Serialize;
-
-use super::gid::{gid_from_ipv4, gid_string, serialize_gid};
+use super::gid::gid_from_ipv4;
 use super::{natural_cmp, render_table, GidEntry, GidTable, GidType};
 use crate::{Error, Result};
 
@@ -19,46 +17,8 @@ pub struct Overrides {
     pub gid_index: Option<u32>,
 }
 
-/// The device, port and GID this side will use.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DeviceChoice {
-    /// The RDMA device name.
-    pub device: String,
-    /// The port number.
-    pub port: u32,
-    /// The GID index (`sgid_index`).
-    pub gid_index: u32,
-    /// The GID value, which is what goes to the peer (serialized in sysfs' 8-group form).
-    #[serde(serialize_with = "serialize_gid")]
-    pub gid: [u8; 16],
-    /// The netdev the GID belongs to, when known.
-    pub netdev: Option<String>,
-    /// The GID type, when known (serialized as the sysfs string).
-    pub gid_type: Option<GidType>,
-}
-
-impl DeviceChoice {
-    fn from_entry(e: &GidEntry) -> DeviceChoice {
-        DeviceChoice {
-            device: e.device.clone(),
-            port: e.port,
-            gid_index: e.index,
-            gid: e.gid,
-            netdev: e.netdev.clone(),
-            gid_type: e.gid_type.clone(),
-        }
-    }
-
-    /// The GID in sysfs style (eight full 4-hex-digit groups).
-    pub fn gid_string(&self) -> String {
-        gid_string(&self.gid)
-    }
-
-    /// The IPv4 address the GID carries, when it is IPv4-mapped.
-    pub fn ipv4(&self) -> Option<Ipv4Addr> {
-        Ipv6Addr::from(self.gid).to_ipv4_mapped()
-    }
-}
+/// The device, port and GID this side will use: the chosen row of the GID table.
+pub type DeviceChoice = GidEntry;
 
 /// The outcome of [`select`]: the choice and anything the user should know about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,14 +143,17 @@ fn port_state(table: &GidTable, e: &GidEntry) -> String {
 fn lowest_first(a: &&GidEntry, b: &&GidEntry) -> std::cmp::Ordering {
     natural_cmp(&a.device, &b.device)
         .then(a.port.cmp(&b.port))
-        .then(a.index.cmp(&b.index))
+        .then(a.gid_index.cmp(&b.gid_index))
 }
 
 /// "mlx5_0 port 1 index 3 (ens1f0)".
 fn describe(e: &GidEntry) -> String {
     match &e.netdev {
-        Some(n) => format!("{} port {} index {} ({n})", e.device, e.port, e.index),
-        None => format!("{} port {} index {} (no netdev)", e.device, e.port, e.index),
+        Some(n) => format!("{} port {} index {} ({n})", e.device, e.port, e.gid_index),
+        None => format!(
+            "{} port {} index {} (no netdev)",
+            e.device, e.port, e.gid_index
+        ),
     }
 }
 
@@ -299,7 +262,7 @@ fn pick(
         }
     }
     Some(Selection {
-        choice: DeviceChoice::from_entry(chosen),
+        choice: Clone::clone(chosen),
         warnings,
     })
 }
@@ -315,12 +278,12 @@ fn select_index(
     let mut hits: Vec<&GidEntry> = scoped
         .iter()
         .copied()
-        .filter(|e| e.index == index)
+        .filter(|e| e.gid_index == index)
         .collect();
     if hits.is_empty() {
         let present: Vec<String> = scoped
             .iter()
-            .map(|e| format!("{}/{}/{}", e.device, e.port, e.index))
+            .map(|e| format!("{}/{}/{}", e.device, e.port, e.gid_index))
             .collect();
         return Err(Error::BadOverride(format!(
             "GID index {index} does not exist or is empty on {} (populated device/port/index: {})",
@@ -385,7 +348,7 @@ fn select_index(
         ));
     }
     Ok(Selection {
-        choice: DeviceChoice::from_entry(chosen),
+        choice: Clone::clone(chosen),
         warnings,
     })
 }
@@ -537,7 +500,7 @@ mod tests {
         GidEntry {
             device: dev.into(),
             port: 1,
-            index,
+            gid_index: index,
             gid: gid_from_ipv4(ip),
             gid_type: Some(t),
             netdev: Some(nd.into()),
@@ -586,7 +549,7 @@ mod tests {
     #[test]
     fn choice_json_has_doctor_fields() {
         let e = entry("mlx5_0", 3, IP, GidType::RoceV2, "eth0");
-        let v = serde_json::to_value(DeviceChoice::from_entry(&e)).unwrap_or_default();
+        let v = serde_json::to_value(Clone::clone(&e)).unwrap_or_default();
         assert_eq!(v["device"], "mlx5_0");
         assert_eq!(v["port"], 1);
         assert_eq!(v["gid_index"], 3);

@@ -79,7 +79,7 @@ impl GidTable {
         table.entries.sort_by(|a, b| {
             natural_cmp(&a.device, &b.device)
                 .then(a.port.cmp(&b.port))
-                .then(a.index.cmp(&b.index))
+                .then(a.gid_index.cmp(&b.gid_index))
         });
         Ok(table)
     }
@@ -206,7 +206,7 @@ fn read_gids(device: &str, port: u32, port_path: &Path, out: &mut Vec<GidEntry>)
         out.push(GidEntry {
             device: device.to_string(),
             port,
-            index,
+            gid_index: index,
             gid,
             gid_type,
             netdev,
