@@ -386,3 +386,105 @@ proptest! {
         );
     }
 }
+
+/// A small deterministic generator, so a failing torture run can be replayed from its seed.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Decoder torture for a bounded time (CI runs it on every `cargo test`): streams of valid
+/// frames, cut into random chunks as TCP may deliver them, with and without random damage
+/// (flipped, dropped, inserted, duplicated bytes). The incremental decoder must never panic,
+/// never hold more than one maximal frame, and decode undamaged streams exactly.
+#[test]
+fn control_framing_torture_for_a_bounded_time() {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let samples = [
+        Message::Hello(hello()),
+        Message::Ready,
+        Message::Credit { released: 7 },
+        Message::Finish { count: u64::MAX },
+        Message::reject("why ∞"),
+        Message::Reject {
+            reason: String::new(),
+        },
+    ];
+    let mut rng = XorShift(0x5eed_1234_abcd_0001);
+    let mut rounds = 0u64;
+    while std::time::Instant::now() < deadline {
+        rounds += 1;
+        let sent: Vec<Message> = (0..1 + rng.below(8))
+            .map(|_| samples[rng.below(samples.len())].clone())
+            .collect();
+        let mut stream: Vec<u8> = sent.iter().flat_map(encode_frame).collect();
+        let damaged = rng.below(2) == 1;
+        if damaged {
+            for _ in 0..1 + rng.below(4) {
+                let at = rng.below(stream.len());
+                match rng.below(4) {
+                    0 => stream[at] ^= 1 << rng.below(8),
+                    1 => {
+                        stream.remove(at);
+                    }
+                    2 => stream.insert(at, rng.next() as u8),
+                    _ => {
+                        let b = stream[at];
+                        stream.insert(at, b);
+                    }
+                }
+                if stream.is_empty() {
+                    break;
+                }
+            }
+        }
+        // Feed it in random chunks to an incremental decoder, as the control channel does.
+        let mut buf: Vec<u8> = Vec::new();
+        let mut got = Vec::new();
+        let mut failed = false;
+        let mut pos = 0;
+        while pos < stream.len() && !failed {
+            let take = 1 + rng.below(64);
+            let end = (pos + take).min(stream.len());
+            buf.extend_from_slice(&stream[pos..end]);
+            pos = end;
+            loop {
+                match decode_frame(&buf) {
+                    Ok(Some((msg, used))) => {
+                        got.push(msg);
+                        buf.drain(..used);
+                    }
+                    Ok(None) => break,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            assert!(
+                buf.len() <= FRAME_HEADER_LEN + MAX_FRAME_BODY as usize + 64,
+                "round {rounds}: the decoder held {} bytes",
+                buf.len()
+            );
+        }
+        if !damaged {
+            assert!(
+                !failed,
+                "round {rounds}: an undamaged stream failed to decode"
+            );
+            assert_eq!(got, sent, "round {rounds}");
+            assert!(buf.is_empty(), "round {rounds}: bytes left over");
+        }
+    }
+    assert!(rounds > 1000, "only {rounds} rounds in 3 s");
+}
