@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use super::wait::{remaining, wait_any, Interest};
-use crate::proto::{decode_frame, encode_frame, Message, FRAME_HEADER_LEN, MAX_FRAME_BODY};
+use crate::proto::{decode_frame, encode_frame_into, Message, FRAME_HEADER_LEN, MAX_FRAME_BODY};
 use crate::{Error, Result};
 
 /// How long a control write may stall before the peer counts as lost.
@@ -22,6 +22,8 @@ pub(crate) struct ControlChannel {
     peer: SocketAddr,
     local: SocketAddr,
     buf: Vec<u8>,
+    /// The frame being sent, kept so that sending allocates nothing per message.
+    out: Vec<u8>,
     eof: bool,
 }
 
@@ -39,6 +41,7 @@ impl ControlChannel {
             peer,
             local,
             buf: Vec::with_capacity(FRAME_HEADER_LEN + MAX_FRAME_BODY as usize),
+            out: Vec::with_capacity(64),
             eof: false,
         })
     }
@@ -60,7 +63,14 @@ impl ControlChannel {
 
     /// Sends one message, waiting at most a few seconds for socket buffer space.
     pub(crate) fn send(&mut self, msg: &Message) -> Result<()> {
-        let frame = encode_frame(msg);
+        let mut frame = std::mem::take(&mut self.out);
+        encode_frame_into(msg, &mut frame);
+        let result = self.send_frame(&frame);
+        self.out = frame;
+        result
+    }
+
+    fn send_frame(&mut self, frame: &[u8]) -> Result<()> {
         let mut sent = 0;
         let deadline = Instant::now() + WRITE_STALL_LIMIT;
         while sent < frame.len() {

@@ -8,12 +8,21 @@ pub(crate) const FRAME_HEADER_LEN: usize = 4;
 pub(crate) const MAX_FRAME_BODY: u32 = 2048;
 
 /// Encodes one message as a complete frame.
+#[cfg(test)]
 pub(crate) fn encode_frame(msg: &Message) -> Vec<u8> {
-    let mut out = vec![0u8; FRAME_HEADER_LEN];
-    msg.encode_into(&mut out);
+    let mut out = Vec::new();
+    encode_frame_into(msg, &mut out);
+    out
+}
+
+/// Encodes one message as a complete frame into `out` (cleared first), so that a caller that
+/// keeps `out` allocates nothing once it has grown to the largest frame it sends.
+pub(crate) fn encode_frame_into(msg: &Message, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&[0u8; FRAME_HEADER_LEN]);
+    msg.encode_into(out);
     let body_len = (out.len() - FRAME_HEADER_LEN) as u32;
     out[..FRAME_HEADER_LEN].copy_from_slice(&body_len.to_le_bytes());
-    out
 }
 
 /// Tries to decode one frame from the front of `buf`.

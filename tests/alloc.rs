@@ -1,0 +1,114 @@
+//! No heap allocation per message: a counting global allocator watches a 10,000-message
+//! session (library, both ends in this process over 127.0.0.1) after a warm-up. A few
+//! allocations for the whole run are fine (a log line, a lazily grown buffer); anything that
+//! grows with the message count is a defect of the data path.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use rdma_container::{Config, Listener, RdmaSink, TransportChoice};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter is an atomic
+// side effect that allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract for `alloc` is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout (every allocation goes there).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: as for `dealloc`; the new size comes from the caller's contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const WARM_UP: u64 = 200;
+const MEASURED: u64 = 10_000;
+
+fn transport() -> TransportChoice {
+    match std::env::var("RDMA_TEST_TRANSPORT").as_deref() {
+        Ok("doca") => TransportChoice::Doca,
+        Ok("verbs") => TransportChoice::Verbs,
+        _ => TransportChoice::Tcp,
+    }
+}
+
+fn session_allocations(credits: u16, size: usize) -> u64 {
+    let config = Config {
+        credits,
+        max_msg_size: 64 * 1024,
+        transport: transport(),
+        handshake_timeout: Duration::from_secs(10),
+        ..Config::default()
+    };
+    let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &config).unwrap();
+    let addr = listener.local_addr();
+    // Both ends pass the barrier after the warm-up and before the end of the measured part.
+    let barrier = Arc::new(Barrier::new(2));
+    let server = {
+        let barrier = barrier.clone();
+        std::thread::spawn(move || {
+            let mut src = listener.accept().unwrap().accept_src().unwrap();
+            let mut n = 0u64;
+            while let Some(msg) = src.recv().unwrap() {
+                assert_eq!(msg.len(), size);
+                n += 1;
+                if n == WARM_UP || n == WARM_UP + MEASURED {
+                    barrier.wait();
+                }
+            }
+            n
+        })
+    };
+    let mut sink = RdmaSink::connect(addr, &config).unwrap();
+    let payload = vec![7u8; size];
+    for _ in 0..WARM_UP {
+        sink.send(&payload).unwrap();
+    }
+    barrier.wait();
+    ALLOCATIONS.store(0, Ordering::SeqCst);
+    COUNTING.store(true, Ordering::SeqCst);
+    for _ in 0..MEASURED {
+        sink.send(&payload).unwrap();
+    }
+    barrier.wait();
+    COUNTING.store(false, Ordering::SeqCst);
+    let counted = ALLOCATIONS.load(Ordering::SeqCst);
+    sink.finish().unwrap();
+    assert_eq!(server.join().unwrap(), WARM_UP + MEASURED);
+    counted
+}
+
+#[test]
+fn no_allocation_per_message() {
+    for (credits, size) in [(2, 2), (16, 64), (4, 4096)] {
+        let counted = session_allocations(credits, size);
+        eprintln!("credits {credits}, {size}-byte messages: {counted} allocation(s) in {MEASURED} messages");
+        assert!(
+            counted < 20,
+            "{counted} allocations for {MEASURED} messages (credits {credits}, {size} B): the data path allocates per message"
+        );
+    }
+}
