@@ -544,9 +544,13 @@ mod sim_tests {
         for i in 0..5 {
             b.post_recv(ptr::null_mut(), i);
         }
-        assert!(progress_until(&mut [&mut a, &mut b], T, |e| sends(e[0]).len() == 4));
+        assert!(progress_until(&mut [&mut a, &mut b], T, |e| sends(e[0])
+            .len()
+            == 4));
         a.submit(as_task_s(extra));
-        assert!(progress_until(&mut [&mut a, &mut b], T, |e| sends(e[0]).len() == 5));
+        assert!(progress_until(&mut [&mut a, &mut b], T, |e| sends(e[0])
+            .len()
+            == 5));
         assert!(sends(&a).iter().all(|(_, s)| *s == SUCCESS));
         // SAFETY: rdma live (IDLE only): zero and huge sizes are refused.
         a.teardown();
@@ -622,7 +626,10 @@ mod sim_tests {
         assert!(progress_until(&mut [&mut b], T, |e| recvs(e[0]).len() == 2));
         // SAFETY: pe live.
         ok(unsafe { doca_pe_request_notification(b.pe) });
-        assert!(!readable(fd, 0), "arming in PROGRESS_ALL mode clears the handle");
+        assert!(
+            !readable(fd, 0),
+            "arming in PROGRESS_ALL mode clears the handle"
+        );
         a.teardown();
         b.teardown();
         assert_eq!(sim::live_objects(), 0, "{}", sim::report());
