@@ -55,13 +55,23 @@ impl Case {
     }
 
     fn command(&self, role: &str, env: &[(&str, &str)], extra: &[&str]) -> Command {
+        self.command_over("doca", role, env, extra)
+    }
+
+    fn command_over(
+        &self,
+        transport: &str,
+        role: &str,
+        env: &[(&str, &str)],
+        extra: &[&str],
+    ) -> Command {
         let mut cmd = Command::new(BIN);
         let addr = format!("127.0.0.1:{}", self.port);
         cmd.args([
             role,
             &addr,
             "--transport",
-            "doca",
+            transport,
             "--device",
             "mlx5_0",
             "--quiet",
@@ -103,7 +113,8 @@ impl Case {
         (server, client)
     }
 
-    /// Every process that wrote a report left no DOCA object alive; returns how many reported.
+    /// Every process that wrote a report left no DOCA object alive and never cleared a
+    /// notification that was not raised; returns how many reported.
     fn assert_no_leaks(&self) -> usize {
         let mut n = 0;
         for entry in fs::read_dir(self.reports()).unwrap() {
@@ -111,6 +122,10 @@ impl Case {
             assert!(
                 text.contains("\"live\":0"),
                 "simulator reports a leak: {text}"
+            );
+            assert!(
+                text.contains("\"spurious_clears\":0"),
+                "doca_pe_clear_notification without a raised notification: {text}"
             );
             n += 1;
         }
@@ -358,6 +373,106 @@ fn oversize_message_is_refused_before_sending() {
     );
     assert!(
         stderr(&server).contains("received 0 messages"),
+        "{}",
+        stderr(&server)
+    );
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// Without the PROGRESS_ALL event mode the transport clears the notification only after it
+/// was raised (the report counts any other clear), and the stream still completes.
+#[test]
+fn selective_event_mode_when_progress_all_is_refused() {
+    let case = Case::new();
+    let fail = [(
+        "DOCA_SIM_FAIL",
+        "doca_pe_set_event_mode:1:DOCA_ERROR_NOT_SUPPORTED",
+    )];
+    let (server, client) = case.run(&fail, &fail, &[]);
+    assert!(client.status.success(), "client: {}", stderr(&client));
+    assert!(server.status.success(), "server: {}", stderr(&server));
+    assert!(
+        stderr(&server).contains("received 10000 messages"),
+        "{}",
+        stderr(&server)
+    );
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// The device's message size cap (doca_rdma_cap_get_max_message_size) lowers what the
+/// receiver advertises: the negotiated maximum is the smaller of both ends and the cap, and
+/// a bigger message is refused before anything is sent.
+#[test]
+fn device_message_size_cap_lowers_the_negotiated_maximum() {
+    let case = Case::new();
+    let cap = [("DOCA_SIM_MAX_MSG_SIZE", "100")];
+    let server = case
+        .command("--server", &cap, &["--once", "--max-msg-size", "4096"])
+        .spawn()
+        .unwrap();
+    let client = case
+        .command("--client", &[], &["--size", "200", "--count", "3"])
+        .spawn()
+        .unwrap();
+    let client = finish(client, "client");
+    let server = finish(server, "server");
+    assert_eq!(client.status.code(), Some(1), "client: {}", stderr(&client));
+    assert!(
+        stderr(&server).contains("max message 100 bytes"),
+        "{}",
+        stderr(&server)
+    );
+    assert!(
+        stderr(&server).contains("carries messages of at most 100 bytes"),
+        "{}",
+        stderr(&server)
+    );
+    assert!(
+        stderr(&client).contains("nothing was sent"),
+        "{}",
+        stderr(&client)
+    );
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// `--transport auto` with doca compiled in but refusing to start: one line says why, the
+/// session falls back (verbs, when it can start here, else TCP) and works. `--transport doca`
+/// with the same fault fails with the DOCA error (`client_setup_fault_reaches_the_server`).
+#[test]
+fn auto_falls_back_when_doca_cannot_start() {
+    let case = Case::new();
+    let fail = [("DOCA_SIM_FAIL", "doca_ctx_start:1:DOCA_ERROR_DRIVER")];
+    let server = case
+        .command_over("auto", "--server", &fail, &["--once"])
+        .spawn()
+        .unwrap();
+    let client = case
+        .command_over("auto", "--client", &fail, &["--count", "100"])
+        .spawn()
+        .unwrap();
+    let client = finish(client, "client");
+    let server = finish(server, "server");
+    assert!(client.status.success(), "client: {}", stderr(&client));
+    assert!(server.status.success(), "server: {}", stderr(&server));
+    for (who, out) in [("server", &server), ("client", &client)] {
+        let text = stderr(out);
+        let line = text
+            .lines()
+            .find(|l| l.contains("the doca transport cannot start"))
+            .unwrap_or_else(|| panic!("{who} must say why doca was not used:\n{text}"));
+        assert!(
+            line.contains("doca_ctx_start failed: DOCA_ERROR_DRIVER")
+                && line.contains("mlx5_0")
+                && line.contains("; using the "),
+            "{who}: one line names the device, the failed call and the fallback: {line}"
+        );
+        assert!(
+            !text.contains("session established: transport doca"),
+            "{who}: {text}"
+        );
+    }
+    assert!(
+        stderr(&server).contains("received 100 messages"),
         "{}",
         stderr(&server)
     );

@@ -688,6 +688,8 @@ impl DocaTransport {
 
     /// Runs the PE until it is idle or the budget is spent; returns whether anything happened.
     fn progress(&mut self) -> bool {
+        // Selective mode delivers nothing while a raised notification is not cleared.
+        self.clear_if_raised();
         let mut any = false;
         for _ in 0..PROGRESS_BUDGET {
             // SAFETY: the PE is alive; callbacks only touch the inbox through its raw pointer.
@@ -996,7 +998,6 @@ impl Transport for DocaTransport {
         if self.closed {
             return Err(Error::TransportClosed { transport: NAME });
         }
-        self.clear_if_raised();
         self.progress();
         // Always leave the notification armed: the caller may sleep even after a poll that
         // returned something (just not what it waits for). Progressing once more after arming
