@@ -478,3 +478,25 @@ fn auto_falls_back_when_doca_cannot_start() {
     );
     assert_eq!(case.assert_no_leaks(), 2);
 }
+
+/// `doca_ctx_stop` answering AGAIN or IN_USE means "progress and try again" (what NVIDIA's own
+/// code does): teardown retries, the context still drains, nothing leaks.
+#[test]
+fn stop_answering_again_or_in_use_is_retried() {
+    let case = Case::new();
+    let (server, client) = case.run(
+        &[("DOCA_SIM_FAIL", "doca_ctx_stop:1:DOCA_ERROR_AGAIN")],
+        &[("DOCA_SIM_FAIL", "doca_ctx_stop:1:DOCA_ERROR_IN_USE")],
+        &["--count", "100"],
+    );
+    assert!(client.status.success(), "client: {}", stderr(&client));
+    assert!(server.status.success(), "server: {}", stderr(&server));
+    for (who, out) in [("server", &server), ("client", &client)] {
+        assert!(
+            stderr(out).contains("injecting") && !stderr(out).contains("leaking it"),
+            "{who}: {}",
+            stderr(out)
+        );
+    }
+    assert_eq!(case.assert_no_leaks(), 2);
+}

@@ -772,7 +772,11 @@ impl DocaTransport {
                         stopping = true
                     }
                     doca_error::DOCA_ERROR_AGAIN | doca_error::DOCA_ERROR_IN_USE => {}
-                    other => log::warn!("doca_ctx_stop: {}", error_name(other)),
+                    other => {
+                        // Not retried: wait (bounded) for the state, then leak if need be.
+                        log::warn!("doca_ctx_stop: {}", error_name(other));
+                        stopping = true;
+                    }
                 }
             }
             if Instant::now() > deadline {
