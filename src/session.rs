@@ -331,7 +331,8 @@ impl Prepared {
 }
 
 /// Applies DESIGN.md's device rule and the transport choice, and creates the transport; logs
-/// what was decided. With `auto`, an RDMA transport that cannot start here falls back to TCP.
+/// what was decided. With `auto`, an RDMA transport that cannot start here falls back to the
+/// next one compiled in, then to TCP.
 fn create_transport(
     config: &Config,
     path: &PathInfo,
@@ -373,7 +374,7 @@ fn create_transport(
         };
         return Ok((transport::create(kind, &params)?, Some(sel.choice)));
     }
-    let mut rdma_kinds = transport::compiled_in()
+    let rdma_kinds = transport::compiled_in()
         .iter()
         .copied()
         .filter(|k| *k != TransportKind::Tcp);
@@ -395,7 +396,7 @@ fn create_transport(
                 sel.choice.port,
                 path.source
             );
-            for kind in rdma_kinds.by_ref() {
+            for kind in rdma_kinds {
                 match transport::create(kind, &rdma_params) {
                     Ok(t) => {
                         if !failed.is_empty() {

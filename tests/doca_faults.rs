@@ -500,3 +500,34 @@ fn stop_answering_again_or_in_use_is_retried() {
     }
     assert_eq!(case.assert_no_leaks(), 2);
 }
+
+/// DOCA 3.3's DOCA_ERROR_DEVICE_FATAL_ERROR (31) in a completion: named, with what to do.
+#[test]
+fn device_fatal_error_mid_stream_is_named() {
+    let case = Case::new();
+    let (server, client) = case.run(
+        &[],
+        &[(
+            "DOCA_SIM_FAIL",
+            "doca_rdma_task_send_completion:20:DOCA_ERROR_DEVICE_FATAL_ERROR",
+        )],
+        &[],
+    );
+    assert_eq!(client.status.code(), Some(1), "client: {}", stderr(&client));
+    assert_eq!(server.status.code(), Some(1), "server: {}", stderr(&server));
+    assert!(
+        stderr(&client).contains("DOCA_ERROR_DEVICE_FATAL_ERROR")
+            && stderr(&client).contains("firmware"),
+        "{}",
+        stderr(&client)
+    );
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+#[test]
+fn missing_task_capability_names_the_device() {
+    server_setup_fault(
+        "doca_rdma_cap_task_send_is_supported:1:DOCA_ERROR_NOT_SUPPORTED",
+        "device mlx5_0 cannot run RDMA send tasks",
+    );
+}
