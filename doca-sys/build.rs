@@ -40,6 +40,7 @@ const TYPES: &[&str] = &[
     "doca_data",
     "doca_access_flag",
     "doca_ctx_states",
+    "doca_pe_event_mode",
     "doca_mtu_size",
     "doca_rdma_transport_type",
     "doca_notification_handle_t",
@@ -457,6 +458,7 @@ fn generate_bindings(include_dirs: &[PathBuf], functions: &[String]) {
         })
         .newtype_enum("doca_error")
         .newtype_enum("doca_ctx_states")
+        .newtype_enum("doca_pe_event_mode")
         .newtype_enum("doca_rdma_transport_type")
         .newtype_enum("doca_mtu_size")
         .bitfield_enum("doca_access_flag")

@@ -68,7 +68,7 @@ pub fn compiled_in_transports() -> &'static [TransportKind] {
 /// The transports `--transport auto` tries, in order, for a path whose source address does
 /// (`roce_gid_found`) or does not own a RoCE v2 GID: every RDMA transport compiled in (DOCA
 /// first), then TCP. The session and `doctor` both use this one rule.
-pub fn auto_order(roce_gid_found: bool) -> impl Iterator<Item = TransportKind> {
+pub fn auto_order(roce_gid_found: bool) -> impl Iterator<Item = TransportKind> + Clone {
     transport::compiled_in()
         .iter()
         .copied()

@@ -312,8 +312,9 @@ impl Prepared {
             version: PROTOCOL_VERSION,
             role,
             transport: kind,
-            // validate() bounded it to u32.
-            max_msg_size: config.max_msg_size as u32,
+            // validate() bounded it to u32. A transport may carry less than configured (the
+            // DOCA device's message size cap): it reports that as its slot size.
+            max_msg_size: config.max_msg_size.min(transport.slot_size()) as u32,
             credits: config.credits,
             gid,
             blob: transport.local_blob(),
@@ -389,8 +390,9 @@ impl Prepared {
     }
 }
 
-/// Applies the device rule (docs/design.md, "Device and GID choice") and the transport choice, and creates the transport; logs
-/// what was decided. With `auto`, an RDMA transport that cannot start here falls back to TCP.
+/// Applies the device rule (docs/design.md, "Device and GID choice") and the transport
+/// choice, and creates the transport; logs what was decided. With `auto`, an RDMA transport
+/// that cannot start here falls back to the next one in [`crate::auto_order`], then to TCP.
 fn create_transport(
     config: &Config,
     path: &PathInfo,
@@ -432,27 +434,44 @@ fn create_transport(
         };
         return Ok((transport::create(kind, &params)?, Some(sel.choice)));
     }
-    let rdma = crate::auto_order(true).find(|k| *k != TransportKind::Tcp);
+    let rdma_kinds = crate::auto_order(true).filter(|k| *k != TransportKind::Tcp);
+    let rdma = rdma_kinds.clone().next();
     match (selection, rdma) {
-        (Ok(sel), Some(kind)) => {
+        (Ok(sel), Some(_)) => {
             log_warnings(&sel);
             let rdma_params = SetupParams {
                 device: Some(sel.choice.clone()),
                 ..params.clone()
             };
-            match transport::create(kind, &rdma_params) {
-                Ok(t) => Ok((t, Some(sel.choice))),
-                Err(e) => {
-                    log::warn!(
-                        "RoCE v2 GID {} on {} port {} owns source {} ({iface}), but the {kind} transport cannot start: {e}; using the TCP transport",
-                        sel.choice.gid_string(),
-                        sel.choice.device,
-                        sel.choice.port,
-                        path.source
-                    );
-                    tcp(&params)
+            // Every RDMA transport compiled in, in order (doca, then verbs): the first that
+            // sets up wins; one line says which could not start and why; else TCP.
+            let mut failed: Vec<String> = Vec::new();
+            let owner = format!(
+                "RoCE v2 GID {} on {} port {} owns source {} ({iface})",
+                sel.choice.gid_string(),
+                sel.choice.device,
+                sel.choice.port,
+                path.source
+            );
+            for kind in rdma_kinds {
+                match transport::create(kind, &rdma_params) {
+                    Ok(t) => {
+                        if !failed.is_empty() {
+                            log::warn!(
+                                "{owner}, but {}; using the {kind} transport",
+                                failed.join("; ")
+                            );
+                        }
+                        return Ok((t, Some(sel.choice)));
+                    }
+                    Err(e) => failed.push(format!("the {kind} transport cannot start: {e}")),
                 }
             }
+            log::warn!(
+                "{owner}, but {}; using the TCP transport",
+                failed.join("; ")
+            );
+            tcp(&params)
         }
         (Ok(sel), None) => {
             log::info!(

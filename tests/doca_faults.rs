@@ -41,13 +41,23 @@ impl Case {
     }
 
     fn command(&self, role: &str, env: &[(&str, &str)], extra: &[&str]) -> Command {
+        self.command_over("doca", role, env, extra)
+    }
+
+    fn command_over(
+        &self,
+        transport: &str,
+        role: &str,
+        env: &[(&str, &str)],
+        extra: &[&str],
+    ) -> Command {
         let mut cmd = Command::new(BIN);
         let addr = format!("127.0.0.1:{}", self.port);
         cmd.args([
             role,
             &addr,
             "--transport",
-            "doca",
+            transport,
             "--device",
             "mlx5_0",
             "--quiet",
@@ -86,7 +96,8 @@ impl Case {
         (server, client)
     }
 
-    /// Every process that wrote a report left no DOCA object alive; returns how many reported.
+    /// Every process that wrote a report left no DOCA object alive and never cleared a
+    /// notification that was not raised; returns how many reported.
     fn assert_no_leaks(&self) -> usize {
         let mut n = 0;
         for entry in fs::read_dir(self.reports()).unwrap() {
@@ -94,6 +105,10 @@ impl Case {
             assert!(
                 text.contains("\"live\":0"),
                 "simulator reports a leak: {text}"
+            );
+            assert!(
+                text.contains("\"spurious_clears\":0"),
+                "doca_pe_clear_notification without a raised notification: {text}"
             );
             n += 1;
         }
@@ -321,4 +336,157 @@ fn oversize_message_is_refused_before_sending() {
         stderr(&server)
     );
     assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// Without the PROGRESS_ALL event mode the transport clears the notification only after it
+/// was raised (the report counts any other clear), and the stream still completes.
+#[test]
+fn selective_event_mode_when_progress_all_is_refused() {
+    let case = Case::new();
+    let fail = [(
+        "DOCA_SIM_FAIL",
+        "doca_pe_set_event_mode:1:DOCA_ERROR_NOT_SUPPORTED",
+    )];
+    let (server, client) = case.run(&fail, &fail, &[]);
+    assert!(client.code == Some(0), "client: {}", stderr(&client));
+    assert!(server.code == Some(0), "server: {}", stderr(&server));
+    assert!(
+        stderr(&server).contains("received 10000 messages"),
+        "{}",
+        stderr(&server)
+    );
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// The device's message size cap (doca_rdma_cap_get_max_message_size) lowers what the
+/// receiver advertises: the negotiated maximum is the smaller of both ends and the cap, and
+/// a bigger message is refused before anything is sent.
+#[test]
+fn device_message_size_cap_lowers_the_negotiated_maximum() {
+    let case = Case::new();
+    let cap = [("DOCA_SIM_MAX_MSG_SIZE", "100")];
+    let server = Proc::spawn(
+        "server",
+        case.command("--server", &cap, &["--once", "--max-msg-size", "4096"]),
+    );
+    let client = Proc::spawn(
+        "client",
+        case.command("--client", &[], &["--size", "200", "--count", "3"]),
+    );
+    let client = client.finish(DEADLINE);
+    let server = server.finish(DEADLINE);
+    assert_eq!(client.code, Some(1), "client: {}", stderr(&client));
+    assert!(
+        stderr(&server).contains("max message 100 bytes"),
+        "{}",
+        stderr(&server)
+    );
+    assert!(
+        stderr(&server).contains("carries messages of at most 100 bytes"),
+        "{}",
+        stderr(&server)
+    );
+    assert!(
+        stderr(&client).contains("nothing was sent"),
+        "{}",
+        stderr(&client)
+    );
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// `--transport auto` with doca compiled in but refusing to start: one line says why, the
+/// session falls back (verbs, when it can start here, else TCP) and works. `--transport doca`
+/// with the same fault fails with the DOCA error (`client_setup_fault_reaches_the_server`).
+#[test]
+fn auto_falls_back_when_doca_cannot_start() {
+    let case = Case::new();
+    let fail = [("DOCA_SIM_FAIL", "doca_ctx_start:1:DOCA_ERROR_DRIVER")];
+    let server = Proc::spawn(
+        "server",
+        case.command_over("auto", "--server", &fail, &["--once"]),
+    );
+    let client = Proc::spawn(
+        "client",
+        case.command_over("auto", "--client", &fail, &["--count", "100"]),
+    );
+    let client = client.finish(DEADLINE);
+    let server = server.finish(DEADLINE);
+    assert!(client.code == Some(0), "client: {}", stderr(&client));
+    assert!(server.code == Some(0), "server: {}", stderr(&server));
+    for (who, out) in [("server", &server), ("client", &client)] {
+        let text = stderr(out);
+        let line = text
+            .lines()
+            .find(|l| l.contains("the doca transport cannot start"))
+            .unwrap_or_else(|| panic!("{who} must say why doca was not used:\n{text}"));
+        assert!(
+            line.contains("doca_ctx_start failed: DOCA_ERROR_DRIVER")
+                && line.contains("mlx5_0")
+                && line.contains("; using the "),
+            "{who}: one line names the device, the failed call and the fallback: {line}"
+        );
+        assert!(
+            !text.contains("session established: transport doca"),
+            "{who}: {text}"
+        );
+    }
+    assert!(
+        stderr(&server).contains("received 100 messages"),
+        "{}",
+        stderr(&server)
+    );
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// `doca_ctx_stop` answering AGAIN or IN_USE means "progress and try again" (what NVIDIA's own
+/// code does): teardown retries, the context still drains, nothing leaks.
+#[test]
+fn stop_answering_again_or_in_use_is_retried() {
+    let case = Case::new();
+    let (server, client) = case.run(
+        &[("DOCA_SIM_FAIL", "doca_ctx_stop:1:DOCA_ERROR_AGAIN")],
+        &[("DOCA_SIM_FAIL", "doca_ctx_stop:1:DOCA_ERROR_IN_USE")],
+        &["--count", "100"],
+    );
+    assert!(client.code == Some(0), "client: {}", stderr(&client));
+    assert!(server.code == Some(0), "server: {}", stderr(&server));
+    for (who, out) in [("server", &server), ("client", &client)] {
+        assert!(
+            stderr(out).contains("injecting") && !stderr(out).contains("leaking it"),
+            "{who}: {}",
+            stderr(out)
+        );
+    }
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// DOCA 3.3's DOCA_ERROR_DEVICE_FATAL_ERROR (31) in a completion: named, with what to do.
+#[test]
+fn device_fatal_error_mid_stream_is_named() {
+    let case = Case::new();
+    let (server, client) = case.run(
+        &[],
+        &[(
+            "DOCA_SIM_FAIL",
+            "doca_rdma_task_send_completion:20:DOCA_ERROR_DEVICE_FATAL_ERROR",
+        )],
+        &[],
+    );
+    assert_eq!(client.code, Some(1), "client: {}", stderr(&client));
+    assert_eq!(server.code, Some(1), "server: {}", stderr(&server));
+    assert!(
+        stderr(&client).contains("DOCA_ERROR_DEVICE_FATAL_ERROR")
+            && stderr(&client).contains("firmware"),
+        "{}",
+        stderr(&client)
+    );
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+#[test]
+fn missing_task_capability_names_the_device() {
+    server_setup_fault(
+        "doca_rdma_cap_task_send_is_supported:1:DOCA_ERROR_NOT_SUPPORTED",
+        "device mlx5_0 cannot run RDMA send tasks",
+    );
 }

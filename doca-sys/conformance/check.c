@@ -18,6 +18,10 @@
  * 4. C forbids defining an enum or union twice, so with DOCA_SYS_CONFORMANCE_CHECK our
  *    headers skip those bodies; the X-macro lists they are made of are checked here value
  *    by value, and doca_data's layout by size and offsets.
+ * 5. One blind spot: C makes an enum type compatible with its underlying integer type
+ *    (unsigned int for ours), so a parameter declared `enum doca_x` on one side and
+ *    `uint32_t` on the other passes here. conformance/check_enums.cc closes it: the same
+ *    headers compiled as C++, where an enum is a distinct type.
  */
 #include <stddef.h>
 
@@ -54,6 +58,7 @@ DOCA_SYS_ERROR_LIST(DOCA_SYS_CHECK_VALUE)
 DOCA_SYS_ACCESS_FLAG_LIST(DOCA_SYS_CHECK_VALUE)
 DOCA_SYS_MTU_SIZE_LIST(DOCA_SYS_CHECK_VALUE)
 DOCA_SYS_CTX_STATE_LIST(DOCA_SYS_CHECK_VALUE)
+DOCA_SYS_PE_EVENT_MODE_LIST(DOCA_SYS_CHECK_VALUE)
 DOCA_SYS_RDMA_TRANSPORT_TYPE_LIST(DOCA_SYS_CHECK_VALUE)
 
 _Static_assert(sizeof(union doca_data) == 8, "union doca_data is not 8 bytes");
@@ -62,6 +67,7 @@ _Static_assert(offsetof(union doca_data, u64) == 0, "doca_data.u64 offset");
 _Static_assert(sizeof(((union doca_data *)0)->u64) == 8, "doca_data.u64 size");
 _Static_assert(sizeof(enum doca_error) == sizeof(int), "doca_error_t size");
 _Static_assert(sizeof(enum doca_ctx_states) == sizeof(int), "enum doca_ctx_states size");
+_Static_assert(sizeof(enum doca_pe_event_mode) == sizeof(int), "enum doca_pe_event_mode size");
 _Static_assert(sizeof(enum doca_access_flag) == sizeof(int), "enum doca_access_flag size");
 _Static_assert(sizeof(enum doca_rdma_transport_type) == sizeof(int), "enum doca_rdma_transport_type size");
 _Static_assert(sizeof(enum doca_mtu_size) == sizeof(int), "enum doca_mtu_size size");

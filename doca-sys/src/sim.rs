@@ -1,6 +1,7 @@
 //! Control surface of the DOCA simulator (only with `found = sim`): leak accounting,
 //! fault injection and device list, the same knobs as its environment variables
-//! (`DOCA_SIM_FAIL`, `DOCA_SIM_DROP_AFTER`, `DOCA_SIM_DEVICES`, `DOCA_SIM_RNR_DELAY_MS`;
+//! (`DOCA_SIM_FAIL`, `DOCA_SIM_DROP_AFTER`, `DOCA_SIM_DEVICES`, `DOCA_SIM_RNR_DELAY_MS`,
+//! `DOCA_SIM_START`, `DOCA_SIM_MAX_MSG_SIZE`;
 //! see the crate README). Settings are process-wide.
 
 use crate::bindings::{doca_error, doca_error_t};
@@ -25,6 +26,10 @@ pub mod ffi {
         pub fn doca_sim_set_devices(spec: *const c_char) -> doca_error_t;
         /// Back-off between receiver-not-ready retries, in milliseconds.
         pub fn doca_sim_set_rnr_delay_ms(ms: c_uint);
+        /// `doca_ctx_start` asynchronous (nonzero) or synchronous (0).
+        pub fn doca_sim_set_start_async(async_: std::os::raw::c_int);
+        /// What `doca_rdma_cap_get_max_message_size` reports.
+        pub fn doca_sim_set_max_msg_size(max: u32);
         /// Restore the settings the environment gave at start-up.
         pub fn doca_sim_reset_config();
     }
@@ -87,6 +92,19 @@ pub fn set_devices(spec: &str) -> Result<(), doca_error_t> {
 pub fn set_rnr_delay_ms(ms: u32) {
     // SAFETY: plain value argument.
     unsafe { ffi::doca_sim_set_rnr_delay_ms(ms) }
+}
+
+/// Whether `doca_ctx_start` is asynchronous (answers `DOCA_ERROR_IN_PROGRESS`, the context
+/// reaches RUNNING during `doca_pe_progress` once connected) or synchronous (RUNNING at once).
+pub fn set_start_async(async_: bool) {
+    // SAFETY: plain value argument.
+    unsafe { ffi::doca_sim_set_start_async(async_.into()) }
+}
+
+/// What `doca_rdma_cap_get_max_message_size` reports from now on.
+pub fn set_max_msg_size(max: u32) {
+    // SAFETY: plain value argument.
+    unsafe { ffi::doca_sim_set_max_msg_size(max) }
 }
 
 /// Restore every setting to what the environment said when the simulator started.

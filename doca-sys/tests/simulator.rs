@@ -24,6 +24,7 @@ mod sim_tests {
     use std::time::{Duration, Instant};
 
     const IDLE: doca_ctx_states = doca_ctx_states::DOCA_CTX_STATE_IDLE;
+    const STARTING: doca_ctx_states = doca_ctx_states::DOCA_CTX_STATE_STARTING;
     const RUNNING: doca_ctx_states = doca_ctx_states::DOCA_CTX_STATE_RUNNING;
     const STOPPING: doca_ctx_states = doca_ctx_states::DOCA_CTX_STATE_STOPPING;
     const BAD_STATE: doca_error_t = doca_error::DOCA_ERROR_BAD_STATE;
@@ -33,6 +34,22 @@ mod sim_tests {
     fn as_task_s(t: *mut doca_rdma_task_send) -> *mut doca_task {
         // SAFETY: conversion of a live send task.
         unsafe { doca_rdma_task_send_as_task(t) }
+    }
+
+    /// Export a connection and connect it to itself (a loopback QP): enough for a test that
+    /// only needs the context connected.
+    ///
+    /// # Safety
+    /// `rdma` is a live, started context.
+    unsafe fn self_connect(rdma: *mut doca_rdma) {
+        let mut blob: *const c_void = ptr::null();
+        let mut len = 0usize;
+        let mut conn = ptr::null_mut();
+        // SAFETY: out pointers valid; the blob is read before the next export.
+        unsafe {
+            ok(doca_rdma_export(rdma, &mut blob, &mut len, &mut conn));
+            ok(doca_rdma_connect(rdma, blob, len, conn));
+        }
     }
 
     fn as_task_r(t: *mut doca_rdma_task_receive) -> *mut doca_task {
@@ -65,6 +82,8 @@ mod sim_tests {
         );
         assert_eq!(name(SUCCESS), "DOCA_SUCCESS");
         assert_eq!(name(doca_error::DOCA_ERROR_SKIPPED), "DOCA_ERROR_SKIPPED");
+        // DOCA 3.3 added 31; our enum stops at 30 (the 3.0 headers), the simulator names it.
+        assert_eq!(name(doca_error(31)), "DOCA_ERROR_DEVICE_FATAL_ERROR");
         // An unknown code (newer runtime than headers) is harmless with newtype enums.
         assert!(!name(doca_error(999)).is_empty());
         // SAFETY: doca_error_get_descr returns a static string for any value.
@@ -178,6 +197,9 @@ mod sim_tests {
     #[test]
     fn context_state_machine() {
         let _g = serial();
+        // The synchronous start (RUNNING inside doca_ctx_start); the asynchronous one is
+        // `asynchronous_start_runs_only_once_connected_and_progressed`.
+        sim::set_start_async(false);
         let opts = Opts::default();
         let dev = open_device(None);
         let mut rdma = ptr::null_mut();
@@ -284,7 +306,22 @@ mod sim_tests {
             // Destroy order: not while running, not while a context is connected.
             expect(doca_rdma_destroy(ep.rdma), BAD_STATE);
             expect(doca_pe_destroy(ep.pe), doca_error::DOCA_ERROR_IN_USE);
+            // RUNNING but not connected yet: no tasks.
+            expect(
+                doca_rdma_task_receive_allocate_init(
+                    ep.rdma,
+                    ptr::null_mut(),
+                    data_u64(0),
+                    &mut task,
+                ),
+                BAD_STATE,
+            );
         }
+        let mut peer = Endpoint::running(&opts);
+        let bp = peer.export();
+        let be = ep.export();
+        ep.connect(&bp);
+        peer.connect(&be);
 
         // Stop with a receive in flight: IN_PROGRESS, STOPPING, flushed through the error
         // callback only when progressed, IDLE only once every task is freed.
@@ -332,6 +369,301 @@ mod sim_tests {
         ok(unsafe { doca_ctx_stop(ep.ctx) });
         assert_eq!(ep.state(), IDLE);
         ep.teardown();
+        peer.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// doca_ctx.h: an asynchronous start answers IN_PROGRESS and leaves the context
+    /// STARTING, where it can export and connect but not allocate tasks; doca_pe_progress
+    /// moves it to RUNNING once connected (doca_rdma.h, doca_rdma_connect).
+    #[test]
+    fn asynchronous_start_runs_only_once_connected_and_progressed() {
+        let _g = serial();
+        sim::set_start_async(true);
+        let opts = Opts::default();
+        let mut a = Endpoint::new(&opts);
+        let mut b = Endpoint::new(&opts);
+        // SAFETY: ctx live.
+        expect(
+            unsafe { doca_ctx_start(a.ctx) },
+            doca_error::DOCA_ERROR_IN_PROGRESS,
+        );
+        b.start();
+        assert_eq!(a.state(), STARTING);
+        assert_eq!(
+            a.log(),
+            vec![Ev::State {
+                prev: IDLE,
+                next: STARTING
+            }]
+        );
+        let mut task = ptr::null_mut();
+        // SAFETY: rdma live, out pointer valid.
+        let alloc_recv = |ep: &Endpoint, task: &mut *mut doca_rdma_task_receive| unsafe {
+            doca_rdma_task_receive_allocate_init(ep.rdma, ptr::null_mut(), data_u64(0), task)
+        };
+        expect(alloc_recv(&a, &mut task), BAD_STATE);
+        // Properties stay frozen while STARTING.
+        // SAFETY: rdma live.
+        expect(unsafe { doca_rdma_set_gid_index(a.rdma, 1) }, BAD_STATE);
+        let ba = a.export();
+        let bb = b.export();
+        expect(alloc_recv(&a, &mut task), BAD_STATE);
+        let mut send = ptr::null_mut();
+        // SAFETY: rdma and conn live, out pointer valid.
+        expect(
+            unsafe {
+                doca_rdma_task_send_allocate_init(
+                    a.rdma,
+                    a.conn,
+                    ptr::null(),
+                    data_u64(0),
+                    &mut send,
+                )
+            },
+            BAD_STATE,
+        );
+        a.connect(&bb);
+        // Connected, but RUNNING only comes from progress.
+        assert_eq!(a.state(), STARTING);
+        expect(alloc_recv(&a, &mut task), BAD_STATE);
+        // A second connect of the same connection is refused.
+        expect(a.try_connect(&bb), BAD_STATE);
+        assert!(a.progress());
+        assert_eq!(a.state(), RUNNING);
+        assert_eq!(
+            a.log().last(),
+            Some(&Ev::State {
+                prev: STARTING,
+                next: RUNNING
+            })
+        );
+        b.connect(&ba);
+        b.wait_running();
+        // Now tasks can be allocated and messages flow.
+        b.post_recv(ptr::null_mut(), 1);
+        a.send(ptr::null_mut(), 1);
+        assert!(progress_until(&mut [&mut a, &mut b], T, |e| {
+            sends(e[0]).len() == 1 && recvs(e[1]).len() == 1
+        }));
+        assert_eq!(recvs(&b), vec![(1, SUCCESS, Some(0))]);
+        a.teardown();
+        b.teardown();
+
+        // Stop is allowed while STARTING (nothing allocated): straight back to IDLE, and
+        // export/connect are refused again.
+        let mut c = Endpoint::running(&opts);
+        let _ = c.export();
+        // SAFETY: ctx live.
+        ok(unsafe { doca_ctx_stop(c.ctx) });
+        assert_eq!(c.state(), IDLE);
+        let mut blob: *const c_void = ptr::null();
+        let mut len = 0;
+        let mut conn = ptr::null_mut();
+        // SAFETY: out pointers valid; rdma live.
+        unsafe {
+            expect(
+                doca_rdma_export(c.rdma, &mut blob, &mut len, &mut conn),
+                BAD_STATE,
+            );
+        }
+        c.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// doca_rdma.h: with a synchronous start the context is RUNNING before any connection,
+    /// yet tasks still wait for doca_rdma_connect.
+    #[test]
+    fn synchronous_start_still_allocates_tasks_only_after_connect() {
+        let _g = serial();
+        sim::set_start_async(false);
+        let opts = Opts::default();
+        let mut a = Endpoint::running(&opts);
+        let mut b = Endpoint::running(&opts);
+        assert_eq!(a.state(), RUNNING);
+        let ba = a.export();
+        let bb = b.export();
+        let mut t = ptr::null_mut();
+        // SAFETY: rdma and conn live, out pointers valid.
+        unsafe {
+            expect(
+                doca_rdma_task_receive_allocate_init(a.rdma, ptr::null_mut(), data_u64(0), &mut t),
+                BAD_STATE,
+            );
+            let mut s = ptr::null_mut();
+            expect(
+                doca_rdma_task_send_allocate_init(a.rdma, a.conn, ptr::null(), data_u64(0), &mut s),
+                BAD_STATE,
+            );
+        }
+        a.connect(&bb);
+        b.connect(&ba);
+        a.wait_running();
+        let _r = a.alloc_recv(ptr::null_mut(), 1);
+        a.teardown();
+        b.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// doca_pe.h: every task must be freed before the context is stopped; tasks flushed by
+    /// the stop are freed as they come back.
+    #[test]
+    fn stop_with_allocated_tasks_is_refused() {
+        let _g = serial();
+        let (mut a, b) = pair(&Opts::default(), &Opts::default());
+        let r = a.alloc_recv(ptr::null_mut(), 1);
+        // SAFETY: ctx live.
+        expect(
+            unsafe { doca_ctx_stop(a.ctx) },
+            doca_error::DOCA_ERROR_IN_USE,
+        );
+        assert_eq!(a.state(), RUNNING);
+        a.free_task(as_task_r(r));
+        // SAFETY: ctx live.
+        ok(unsafe { doca_ctx_stop(a.ctx) });
+        assert_eq!(a.state(), IDLE);
+        a.teardown();
+        b.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// doca_rdma_set_send_queue_size bounds the sends outstanding on a connection (rounded
+    /// up to a power of 2); one more is refused and the caller keeps the task.
+    #[test]
+    fn send_queue_bounds_outstanding_sends() {
+        let _g = serial();
+        let opts = Opts {
+            send_queue: Some(3), // rounded up to 4
+            ..Opts::default()
+        };
+        let (mut a, mut b) = pair(&opts, &Opts::default()); // no receive posted: sends wait
+        for i in 0..4 {
+            a.send(ptr::null_mut(), i);
+        }
+        let extra = a.alloc_send(ptr::null_mut(), 4);
+        expect(a.try_submit(as_task_s(extra)), doca_error::DOCA_ERROR_FULL);
+        // Receives drain the queue; then the send goes out.
+        for i in 0..5 {
+            b.post_recv(ptr::null_mut(), i);
+        }
+        assert!(progress_until(&mut [&mut a, &mut b], T, |e| sends(e[0])
+            .len()
+            == 4));
+        a.submit(as_task_s(extra));
+        assert!(progress_until(&mut [&mut a, &mut b], T, |e| sends(e[0])
+            .len()
+            == 5));
+        assert!(sends(&a).iter().all(|(_, s)| *s == SUCCESS));
+        // SAFETY: rdma live (IDLE only): zero and huge sizes are refused.
+        a.teardown();
+        b.teardown();
+        let c = Endpoint::new(&Opts::default());
+        // SAFETY: rdma live and idle.
+        unsafe {
+            expect(
+                doca_rdma_set_send_queue_size(c.rdma, 0),
+                doca_error::DOCA_ERROR_INVALID_VALUE,
+            );
+        }
+        c.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// doca_pe.h: in the default selective event mode a raised notification must be cleared
+    /// before the engine delivers more; in PROGRESS_ALL mode arming clears it and progress
+    /// always runs. Clearing with nothing raised is counted as misuse in the report.
+    #[test]
+    fn event_modes() {
+        let _g = serial();
+        let (mut a, mut b) = pair(&Opts::default(), &Opts::default());
+        let mut fd = -1;
+        // SAFETY: pe live, out pointer valid.
+        ok(unsafe { doca_pe_get_notification_handle(b.pe, &mut fd) });
+        // The count is process-wide: compare before and after.
+        let spurious = || -> u64 {
+            let r = sim::report();
+            let at = r.find("\"spurious_clears\":").expect("a count") + 18;
+            r[at..]
+                .trim_end_matches('}')
+                .parse()
+                .unwrap_or_else(|_| panic!("{r}"))
+        };
+        let before = spurious();
+        b.post_recv(ptr::null_mut(), 1);
+        // SAFETY: pe live.
+        ok(unsafe { doca_pe_request_notification(b.pe) });
+        a.send(ptr::null_mut(), 1);
+        assert!(readable(fd, 5000));
+        assert_eq!(spurious(), before);
+        // Selective: raised and not cleared, progress delivers nothing.
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!b.progress());
+        assert!(recvs(&b).is_empty());
+        // SAFETY: pe live.
+        ok(unsafe { doca_pe_clear_notification(b.pe, fd) });
+        assert!(b.progress());
+        assert_eq!(recvs(&b).len(), 1);
+        // A clear with nothing raised is misuse.
+        // SAFETY: pe live.
+        ok(unsafe { doca_pe_clear_notification(b.pe, fd) });
+        assert_eq!(spurious(), before + 1, "{}", sim::report());
+
+        // PROGRESS_ALL: no clear needed; arming again clears the handle.
+        // SAFETY: pe live.
+        unsafe {
+            ok(doca_pe_set_event_mode(
+                b.pe,
+                doca_pe_event_mode::DOCA_PE_EVENT_MODE_PROGRESS_ALL,
+            ));
+            expect(
+                doca_pe_set_event_mode(b.pe, doca_pe_event_mode(7)),
+                doca_error::DOCA_ERROR_INVALID_VALUE,
+            );
+            ok(doca_pe_request_notification(b.pe));
+        }
+        b.post_recv(ptr::null_mut(), 2);
+        assert!(progress_until(&mut [&mut a], T, |e| sends(e[0]).len() == 1));
+        a.send(ptr::null_mut(), 2);
+        assert!(readable(fd, 5000));
+        assert!(progress_until(&mut [&mut b], T, |e| recvs(e[0]).len() == 2));
+        // SAFETY: pe live.
+        ok(unsafe { doca_pe_request_notification(b.pe) });
+        assert!(
+            !readable(fd, 0),
+            "arming in PROGRESS_ALL mode clears the handle"
+        );
+        a.teardown();
+        b.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// DOCA_SIM_MAX_MSG_SIZE (or sim::set_max_msg_size) is what the capability query reports,
+    /// and a bigger send fails.
+    #[test]
+    fn max_message_size_capability() {
+        let _g = serial();
+        sim::set_max_msg_size(100);
+        let dev = open_device(None);
+        let mut max = 0u32;
+        // SAFETY: dev open; out pointer valid.
+        unsafe {
+            let info = doca_dev_as_devinfo(dev);
+            ok(doca_rdma_cap_get_max_message_size(info, &mut max));
+            ok(doca_rdma_cap_task_send_is_supported(info));
+            ok(doca_rdma_cap_task_receive_is_supported(info));
+            ok(doca_dev_close(dev));
+        }
+        assert_eq!(max, 100);
+        let (mut a, mut b) = pair(&Opts::default(), &Opts::default());
+        let rb = b.buf(0, 4096, 0);
+        b.post_recv(rb, 1);
+        let sb = a.buf(0, 4096, 0);
+        a.fill(sb, &[7u8; 101]);
+        a.send(sb, 1);
+        assert!(progress_until(&mut [&mut a], T, |e| sends(e[0]).len() == 1));
+        assert_eq!(sends(&a), vec![(1, IO_FAILED)]);
+        a.teardown();
+        b.teardown();
         assert_eq!(sim::live_objects(), 0, "{}", sim::report());
     }
 
@@ -445,8 +777,7 @@ mod sim_tests {
             bufs: 2,
             ..Opts::default()
         };
-        let mut ep = Endpoint::running(&opts);
-        let _ = ep.export();
+        let (mut ep, peer) = pair(&opts, &Opts::default());
         let r: Vec<_> = (0..3).map(|i| ep.alloc_recv(ptr::null_mut(), i)).collect();
         let mut extra = ptr::null_mut();
         // SAFETY: rdma live, out pointer valid.
@@ -508,12 +839,14 @@ mod sim_tests {
         let _b4 = ep.buf(128, 64, 0);
         let _ = b2;
         ep.teardown();
+        peer.teardown();
         assert_eq!(sim::live_objects(), 0, "{}", sim::report());
     }
 
     #[test]
     fn unconfigured_task_type_cannot_be_allocated() {
         let _g = serial();
+        sim::set_start_async(false);
         let dev = open_device(None);
         let mut rdma = ptr::null_mut();
         let mut pe = ptr::null_mut();
@@ -525,6 +858,7 @@ mod sim_tests {
             let ctx = doca_rdma_as_ctx(rdma);
             ok(doca_pe_connect_ctx(pe, ctx));
             ok(doca_ctx_start(ctx));
+            self_connect(rdma);
             let mut t = ptr::null_mut();
             expect(
                 doca_rdma_task_receive_allocate_init(rdma, ptr::null_mut(), data_u64(0), &mut t),
@@ -856,10 +1190,13 @@ mod sim_tests {
         let _g = serial();
         let mut a = Endpoint::running(&Opts::default());
         let _ = a.export();
-        let t = a.alloc_send(ptr::null_mut(), 1);
+        let mut t = ptr::null_mut();
+        // SAFETY: rdma and conn live, out pointer valid. Not connected: no send task.
         expect(
-            a.try_submit(as_task_s(t)),
-            doca_error::DOCA_ERROR_NOT_CONNECTED,
+            unsafe {
+                doca_rdma_task_send_allocate_init(a.rdma, a.conn, ptr::null(), data_u64(1), &mut t)
+            },
+            BAD_STATE,
         );
         // Only one connection allowed (max_num_connections = 1).
         let mut blob: *const c_void = ptr::null();
@@ -959,6 +1296,8 @@ mod sim_tests {
         );
         a.connect(&bb); // the second call works
         b.connect(&ba);
+        a.wait_running();
+        b.wait_running();
         let mut mem = [0u8; 64];
         let mut mmap = ptr::null_mut();
         // SAFETY: the memory outlives the mmap, destroyed below.
@@ -1087,6 +1426,7 @@ mod sim_tests {
         put_file(&dir.join("child.blob"), &blob);
         let peer = wait_file(&dir.join("parent.blob"), T);
         b.connect(&peer);
+        b.wait_running();
         const SLOTS: usize = 16;
         let rbufs: Vec<_> = (0..SLOTS).map(|i| b.buf(i * 256, 256, 0)).collect();
         let rtasks: Vec<_> = (0..SLOTS)
@@ -1142,6 +1482,7 @@ mod sim_tests {
         put_file(&dir.join("parent.blob"), &blob);
         let peer = wait_file(&dir.join("child.blob"), T);
         a.connect(&peer);
+        a.wait_running();
         wait_file(&dir.join("ready"), T);
         const W: usize = 16;
         let sbufs: Vec<_> = (0..W).map(|i| a.buf(i * 256, 256, 0)).collect();
@@ -1262,6 +1603,7 @@ mod sim_tests {
             put_file(&dir.join("child.blob"), &blob);
             let peer = wait_file(&dir.join("parent.blob"), T);
             b.connect(&peer);
+            b.wait_running();
             b.post_recv(ptr::null_mut(), 0);
             put_file(&dir.join("ready"), b"");
             wait_file(&dir.join("die"), T);
@@ -1282,6 +1624,7 @@ mod sim_tests {
         put_file(&dir.join("parent.blob"), &blob);
         let peer = wait_file(&dir.join("child.blob"), T);
         a.connect(&peer);
+        a.wait_running();
         wait_file(&dir.join("ready"), T);
         a.send(ptr::null_mut(), 1);
         assert!(progress_until(&mut [&mut a], T, |e| sends(e[0]).len() == 1));
@@ -1357,7 +1700,7 @@ mod sim_tests {
     #[test]
     fn misuse_aborts_with_a_clear_message() {
         if let Ok(which) = std::env::var("DOCA_SIM_TEST_MISUSE") {
-            let mut a = Endpoint::running(&Opts::default());
+            let (mut a, _b) = pair(&Opts::default(), &Opts::default());
             let t = a.alloc_recv(ptr::null_mut(), 0);
             match which.as_str() {
                 "double-submit" => {
@@ -1418,7 +1761,10 @@ mod sim_tests {
                 ));
                 ok(doca_ctx_set_user_data(ctx, data_ptr(pe.cast())));
                 ok(doca_pe_connect_ctx(pe, ctx));
+                ok(doca_rdma_set_grh_enabled(rdma, 1));
+                sim::set_start_async(false);
                 ok(doca_ctx_start(ctx));
+                self_connect(rdma);
                 let mut t = ptr::null_mut();
                 ok(doca_rdma_task_receive_allocate_init(
                     rdma,

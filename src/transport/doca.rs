@@ -6,18 +6,32 @@
 //! through the context's user data: no allocation beyond reserved capacity, no panics, no
 //! progress calls, nothing that could unwind into C.
 //!
+//! Life cycle, in the order DOCA documents it (docs/doca.md has the sources):
+//! 1. `new`: open the device, ask its capabilities (send and receive tasks, the largest
+//!    message: the slot size is clamped to it), create and configure everything while the
+//!    context is IDLE (send queue size, task pools, event mode), `doca_ctx_start`, progress
+//!    until the context may export (STARTING with an asynchronous start, RUNNING with a
+//!    synchronous one), export the connection blob for our hello.
+//! 2. `connect`: `doca_rdma_connect` with the peer's blob, then progress (bounded by the
+//!    session deadline) until the context is RUNNING; only then allocate the tasks (and, on a
+//!    sender, post the credit receives).
+//! 3. Teardown, also after errors: free every task not in flight, `doca_ctx_stop` (AGAIN,
+//!    IN_USE and IN_PROGRESS mean: keep progressing), progress until IDLE freeing the flushed
+//!    tasks as they come back (bounded), release every buf, destroy the context, the PE, the
+//!    inventory and the mmap, close the device.
+//!
 //! Memory: one buffer of `slots × slot_size` bytes, one mmap over it, one buf and one task per
-//! slot, all created once. A receiver's tasks are receives (their buf's data length is reset
-//! before each repost, since DOCA appends); a sender's are sends (their buf's data window is set
-//! to the message before each submit, or no buf at all for an empty message).
+//! slot. A receiver's tasks are receives (their buf's data length is reset before each repost,
+//! since DOCA appends); a sender's are sends (their buf's data window is set to the message
+//! before each submit, or no buf at all for an empty message).
 //!
-//! Blocking: after an empty progress the PE notification is requested and the PE progressed once
-//! more (closing the race with a completion that came in between), then the caller sleeps on the
-//! PE's notification handle together with the control socket.
-//!
-//! Teardown follows DOCA's order, also after errors: stop the context and progress until it is
-//! IDLE (flushed tasks come back through the error callbacks), free every task, release every
-//! buf, destroy the context, the PE, the inventory and the mmap, close the device.
+//! Blocking: the PE runs in `DOCA_PE_EVENT_MODE_PROGRESS_ALL`, where arming the notification
+//! clears what was raised before, so `doca_pe_clear_notification` is never needed. Should the
+//! SDK refuse that mode, the default selective mode is used and the notification is cleared
+//! only after it was raised (the handle is readable), as doca_pe.h asks. After an empty
+//! progress the notification is requested and the PE progressed once more (closing the race
+//! with a completion that came in between), then the caller sleeps on the PE's notification
+//! handle together with the control socket.
 
 use std::ffi::{c_void, CStr};
 use std::os::fd::BorrowedFd;
@@ -35,11 +49,16 @@ use crate::{Error, Result};
 const NAME: &str = "doca";
 /// How long teardown waits for the context to drain to IDLE.
 const STOP_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long `new` waits for a started context to accept export (an asynchronous start).
+const START_TIMEOUT: Duration = Duration::from_secs(5);
 /// Progress calls per `poll` before returning what was collected (each runs at most one callback).
 const PROGRESS_BUDGET: usize = 256;
 /// Receiver-not-ready retries. Our protocol posts receives before Ready and returns credits
 /// only after re-posting, so RNR means a bug: fail after a bounded budget instead of forever.
 const RNR_RETRY_COUNT: u8 = 6;
+/// DOCA 3.3's `DOCA_ERROR_DEVICE_FATAL_ERROR`. Our declarations stop at 30 so that they still
+/// match the older SDKs; an older runtime never returns it.
+pub(crate) const DOCA_ERROR_DEVICE_FATAL_ERROR: doca_error_t = doca_error(31);
 const MEMLOCK_HINT: &str =
     "memory registration needs CAP_IPC_LOCK or a higher memlock limit: run the container \
 with --cap-add=IPC_LOCK or ulimit -l unlimited";
@@ -55,6 +74,9 @@ with RUST_LOG=debug output";
 const CONNECTION_HINT: &str =
     "the RDMA connection to the peer failed: check that both ends use the RoCE-network \
 addresses and RoCE v2 GIDs, and that UDP port 4791 is not blocked";
+const FATAL_HINT: &str =
+    "the device reported a fatal error (DOCA_ERROR_DEVICE_FATAL_ERROR): the NIC needs a \
+reset or a firmware check (mlxfwreset, dmesg); restart the session afterwards";
 
 /// What the callbacks report; lives in a `Box` whose address is the context's user data.
 #[derive(Debug)]
@@ -97,8 +119,10 @@ impl Inbox {
 
 /// The DOCA implementation of [`Transport`].
 #[derive(Debug)]
-pub struct DocaTransport {
+pub(crate) struct DocaTransport {
     role: Role,
+    /// The ibdev name, for errors.
+    device: String,
     dev: *mut sys::doca_dev,
     pe: *mut sys::doca_pe,
     rdma: *mut sys::doca_rdma,
@@ -111,9 +135,14 @@ pub struct DocaTransport {
     recv_tasks: Vec<*mut sys::doca_rdma_task_receive>,
     inbox: *mut Inbox,
     notify_fd: i32,
+    /// The PE runs in PROGRESS_ALL mode (arming clears the notification).
+    progress_all: bool,
+    /// `doca_pe_request_notification` was called since the last clear (selective mode).
+    armed: bool,
     memory: SlotMemory,
     blob: Vec<u8>,
     started: bool,
+    connected: bool,
     closed: bool,
     /// The context never drained to IDLE: its objects (and the inbox) are deliberately leaked.
     leaked: bool,
@@ -124,11 +153,11 @@ pub struct DocaTransport {
 unsafe impl Send for DocaTransport {}
 
 impl DocaTransport {
-    /// Opens the device discovery chose and builds the context, memory and tasks; starts the
-    /// context and exports the connection blob. On any failure, what was built is torn down.
-    pub fn new(params: &SetupParams) -> Result<Self> {
+    /// Opens the device discovery chose, checks its capabilities, builds and starts the
+    /// context and exports the connection blob. Tasks come later, in `connect`. On any
+    /// failure, what was built is torn down.
+    pub(crate) fn new(params: &SetupParams) -> Result<Self> {
         let choice = chosen_device(params, NAME)?;
-        let memory = SlotMemory::new(params.slots, params.slot_size)?;
         let mut inbox = Box::new(Inbox {
             done: Vec::with_capacity(params.slots * 4),
             failure: None,
@@ -139,6 +168,7 @@ impl DocaTransport {
         inbox.done.clear();
         let mut t = DocaTransport {
             role: params.role,
+            device: choice.device.clone(),
             dev: ptr::null_mut(),
             pe: ptr::null_mut(),
             rdma: ptr::null_mut(),
@@ -151,24 +181,32 @@ impl DocaTransport {
             recv_tasks: Vec::new(),
             inbox: Box::into_raw(inbox),
             notify_fd: -1,
-            memory,
+            progress_all: false,
+            armed: false,
+            // Sized once the device's message size cap is known.
+            memory: SlotMemory::new(0, 0)?,
             blob: Vec::new(),
             started: false,
+            connected: false,
             closed: false,
             leaked: false,
         };
         // On error `t` is dropped, which tears down whatever was created.
         t.open_device(&choice.device)?;
+        let slot_size = t.check_capabilities(params.slot_size)?;
+        t.memory = SlotMemory::new(params.slots, slot_size)?;
         t.build(params.slots, choice.gid_index)?;
+        t.start()?;
+        t.export()?;
         Ok(t)
     }
 
     fn open_device(&mut self, ibdev: &str) -> Result<()> {
         let mut list: *mut *mut sys::doca_devinfo = ptr::null_mut();
         let mut count: u32 = 0;
-        // SAFETY: out-pointers are valid locals.
         check(
             "doca_devinfo_create_list",
+            // SAFETY: out-pointers are valid locals.
             unsafe { sys::doca_devinfo_create_list(&mut list, &mut count) },
             None,
         )
@@ -210,10 +248,65 @@ impl DocaTransport {
         opened
     }
 
+    /// Asks the device whether it can run RC send and receive tasks and how large a message
+    /// may be; returns the slot size to use (`wanted`, clamped to the device's cap).
+    fn check_capabilities(&mut self, wanted: usize) -> Result<usize> {
+        // SAFETY: the device is open; its devinfo lives as long as it does.
+        let info = unsafe { sys::doca_dev_as_devinfo(self.dev) };
+        let unsupported = |what: &str, call: &str, rc: doca_error_t| {
+            Error::TransportUnavailable(
+                NAME.into(),
+                format!(
+                    "device {} cannot run {what} ({call}: {})",
+                    self.device,
+                    error_name(rc)
+                ),
+            )
+        };
+        // SAFETY: `info` is the open device's devinfo.
+        let rc = unsafe { sys::doca_rdma_cap_task_send_is_supported(info) };
+        if rc != doca_error::DOCA_SUCCESS {
+            return Err(unsupported(
+                "RDMA send tasks",
+                "doca_rdma_cap_task_send_is_supported",
+                rc,
+            ));
+        }
+        // SAFETY: as above.
+        let rc = unsafe { sys::doca_rdma_cap_task_receive_is_supported(info) };
+        if rc != doca_error::DOCA_SUCCESS {
+            return Err(unsupported(
+                "RDMA receive tasks",
+                "doca_rdma_cap_task_receive_is_supported",
+                rc,
+            ));
+        }
+        let mut cap: u32 = 0;
+        // SAFETY: as above; `cap` is a valid out-pointer.
+        let rc = unsafe { sys::doca_rdma_cap_get_max_message_size(info, &mut cap) };
+        if rc != doca_error::DOCA_SUCCESS || cap == 0 {
+            return Err(unsupported(
+                "RDMA messages (no maximum message size)",
+                "doca_rdma_cap_get_max_message_size",
+                rc,
+            ));
+        }
+        let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+        if wanted > cap {
+            log::info!(
+                "doca: device {} carries messages of at most {cap} bytes: the session's maximum \
+                 message size is lowered from {wanted}",
+                self.device
+            );
+        }
+        Ok(wanted.min(cap))
+    }
+
+    /// Creates and configures everything while the context is IDLE (nothing is started).
     fn build(&mut self, slots: usize, gid_index: u32) -> Result<()> {
         let rw = sys::doca_access_flag::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE.0;
         let depth = u32::try_from(slots).unwrap_or(u32::MAX);
-        // SAFETY (all calls below): each pointer passed was produced by the matching DOCA
+        // SAFETY: (all calls below) each pointer passed was produced by the matching DOCA
         // create call earlier in this function and is still alive; out-pointers are fields of
         // `self`; the memory range is `self.memory`, which outlives the mmap.
         unsafe {
@@ -257,6 +350,24 @@ impl DocaTransport {
                 None,
             )?;
             check("doca_pe_create", sys::doca_pe_create(&mut self.pe), None)?;
+            // PROGRESS_ALL: every progress call progresses the context, and arming the
+            // notification clears what was raised before (doca_pe.h, Linux).
+            let rc = sys::doca_pe_set_event_mode(
+                self.pe,
+                sys::doca_pe_event_mode::DOCA_PE_EVENT_MODE_PROGRESS_ALL,
+            );
+            self.progress_all = rc == doca_error::DOCA_SUCCESS;
+            if !self.progress_all {
+                log::debug!(
+                    "doca_pe_set_event_mode(PROGRESS_ALL): {}; using the selective mode",
+                    error_name(rc)
+                );
+            }
+            check(
+                "doca_pe_get_notification_handle",
+                sys::doca_pe_get_notification_handle(self.pe, &mut self.notify_fd),
+                None,
+            )?;
             check(
                 "doca_rdma_create",
                 sys::doca_rdma_create(self.dev, &mut self.rdma),
@@ -296,6 +407,13 @@ impl DocaTransport {
                 sys::doca_rdma_set_rnr_retry_count(self.rdma, RNR_RETRY_COUNT),
                 None,
             )?;
+            // At most `slots` sends are outstanding: data sends on a sender, credit sends
+            // on a receiver (the send task pool has that size too).
+            check(
+                "doca_rdma_set_send_queue_size",
+                sys::doca_rdma_set_send_queue_size(self.rdma, depth),
+                None,
+            )?;
             check(
                 "doca_pe_connect_ctx",
                 sys::doca_pe_connect_ctx(self.pe, self.ctx),
@@ -329,39 +447,7 @@ impl DocaTransport {
                 sys::doca_ctx_set_user_data(self.ctx, user),
                 None,
             )?;
-            check("doca_ctx_start", sys::doca_ctx_start(self.ctx), None)?;
-            self.started = true;
-            let mut state = sys::doca_ctx_states::DOCA_CTX_STATE_IDLE;
-            check(
-                "doca_ctx_get_state",
-                sys::doca_ctx_get_state(self.ctx, &mut state),
-                None,
-            )?;
-            if state != sys::doca_ctx_states::DOCA_CTX_STATE_RUNNING {
-                return Err(Error::Doca {
-                    call: "doca_ctx_start",
-                    code: format!("context state {} instead of RUNNING", state.0),
-                    hint: Some("DOCA 2.9 or later starts an RDMA context synchronously"),
-                });
-            }
-            let mut blob: *const c_void = ptr::null();
-            let mut len: usize = 0;
-            check(
-                "doca_rdma_export",
-                sys::doca_rdma_export(self.rdma, &mut blob, &mut len, &mut self.connection),
-                None,
-            )?;
-            if blob.is_null() || len > crate::proto::MAX_BLOB_LEN {
-                return Err(Error::Doca {
-                    call: "doca_rdma_export",
-                    code: format!(
-                        "connection details of {len} bytes (limit {})",
-                        crate::proto::MAX_BLOB_LEN
-                    ),
-                    hint: None,
-                });
-            }
-            self.blob = std::slice::from_raw_parts(blob.cast::<u8>(), len).to_vec();
+            // Bufs do not depend on the context: one per slot, now.
             for slot in 0..slots {
                 let addr = self.memory.slot_mut(slot).as_mut_ptr().cast::<c_void>();
                 let size = self.memory.size();
@@ -384,7 +470,101 @@ impl DocaTransport {
                 };
                 check("doca_buf_inventory_buf_get_by_addr", rc, None)?;
                 self.bufs.push(buf);
-                let ud = doca_data { u64_: slot as u64 };
+            }
+        }
+        Ok(())
+    }
+
+    /// The context's state.
+    fn state(&self) -> sys::doca_ctx_states {
+        let mut state = sys::doca_ctx_states::DOCA_CTX_STATE_IDLE;
+        // SAFETY: the context is alive; `state` is a valid out-pointer. On failure `state`
+        // stays IDLE, which every caller treats as "not started".
+        unsafe { sys::doca_ctx_get_state(self.ctx, &mut state) };
+        state
+    }
+
+    /// Progresses until `done(state)` holds or `deadline` passes; returns the last state.
+    fn progress_until(
+        &mut self,
+        deadline: Instant,
+        done: impl Fn(sys::doca_ctx_states) -> bool,
+    ) -> sys::doca_ctx_states {
+        loop {
+            let state = self.state();
+            if done(state) || Instant::now() > deadline {
+                return state;
+            }
+            if !self.progress() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+
+    /// `doca_ctx_start`, then progress until the context may export and connect: STARTING
+    /// (an asynchronous start: `DOCA_ERROR_IN_PROGRESS`) or RUNNING (a synchronous one).
+    fn start(&mut self) -> Result<()> {
+        // SAFETY: the context is alive, configured and IDLE.
+        let rc = unsafe { sys::doca_ctx_start(self.ctx) };
+        if rc != doca_error::DOCA_ERROR_IN_PROGRESS {
+            check("doca_ctx_start", rc, None).map_err(|e| {
+                Error::TransportUnavailable(NAME.into(), format!("device {}: {e}", self.device))
+            })?;
+        }
+        self.started = true;
+        let may_connect = |s: sys::doca_ctx_states| {
+            s == sys::doca_ctx_states::DOCA_CTX_STATE_STARTING
+                || s == sys::doca_ctx_states::DOCA_CTX_STATE_RUNNING
+        };
+        let state = self.progress_until(Instant::now() + START_TIMEOUT, may_connect);
+        if !may_connect(state) {
+            return Err(Error::TransportUnavailable(
+                NAME.into(),
+                format!(
+                    "device {}: the context is in state {} {START_TIMEOUT:?} after doca_ctx_start",
+                    self.device,
+                    state_name(state)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Exports our connection blob (carried in the hello).
+    fn export(&mut self) -> Result<()> {
+        let mut blob: *const c_void = ptr::null();
+        let mut len: usize = 0;
+        check(
+            "doca_rdma_export",
+            // SAFETY: the context is started; out-pointers are valid.
+            unsafe { sys::doca_rdma_export(self.rdma, &mut blob, &mut len, &mut self.connection) },
+            None,
+        )?;
+        if blob.is_null() || len > crate::proto::MAX_BLOB_LEN {
+            return Err(Error::Doca {
+                call: "doca_rdma_export",
+                code: format!(
+                    "connection details of {len} bytes (limit {})",
+                    crate::proto::MAX_BLOB_LEN
+                ),
+                hint: None,
+            });
+        }
+        // SAFETY: DOCA returned `len` readable bytes at `blob`, valid until the next export.
+        self.blob = unsafe { std::slice::from_raw_parts(blob.cast::<u8>(), len) }.to_vec();
+        Ok(())
+    }
+
+    /// Once RUNNING and connected: one task per slot (receives on a receiver, sends bound to
+    /// the connection on a sender) plus one credit task per slot (the other kind).
+    fn allocate_tasks(&mut self) -> Result<()> {
+        let slots = self.memory.count();
+        for slot in 0..slots {
+            let buf = self.bufs[slot];
+            let ud = doca_data { u64_: slot as u64 };
+            // SAFETY: the context is RUNNING and connected; the buf and the connection are
+            // ours and alive; out-pointers are valid locals.
+            unsafe {
                 match self.role {
                     Role::Receiver => {
                         let mut task = ptr::null_mut();
@@ -414,14 +594,16 @@ impl DocaTransport {
                     }
                 }
             }
-            // Credit tasks, indexes slots..2*slots: zero-length sends on the receiver,
-            // zero-length receives on the sender (stored after the other role's data tasks).
-            for i in slots..2 * slots {
-                let ud = doca_data { u64_: i as u64 };
-                let mut send = ptr::null_mut();
-                let mut recv = ptr::null_mut();
+        }
+        // Credit tasks, indexes slots..2*slots: zero-length sends on the receiver,
+        // zero-length receives on the sender (stored after the other role's data tasks).
+        for i in slots..2 * slots {
+            let ud = doca_data { u64_: i as u64 };
+            // SAFETY: as above; a NULL buf is DOCA's empty message.
+            unsafe {
                 match self.role {
                     Role::Receiver => {
+                        let mut send = ptr::null_mut();
                         check(
                             "doca_rdma_task_send_allocate_init(credit)",
                             sys::doca_rdma_task_send_allocate_init(
@@ -436,6 +618,7 @@ impl DocaTransport {
                         self.send_tasks.push(send);
                     }
                     Role::Sender => {
+                        let mut recv = ptr::null_mut();
                         check(
                             "doca_rdma_task_receive_allocate_init(credit)",
                             sys::doca_rdma_task_receive_allocate_init(
@@ -450,13 +633,35 @@ impl DocaTransport {
                     }
                 }
             }
-            check(
-                "doca_pe_get_notification_handle",
-                sys::doca_pe_get_notification_handle(self.pe, &mut self.notify_fd),
-                None,
-            )?;
         }
         Ok(())
+    }
+
+    /// Arms the notification (the handle becomes readable once progress is possible).
+    fn arm(&mut self) {
+        // SAFETY: the PE is alive.
+        unsafe { sys::doca_pe_request_notification(self.pe) };
+        self.armed = true;
+    }
+
+    /// Selective event mode only: clears the notification if it was raised (doca_pe.h: call
+    /// it after an event was received through the handle). PROGRESS_ALL needs no clear.
+    fn clear_if_raised(&mut self) {
+        if self.progress_all || !self.armed || self.notify_fd < 0 {
+            return;
+        }
+        // SAFETY: the descriptor belongs to the PE, which is alive.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.notify_fd) };
+        let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+        let raised = matches!(
+            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
+            Ok(1)
+        );
+        if raised {
+            // SAFETY: the PE and its handle are alive; the handle fired.
+            unsafe { sys::doca_pe_clear_notification(self.pe, self.notify_fd) };
+            self.armed = false;
+        }
     }
 
     /// Sender: (re)submits every idle credit receive (task index `slots + k` is
@@ -483,6 +688,8 @@ impl DocaTransport {
 
     /// Runs the PE until it is idle or the budget is spent; returns whether anything happened.
     fn progress(&mut self) -> bool {
+        // Selective mode delivers nothing while a raised notification is not cleared.
+        self.clear_if_raised();
         let mut any = false;
         for _ in 0..PROGRESS_BUDGET {
             // SAFETY: the PE is alive; callbacks only touch the inbox through its raw pointer.
@@ -510,6 +717,15 @@ impl DocaTransport {
             doca_error::DOCA_ERROR_CONNECTION_RESET | doca_error::DOCA_ERROR_CONNECTION_ABORTED => {
                 Error::TransportClosed { transport: NAME }
             }
+            DOCA_ERROR_DEVICE_FATAL_ERROR => Error::Doca {
+                call: if is_send {
+                    "doca_rdma_task_send"
+                } else {
+                    "doca_rdma_task_receive"
+                },
+                code: format!("{} ({op} completion)", error_name(code)),
+                hint: Some(FATAL_HINT),
+            },
             doca_error::DOCA_ERROR_TOO_BIG => Error::Doca {
                 call: if is_send {
                     "doca_rdma_task_send"
@@ -531,29 +747,43 @@ impl DocaTransport {
         }
     }
 
-    /// Stops the context and waits (bounded) until it is IDLE, freeing tasks as they return.
+    /// Stops the context and waits (bounded) until it is IDLE, freeing tasks as they return:
+    /// every task not in flight is freed first (doca_pe.h), AGAIN, IN_USE and IN_PROGRESS
+    /// from `doca_ctx_stop` mean "progress and try again".
     fn stop(&mut self) {
         if !self.started {
             return;
         }
         self.started = false;
-        // SAFETY: the context is alive and started.
-        let rc = unsafe { sys::doca_ctx_stop(self.ctx) };
-        if rc != doca_error::DOCA_SUCCESS && rc != doca_error::DOCA_ERROR_IN_PROGRESS {
-            log::debug!("doca_ctx_stop: {}", error_name(rc));
-        }
+        let idle = sys::doca_ctx_states::DOCA_CTX_STATE_IDLE;
         let deadline = Instant::now() + STOP_TIMEOUT;
+        let mut stopping = false;
         loop {
             self.free_idle_tasks();
-            let mut state = sys::doca_ctx_states::DOCA_CTX_STATE_IDLE;
-            // SAFETY: the context is alive.
-            unsafe { sys::doca_ctx_get_state(self.ctx, &mut state) };
-            if state == sys::doca_ctx_states::DOCA_CTX_STATE_IDLE {
-                break;
+            let state = self.state();
+            if state == idle {
+                return;
+            }
+            if !stopping && state != sys::doca_ctx_states::DOCA_CTX_STATE_STOPPING {
+                // SAFETY: the context is alive and started; no task is held by us.
+                let rc = unsafe { sys::doca_ctx_stop(self.ctx) };
+                match rc {
+                    doca_error::DOCA_SUCCESS | doca_error::DOCA_ERROR_IN_PROGRESS => {
+                        stopping = true
+                    }
+                    doca_error::DOCA_ERROR_AGAIN | doca_error::DOCA_ERROR_IN_USE => {}
+                    other => {
+                        // Not retried: wait (bounded) for the state, then leak if need be.
+                        log::warn!("doca_ctx_stop: {}", error_name(other));
+                        stopping = true;
+                    }
+                }
             }
             if Instant::now() > deadline {
                 log::warn!(
-                    "doca: the context did not reach IDLE within {STOP_TIMEOUT:?}; leaking it"
+                    "doca: the context did not reach IDLE within {STOP_TIMEOUT:?} (state {}); \
+                     leaking it",
+                    state_name(self.state())
                 );
                 // Never destroy objects DOCA may still use.
                 self.leaked = true;
@@ -617,7 +847,7 @@ impl DocaTransport {
             return;
         }
         self.free_idle_tasks();
-        // SAFETY (all calls below): each object is destroyed once, after everything that
+        // SAFETY: (all calls below) each object is destroyed once, after everything that
         // depends on it, and its pointer is nulled; null pointers are skipped.
         unsafe {
             for buf in self.bufs.drain(..) {
@@ -662,8 +892,12 @@ impl Transport for DocaTransport {
         self.blob.clone()
     }
 
-    fn connect(&mut self, peer_blob: &[u8], _deadline: Instant) -> Result<()> {
-        // SAFETY: the blob is a valid slice; the connection came from our export.
+    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<()> {
+        if self.connected {
+            return Err(misuse("connect called twice".to_owned()));
+        }
+        // SAFETY: the blob is a valid slice; the connection came from our export; the
+        // context is STARTING or RUNNING (checked in `start`).
         let rc = unsafe {
             sys::doca_rdma_connect(
                 self.rdma,
@@ -673,9 +907,32 @@ impl Transport for DocaTransport {
             )
         };
         check("doca_rdma_connect", rc, Some(CONNECTION_HINT))?;
+        // An asynchronous start reaches RUNNING only now, during progress.
+        let running = sys::doca_ctx_states::DOCA_CTX_STATE_RUNNING;
+        let state = self.progress_until(deadline, |s| {
+            s == running
+                || s == sys::doca_ctx_states::DOCA_CTX_STATE_IDLE
+                || s == sys::doca_ctx_states::DOCA_CTX_STATE_STOPPING
+        });
+        if state != running {
+            return Err(Error::Doca {
+                call: "doca_rdma_connect",
+                code: format!(
+                    "the context is {} instead of RUNNING at the session deadline",
+                    state_name(state)
+                ),
+                hint: Some(CONNECTION_HINT),
+            });
+        }
+        if let Some((is_send, code)) = self.inbox().failure.take() {
+            return Err(Self::failure_error(is_send, code));
+        }
+        self.connected = true;
+        self.allocate_tasks()?;
         if self.role == Role::Sender {
             self.post_credit_receives()?;
         }
+        self.arm();
         Ok(())
     }
 
@@ -694,9 +951,9 @@ impl Transport for DocaTransport {
         if task.is_null() || self.inbox().in_flight[slot] {
             return Err(misuse(format!("receive slot {slot} is already posted")));
         }
-        // SAFETY: the buf is ours and idle; receives append, so empty it first.
         check(
             "doca_buf_reset_data_len",
+            // SAFETY: the buf is ours and idle; receives append, so empty it first.
             unsafe { sys::doca_buf_reset_data_len(buf) },
             None,
         )?;
@@ -727,9 +984,9 @@ impl Transport for DocaTransport {
             unsafe { sys::doca_rdma_task_send_set_src_buf(task, ptr::null()) };
         } else {
             let data = self.send_buf(slot).as_mut_ptr().cast::<c_void>();
-            // SAFETY: the window lies inside the buf's range (the slot); the buf is idle.
             check(
                 "doca_buf_set_data",
+                // SAFETY: the window lies inside the buf's range (the slot); the buf is idle.
                 unsafe { sys::doca_buf_set_data(buf, data, len) },
                 None,
             )?;
@@ -745,14 +1002,11 @@ impl Transport for DocaTransport {
         if self.closed {
             return Err(Error::TransportClosed { transport: NAME });
         }
-        // SAFETY: the PE and its handle are alive; clearing an unarmed handle is harmless.
-        unsafe { sys::doca_pe_clear_notification(self.pe, self.notify_fd) };
         self.progress();
         // Always leave the notification armed: the caller may sleep even after a poll that
         // returned something (just not what it waits for). Progressing once more after arming
         // closes the race with a completion that arrived in between.
-        // SAFETY: the PE is alive.
-        unsafe { sys::doca_pe_request_notification(self.pe) };
+        self.arm();
         self.progress();
         let inbox = self.inbox();
         out.append(&mut inbox.done);
@@ -765,8 +1019,7 @@ impl Transport for DocaTransport {
         if self.role == Role::Sender {
             self.post_credit_receives()?;
             // A re-posted receive may complete at once: keep the notification armed.
-            // SAFETY: the PE is alive.
-            unsafe { sys::doca_pe_request_notification(self.pe) };
+            self.arm();
         }
         Ok(())
     }
@@ -798,7 +1051,7 @@ impl Transport for DocaTransport {
     }
 
     fn wait_handle(&self) -> Option<WaitHandle<'_>> {
-        if self.notify_fd < 0 {
+        if self.notify_fd < 0 || !self.connected {
             return None;
         }
         // SAFETY: the descriptor belongs to the PE, which lives as long as `self`.
@@ -899,7 +1152,11 @@ unsafe extern "C" fn recv_failed(
 }
 
 /// DOCA's name for an error code.
-pub fn error_name(code: doca_error_t) -> String {
+pub(crate) fn error_name(code: doca_error_t) -> String {
+    if code == DOCA_ERROR_DEVICE_FATAL_ERROR {
+        // Runtimes older than DOCA 3.3 do not know the name.
+        return "DOCA_ERROR_DEVICE_FATAL_ERROR".to_owned();
+    }
     // SAFETY: returns a static C string (or NULL for unknown codes).
     let name = unsafe { sys::doca_error_get_name(code) };
     if name.is_null() {
@@ -928,6 +1185,7 @@ fn check(call: &'static str, rc: doca_error_t, hint: Option<&'static str>) -> Re
         doca_error::DOCA_ERROR_CONNECTION_ABORTED
         | doca_error::DOCA_ERROR_CONNECTION_RESET
         | doca_error::DOCA_ERROR_NOT_CONNECTED => Some(CONNECTION_HINT),
+        DOCA_ERROR_DEVICE_FATAL_ERROR => Some(FATAL_HINT),
         _ => None,
     });
     Err(Error::Doca {
@@ -935,6 +1193,17 @@ fn check(call: &'static str, rc: doca_error_t, hint: Option<&'static str>) -> Re
         code: error_name(rc),
         hint,
     })
+}
+
+/// A context state for messages.
+fn state_name(state: sys::doca_ctx_states) -> String {
+    match state {
+        sys::doca_ctx_states::DOCA_CTX_STATE_IDLE => "IDLE".to_owned(),
+        sys::doca_ctx_states::DOCA_CTX_STATE_STARTING => "STARTING".to_owned(),
+        sys::doca_ctx_states::DOCA_CTX_STATE_RUNNING => "RUNNING".to_owned(),
+        sys::doca_ctx_states::DOCA_CTX_STATE_STOPPING => "STOPPING".to_owned(),
+        other => format!("state {}", other.0),
+    }
 }
 
 fn log_failure(call: &'static str, rc: doca_error_t) {

@@ -20,7 +20,7 @@ use crate::Result;
 // block there carries a `// SAFETY:` comment.
 #[cfg(doca_transport)]
 #[allow(unsafe_code)]
-pub mod doca;
+pub(crate) mod doca;
 #[allow(unsafe_code)]
 pub(crate) mod slots;
 pub(crate) mod tcp;

@@ -37,10 +37,13 @@ typedef void (*doca_ctx_state_changed_callback_t)(const union doca_data user_dat
 						  enum doca_ctx_states prev_state,
 						  enum doca_ctx_states next_state);
 
-/* Finish configuration and start the context. */
+/* Finish configuration and start the context: DOCA_SUCCESS and RUNNING (synchronous start),
+ * or DOCA_ERROR_IN_PROGRESS and STARTING (asynchronous: RUNNING once connected, during
+ * doca_pe_progress()). */
 doca_error_t doca_ctx_start(struct doca_ctx *ctx);
 
-/* Stop the context; DOCA_ERROR_IN_PROGRESS means it is STOPPING until progress drains it. */
+/* Stop the context; every task not in flight must be freed first. DOCA_ERROR_IN_PROGRESS
+ * means it is STOPPING until progress drains it (flushed tasks are freed as they return). */
 doca_error_t doca_ctx_stop(struct doca_ctx *ctx);
 
 /* Number of submitted tasks that have not completed yet. */

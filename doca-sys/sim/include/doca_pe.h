@@ -1,6 +1,6 @@
 /*
  * rdma-container: our declaration of the part of DOCA's doca_pe.h that we use.
- * Written from the documented API (DOCA 2.9 - 3.1); checked against the SDK by
+ * Written from the documented API (DOCA 2.9 - 3.3); checked against the SDK by
  * conformance/check.c. Not NVIDIA's header. Linux only.
  */
 #ifndef DOCA_SYS_DECL_PE_H
@@ -19,6 +19,20 @@ extern "C" {
 struct doca_ctx;
 struct doca_pe;
 struct doca_task;
+
+/* What doca_pe_progress() progresses once the notification is armed, as X(name, value).
+ * SELECTIVE (the default): only contexts that got an event (or had work when armed), and
+ * doca_pe_clear_notification() must follow a received event. PROGRESS_ALL: every context on
+ * every progress call; on Linux doca_pe_request_notification() clears what was raised. */
+#define DOCA_SYS_PE_EVENT_MODE_LIST(X)                 \
+	X(DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE, 0)    \
+	X(DOCA_PE_EVENT_MODE_PROGRESS_ALL, 1)
+
+#ifndef DOCA_SYS_CONFORMANCE_CHECK
+enum doca_pe_event_mode {
+	DOCA_SYS_PE_EVENT_MODE_LIST(DOCA_SYS_ENUMERATOR)
+};
+#endif
 
 /* Create a progress engine. */
 doca_error_t doca_pe_create(struct doca_pe **pe);
@@ -61,6 +75,9 @@ struct doca_ctx *doca_task_get_ctx(const struct doca_task *task);
 
 /* Attach a context to the engine (context must be idle; only once). */
 doca_error_t doca_pe_connect_ctx(struct doca_pe *pe, struct doca_ctx *ctx);
+
+/* Choose the event mode (experimental in the SDK; not from inside a task callback). */
+doca_error_t doca_pe_set_event_mode(struct doca_pe *pe, enum doca_pe_event_mode event_mode);
 
 #ifdef __cplusplus
 }

@@ -49,13 +49,16 @@ doca_error_t doca_rdma_destroy(struct doca_rdma *rdma);
 /* The generic context of the RDMA context. */
 struct doca_ctx *doca_rdma_as_ctx(struct doca_rdma *rdma);
 
-/* Create a connection and describe it in a blob (owned by DOCA) for the peer. Ctx must be running. */
+/* Create a connection and describe it in a blob (owned by DOCA) for the peer. Only after
+ * doca_ctx_start(): the context is STARTING (asynchronous start) or RUNNING (synchronous). */
 doca_error_t doca_rdma_export(struct doca_rdma *rdma,
 			      const void **local_rdma_conn_details,
 			      size_t *local_rdma_conn_details_size,
 			      struct doca_rdma_connection **rdma_connection);
 
-/* Connect an exported connection to the peer's blob. */
+/* Connect an exported connection to the peer's blob. Only after doca_ctx_start(); with an
+ * asynchronous start the context is STARTING and doca_pe_progress() moves it to RUNNING once
+ * connected. Tasks may be allocated and submitted only after that. */
 doca_error_t doca_rdma_connect(struct doca_rdma *rdma,
 			       const void *remote_rdma_conn_details,
 			       size_t remote_rdma_conn_details_size,
@@ -74,6 +77,7 @@ doca_error_t doca_rdma_cap_task_send_is_supported(const struct doca_devinfo *dev
 
 /* ---- properties (all only while the context is idle) ---- */
 
+/* Send queue depth (rounded up to a power of 2): outstanding sends beyond it are refused. */
 doca_error_t doca_rdma_set_send_queue_size(struct doca_rdma *rdma, uint32_t send_queue_size);
 
 /* Affects only GPU/DPA data paths; the CPU data path answers DOCA_ERROR_NOT_SUPPORTED. */

@@ -9,6 +9,7 @@
 #define DOCA_SIM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "doca_error.h"
 
@@ -36,6 +37,13 @@ doca_error_t doca_sim_set_devices(const char *spec);
 
 /* Set the delay between receiver-not-ready retries (as DOCA_SIM_RNR_DELAY_MS). */
 void doca_sim_set_rnr_delay_ms(unsigned int ms);
+
+/* doca_ctx_start: asynchronous (nonzero: IN_PROGRESS, RUNNING once connected) or
+ * synchronous (0: RUNNING at once), as DOCA_SIM_START=async|sync. */
+void doca_sim_set_start_async(int async);
+
+/* What doca_rdma_cap_get_max_message_size reports (as DOCA_SIM_MAX_MSG_SIZE). */
+void doca_sim_set_max_msg_size(uint32_t max);
 
 /* Restore every setting to what the environment said at start-up. */
 void doca_sim_reset_config(void);

@@ -83,8 +83,11 @@ uint64_t sim_now_ns(void)
 
 /* ---------------------------------------------------------------- error strings */
 
+/* DOCA 3.3 added code 31; our enum stops at 30 so that our headers still match 3.0's. */
+#define SIM_ERROR_DEVICE_FATAL 31
 #define SIM_ERROR_NAME(name, value) [value] = #name,
-static const char *const sim_error_names[] = { DOCA_SYS_ERROR_LIST(SIM_ERROR_NAME) };
+static const char *const sim_error_names[] = { DOCA_SYS_ERROR_LIST(SIM_ERROR_NAME)
+						[SIM_ERROR_DEVICE_FATAL] = "DOCA_ERROR_DEVICE_FATAL_ERROR" };
 
 static const char *const sim_error_descrs[] = {
 	[DOCA_SUCCESS] = "Success",
@@ -118,6 +121,7 @@ static const char *const sim_error_descrs[] = {
 	[DOCA_ERROR_AUTHENTICATION] = "Authentication failed",
 	[DOCA_ERROR_BAD_CONFIG] = "Bad configuration",
 	[DOCA_ERROR_SKIPPED] = "Skipped",
+	[SIM_ERROR_DEVICE_FATAL] = "Device experienced a fatal error",
 };
 
 const char *doca_error_get_name(doca_error_t error)
@@ -325,6 +329,7 @@ static void sim_load_env(void)
 	const char *devices = getenv("DOCA_SIM_DEVICES");
 	const char *faults = getenv("DOCA_SIM_FAIL");
 	const char *dir = getenv("DOCA_SIM_DIR");
+	const char *start;
 	long v;
 
 	sim_free_config();
@@ -343,6 +348,15 @@ static void sim_load_env(void)
 	sim_cfg.rnr_delay_ms = v < 0 ? 0 : (unsigned int)v;
 	v = sim_env_long("DOCA_SIM_MAX_MSG_SIZE", 1L << 30);
 	sim_cfg.max_msg_size = (v <= 0 || v > (long)UINT32_MAX) ? (1u << 30) : (uint32_t)v;
+	start = getenv("DOCA_SIM_START");
+	if (start == NULL || *start == '\0' || strcmp(start, "async") == 0) {
+		sim_cfg.start_async = true;
+	} else if (strcmp(start, "sync") == 0) {
+		sim_cfg.start_async = false;
+	} else {
+		sim_warn("cannot parse DOCA_SIM_START=%s (expected sync or async)", start);
+		abort();
+	}
 	if (dir == NULL || *dir == '\0')
 		dir = getenv("TMPDIR");
 	if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof(sim_cfg.sock_dir))
@@ -468,7 +482,7 @@ size_t doca_sim_report(char *buf, size_t len)
 		used += n > 0 ? (size_t)n : 0;
 	}
 	if (used < sizeof(tmp)) {
-		n = snprintf(tmp + used, sizeof(tmp) - used, "}}");
+		n = snprintf(tmp + used, sizeof(tmp) - used, "},\"spurious_clears\":%zu}", sim_pe_spurious_clears());
 		used += n > 0 ? (size_t)n : 0;
 	}
 	sim_unlock();
@@ -553,6 +567,20 @@ void doca_sim_set_rnr_delay_ms(unsigned int ms)
 {
 	sim_lock();
 	sim_cfg.rnr_delay_ms = ms;
+	sim_unlock();
+}
+
+void doca_sim_set_start_async(int async)
+{
+	sim_lock();
+	sim_cfg.start_async = async != 0;
+	sim_unlock();
+}
+
+void doca_sim_set_max_msg_size(uint32_t max)
+{
+	sim_lock();
+	sim_cfg.max_msg_size = max;
 	sim_unlock();
 }
 

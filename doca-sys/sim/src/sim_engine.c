@@ -105,15 +105,37 @@ static bool sim_ctx_drained(const struct doca_ctx *ctx)
 	return ctx->inflight == 0 && r->send_pool.allocated == 0 && r->recv_pool.allocated == 0;
 }
 
+/* An asynchronously started context becomes RUNNING once its connection is up. */
+static bool sim_ctx_may_run(const struct doca_ctx *ctx)
+{
+	return ctx->state == DOCA_CTX_STATE_STARTING && sim_rdma_has_connected(ctx->rdma);
+}
+
 static bool sim_pe_has_work(const struct doca_pe *pe)
 {
 	const struct doca_ctx *c;
 	if (pe->doneq.head != NULL)
 		return true;
 	for (c = pe->ctxs; c != NULL; c = c->pe_next)
-		if (c->state == DOCA_CTX_STATE_STOPPING && sim_ctx_drained(c))
+		if ((c->state == DOCA_CTX_STATE_STOPPING && sim_ctx_drained(c)) || sim_ctx_may_run(c))
 			return true;
 	return false;
+}
+
+static size_t sim_spurious_clears;
+
+size_t sim_pe_spurious_clears(void)
+{
+	return sim_spurious_clears;
+}
+
+/* Empty the eventfd: the handle is no longer readable. */
+static void sim_pe_drain(struct doca_pe *pe)
+{
+	uint64_t v;
+	while (read(pe->evfd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		;
+	pe->raised = false;
 }
 
 void sim_pe_kick(struct doca_pe *pe)
@@ -122,6 +144,7 @@ void sim_pe_kick(struct doca_pe *pe)
 	if (pe == NULL || !pe->armed || !sim_pe_has_work(pe))
 		return;
 	pe->armed = false;
+	pe->raised = true;
 	if (write(pe->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		sim_warn("eventfd write failed: %s", strerror(errno));
 }
@@ -154,6 +177,7 @@ doca_error_t doca_pe_create(struct doca_pe **pe)
 		free(p);
 		SIM_RETURN(DOCA_ERROR_OPERATING_SYSTEM);
 	}
+	p->event_mode = DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE;
 	sim_obj_add(&p->obj, SIM_PE);
 	*pe = p;
 	SIM_RETURN(DOCA_SUCCESS);
@@ -199,6 +223,12 @@ uint8_t doca_pe_progress(struct doca_pe *pe)
 	p = sim_pe_check(pe, __func__);
 	if (p->in_progress)
 		sim_fatal("doca_pe_progress called from inside a completion or state callback");
+	if (p->event_mode == DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE && p->raised) {
+		/* Selective mode: a raised notification must be cleared (doca_pe_clear_notification)
+		 * before the engine delivers anything new. */
+		sim_unlock();
+		return 0;
+	}
 	p->in_progress = true;
 	t = sim_queue_pop(&p->doneq);
 	if (t != NULL) {
@@ -216,6 +246,12 @@ uint8_t doca_pe_progress(struct doca_pe *pe)
 		made = 1;
 	} else {
 		for (c = p->ctxs; c != NULL; c = c->pe_next) {
+			if (sim_ctx_may_run(c)) {
+				/* Asynchronous start: the connection completed, STARTING -> RUNNING. */
+				sim_ctx_set_state(c, DOCA_CTX_STATE_RUNNING);
+				made = 1;
+				break;
+			}
 			if (c->state == DOCA_CTX_STATE_STOPPING && sim_ctx_drained(c)) {
 				/* The callback may destroy the context: do not touch it afterwards. */
 				sim_ctx_set_state(c, DOCA_CTX_STATE_IDLE);
@@ -245,14 +281,33 @@ doca_error_t doca_pe_get_notification_handle(const struct doca_pe *pe, doca_noti
 doca_error_t doca_pe_clear_notification(struct doca_pe *pe, doca_notification_handle_t handle)
 {
 	struct doca_pe *p;
-	uint64_t v;
 
 	(void)handle; /* unused on Linux, as in the SDK */
 	SIM_ENTER();
 	p = sim_pe_check(pe, __func__);
 	SIM_FAULT();
-	while (read(p->evfd, &v, sizeof(v)) == (ssize_t)sizeof(v))
-		;
+	if (!p->raised) {
+		/* doca_pe.h: call it after an event was received through the handle. */
+		sim_spurious_clears++;
+	}
+	sim_pe_drain(p);
+	SIM_RETURN(DOCA_SUCCESS);
+}
+
+doca_error_t doca_pe_set_event_mode(struct doca_pe *pe, enum doca_pe_event_mode event_mode)
+{
+	struct doca_pe *p;
+
+	SIM_ENTER();
+	if (pe == NULL)
+		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
+	p = sim_pe_check(pe, __func__);
+	if (p->in_progress)
+		sim_fatal("doca_pe_set_event_mode called from inside a callback of the same progress engine");
+	if (event_mode != DOCA_PE_EVENT_MODE_PROGRESS_SELECTIVE && event_mode != DOCA_PE_EVENT_MODE_PROGRESS_ALL)
+		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
+	SIM_FAULT();
+	p->event_mode = event_mode;
 	SIM_RETURN(DOCA_SUCCESS);
 }
 
@@ -263,6 +318,9 @@ doca_error_t doca_pe_request_notification(struct doca_pe *pe)
 	SIM_ENTER();
 	p = sim_pe_check(pe, __func__);
 	SIM_FAULT();
+	/* Linux, PROGRESS_ALL: arming clears what was raised before. */
+	if (p->event_mode == DOCA_PE_EVENT_MODE_PROGRESS_ALL)
+		sim_pe_drain(p);
 	p->armed = true;
 	sim_pe_kick(p);
 	SIM_RETURN(DOCA_SUCCESS);
@@ -369,7 +427,13 @@ doca_error_t doca_ctx_start(struct doca_ctx *ctx)
 	if ((r->send_pool.configured && r->send_pool.tasks == NULL) ||
 	    (r->recv_pool.configured && r->recv_pool.tasks == NULL))
 		SIM_RETURN(DOCA_ERROR_INITIALIZATION);
-	/* Synchronous start (DOCA >= 2.9): straight to RUNNING, callback from inside this call. */
+	if (sim_cfg.start_async) {
+		/* Asynchronous start: STARTING until the connection completes (doca_rdma_connect,
+		 * then doca_pe_progress moves the context to RUNNING). */
+		sim_ctx_set_state(c, DOCA_CTX_STATE_STARTING);
+		SIM_RETURN(DOCA_ERROR_IN_PROGRESS);
+	}
+	/* Synchronous start: straight to RUNNING, callback from inside this call. */
 	sim_ctx_set_state(c, DOCA_CTX_STATE_RUNNING);
 	SIM_RETURN(DOCA_SUCCESS);
 }
@@ -387,8 +451,15 @@ doca_error_t doca_ctx_stop(struct doca_ctx *ctx)
 	r = c->rdma;
 	if (c->pe == NULL)
 		SIM_RETURN(DOCA_ERROR_NOT_CONNECTED);
-	if (c->state != DOCA_CTX_STATE_RUNNING)
+	if (c->state != DOCA_CTX_STATE_RUNNING && c->state != DOCA_CTX_STATE_STARTING)
 		SIM_RETURN(DOCA_ERROR_BAD_STATE);
+	if (sim_rdma_owned_tasks(r) != 0) {
+		/* doca_pe.h: every task must be freed before the context is stopped (tasks flushed
+		 * by the stop are freed as their callbacks hand them back). */
+		sim_warn("doca_ctx_stop: %u task(s) still allocated (free every task not in flight first)",
+			 sim_rdma_owned_tasks(r));
+		SIM_RETURN(DOCA_ERROR_IN_USE);
+	}
 	SIM_FAULT();
 	/* Tear the QPs down (the peer sees the connection go away) and flush what is in flight. */
 	sim_rdma_close_conns(r);
@@ -497,6 +568,13 @@ doca_error_t doca_task_submit(struct doca_task *task)
 		if (t->conn->state == SIM_CONN_EXPORTED) {
 			sim_warn("doca_task_submit: send on a connection that doca_rdma_connect was not called on");
 			SIM_RETURN(DOCA_ERROR_NOT_CONNECTED);
+		}
+		if (t->conn->sendq.len >= r->send_queue_size) {
+			sim_warn("doca_task_submit: %zu sends outstanding fill the send queue of %u "
+				 "(doca_rdma_set_send_queue_size)",
+				 t->conn->sendq.len,
+				 r->send_queue_size);
+			SIM_RETURN(DOCA_ERROR_FULL);
 		}
 	}
 	t->state = SIM_TASK_SUBMITTED;

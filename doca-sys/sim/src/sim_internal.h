@@ -249,6 +249,8 @@ struct doca_pe {
 	struct sim_obj obj;
 	int evfd;          /* the notification handle */
 	bool armed;        /* doca_pe_request_notification called, not yet fired */
+	bool raised;       /* the handle fired and doca_pe_clear_notification was not called yet */
+	enum doca_pe_event_mode event_mode;
 	bool in_progress;  /* inside doca_pe_progress (callbacks running) */
 	struct doca_ctx *ctxs;
 	struct sim_task_queue doneq; /* completed tasks waiting for their callback */
@@ -272,6 +274,7 @@ struct sim_config {
 	long drop_after;
 	unsigned int rnr_delay_ms;
 	uint32_t max_msg_size;
+	bool start_async; /* DOCA_SIM_START: doca_ctx_start answers IN_PROGRESS (STARTING) */
 	char sock_dir[80];
 	bool trace;
 	bool quiet; /* DOCA_SIM_QUIET: no diagnostics (fatal misuse and leaks still print) */
@@ -337,12 +340,18 @@ bool sim_queue_remove(struct sim_task_queue *q, struct doca_task *t);
 void sim_task_complete(struct doca_task *t, doca_error_t status);
 /* Wake a waiter on the PE's notification handle if it is armed and work is pending. */
 void sim_pe_kick(struct doca_pe *pe);
+/* doca_pe_clear_notification calls made while nothing was raised. */
+size_t sim_pe_spurious_clears(void);
 
 /* rdma.c */
 void sim_rdma_close_conns(struct doca_rdma *rdma);
 void sim_conn_submit_send(struct doca_rdma_connection *conn, struct doca_task *t);
 void sim_rdma_post_receive(struct doca_rdma *rdma, struct doca_task *t);
 bool sim_conn_is_live(const struct doca_rdma *rdma, const struct doca_rdma_connection *conn);
+/* Whether a connection of the context completed doca_rdma_connect. */
+bool sim_rdma_has_connected(const struct doca_rdma *rdma);
+/* Application-owned (allocated, not submitted) tasks of the context. */
+uint32_t sim_rdma_owned_tasks(const struct doca_rdma *rdma);
 void sim_pe_disconnect_ctx(struct doca_ctx *ctx);
 
 #endif /* DOCA_SIM_INTERNAL_H */

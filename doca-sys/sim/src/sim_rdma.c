@@ -34,6 +34,7 @@
 #define SIM_RNR_INFINITE 7
 #define SIM_DEFAULT_RNR_RETRY 1
 #define SIM_BLOB_VERSION 1
+#define SIM_MAX_SEND_QUEUE 32768u
 
 enum sim_frame_type {
 	SIM_FRAME_HELLO = 1,   /* payload: target nonce, sender nonce */
@@ -736,6 +737,27 @@ static void conn_handle_event(struct doca_rdma_connection *conn, enum sim_fd_rol
 
 /* ---------------------------------------------------------------- engine hooks */
 
+bool sim_rdma_has_connected(const struct doca_rdma *rdma)
+{
+	const struct doca_rdma_connection *c;
+	for (c = rdma->conns; c != NULL; c = c->next)
+		if (c->state != SIM_CONN_EXPORTED)
+			return true;
+	return false;
+}
+
+uint32_t sim_rdma_owned_tasks(const struct doca_rdma *rdma)
+{
+	const struct sim_task_pool *pools[2] = { &rdma->send_pool, &rdma->recv_pool };
+	uint32_t n = 0, i;
+	int k;
+	for (k = 0; k < 2; k++)
+		for (i = 0; pools[k]->tasks != NULL && i < pools[k]->pool_num; i++)
+			if (pools[k]->tasks[i].state == SIM_TASK_ALLOCATED)
+				n++;
+	return n;
+}
+
 bool sim_conn_is_live(const struct doca_rdma *rdma, const struct doca_rdma_connection *conn)
 {
 	const struct doca_rdma_connection *c;
@@ -917,8 +939,8 @@ doca_error_t doca_rdma_export(struct doca_rdma *rdma,
 	    rdma_connection == NULL)
 		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
 	r = sim_rdma_check(rdma, __func__);
-	if (r->ctx.state != DOCA_CTX_STATE_RUNNING) {
-		sim_warn("doca_rdma_export: the context is not running (start it first)");
+	if (r->ctx.state != DOCA_CTX_STATE_STARTING && r->ctx.state != DOCA_CTX_STATE_RUNNING) {
+		sim_warn("doca_rdma_export: the context is not started (call doca_ctx_start first)");
 		SIM_RETURN(DOCA_ERROR_BAD_STATE);
 	}
 	if (r->nconns >= r->max_num_connections)
@@ -991,8 +1013,14 @@ doca_error_t doca_rdma_connect(struct doca_rdma *rdma,
 	r = sim_rdma_check(rdma, __func__);
 	if (!sim_conn_is_live(r, c))
 		sim_fatal("doca_rdma_connect: %p is not a connection exported by this context", (void *)c);
-	if (r->ctx.state != DOCA_CTX_STATE_RUNNING || c->state != SIM_CONN_EXPORTED)
+	if (r->ctx.state != DOCA_CTX_STATE_STARTING && r->ctx.state != DOCA_CTX_STATE_RUNNING) {
+		sim_warn("doca_rdma_connect: the context is not started (call doca_ctx_start first)");
 		SIM_RETURN(DOCA_ERROR_BAD_STATE);
+	}
+	if (c->state != SIM_CONN_EXPORTED) {
+		sim_warn("doca_rdma_connect: the connection is already connected");
+		SIM_RETURN(DOCA_ERROR_BAD_STATE);
+	}
 	if (remote_rdma_conn_details_size != sizeof(struct sim_blob)) {
 		sim_warn("doca_rdma_connect: connection details of %zu bytes (expected %zu): corrupted blob",
 			 remote_rdma_conn_details_size,
@@ -1055,7 +1083,30 @@ doca_error_t doca_rdma_connect(struct doca_rdma *rdma,
 		SIM_RETURN(DOCA_SUCCESS);                                 \
 	}
 
-SIM_RDMA_SETTER(doca_rdma_set_send_queue_size, uint32_t, value > 0, send_queue_size)
+/* The SDK rounds the send queue size up to the next power of 2. */
+static uint32_t sim_pow2(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v && p < (1u << 31))
+		p <<= 1;
+	return p;
+}
+
+doca_error_t doca_rdma_set_send_queue_size(struct doca_rdma *rdma, uint32_t send_queue_size)
+{
+	struct doca_rdma *r;
+	SIM_ENTER();
+	if (rdma == NULL)
+		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
+	r = sim_rdma_check(rdma, __func__);
+	if (r->ctx.state != DOCA_CTX_STATE_IDLE)
+		SIM_RETURN(DOCA_ERROR_BAD_STATE);
+	if (send_queue_size == 0 || send_queue_size > SIM_MAX_SEND_QUEUE)
+		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
+	SIM_FAULT();
+	r->send_queue_size = sim_pow2(send_queue_size);
+	SIM_RETURN(DOCA_SUCCESS);
+}
 SIM_RDMA_SETTER(doca_rdma_set_transport_type,
 		enum doca_rdma_transport_type,
 		value == DOCA_RDMA_TRANSPORT_TYPE_RC || value == DOCA_RDMA_TRANSPORT_TYPE_DC,
@@ -1151,8 +1202,11 @@ doca_error_t doca_rdma_task_send_set_conf(struct doca_rdma *rdma,
 static doca_error_t sim_task_alloc(struct doca_rdma *r, struct sim_task_pool *pool, struct doca_task **out)
 {
 	uint32_t i;
-	if (r->ctx.state != DOCA_CTX_STATE_RUNNING) {
-		sim_warn("task allocation: the context is not running");
+	/* doca_rdma.h: tasks may be allocated only once the context is RUNNING after
+	 * doca_rdma_connect (with a synchronous start it is RUNNING before the connection). */
+	if (r->ctx.state != DOCA_CTX_STATE_RUNNING || !sim_rdma_has_connected(r)) {
+		sim_warn("task allocation: the context is not running and connected (allocate tasks after "
+			 "doca_rdma_connect and progress until RUNNING)");
 		return DOCA_ERROR_BAD_STATE;
 	}
 	if (!pool->configured) {

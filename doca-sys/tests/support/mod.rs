@@ -164,6 +164,8 @@ pub struct Opts {
     pub mem_len: usize,
     pub bufs: usize,
     pub mmap_permissions: u32,
+    /// `doca_rdma_set_send_queue_size` (None: the default of 64).
+    pub send_queue: Option<u32>,
 }
 
 impl Default for Opts {
@@ -177,6 +179,7 @@ impl Default for Opts {
             mem_len: 64 * 1024,
             bufs: 64,
             mmap_permissions: doca_access_flag::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE.0,
+            send_queue: None,
         }
     }
 }
@@ -278,6 +281,9 @@ impl Endpoint {
             ));
             ok(doca_rdma_set_max_num_connections(ep.rdma, 1));
             ok(doca_rdma_set_rnr_retry_count(ep.rdma, opts.rnr_retry));
+            if let Some(n) = opts.send_queue {
+                ok(doca_rdma_set_send_queue_size(ep.rdma, n));
+            }
             ok(doca_rdma_task_send_set_conf(
                 ep.rdma,
                 Some(on_send),
@@ -300,16 +306,35 @@ impl Endpoint {
         ep
     }
 
-    /// A started endpoint.
+    /// A started endpoint: RUNNING (synchronous start) or STARTING (asynchronous start,
+    /// RUNNING once connected and progressed: see [`Endpoint::wait_running`]).
     pub fn running(opts: &Opts) -> Endpoint {
         let ep = Endpoint::new(opts);
         ep.start();
         ep
     }
 
+    /// doca_ctx_start: DOCA_SUCCESS (synchronous) or DOCA_ERROR_IN_PROGRESS (asynchronous).
     pub fn start(&self) {
         // SAFETY: ctx is live.
-        ok(unsafe { doca_ctx_start(self.ctx) });
+        let rc = unsafe { doca_ctx_start(self.ctx) };
+        assert!(
+            rc == SUCCESS || rc == doca_error::DOCA_ERROR_IN_PROGRESS,
+            "doca_ctx_start: {}",
+            name(rc)
+        );
+    }
+
+    /// After doca_rdma_connect: progress until the context is RUNNING (at once with a
+    /// synchronous start).
+    pub fn wait_running(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.state() != doca_ctx_states::DOCA_CTX_STATE_RUNNING {
+            assert!(Instant::now() < deadline, "context never reached RUNNING");
+            if !self.progress() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
     }
 
     pub fn state(&self) -> doca_ctx_states {
@@ -441,6 +466,19 @@ impl Endpoint {
         self.tasks.retain(|t| *t != task);
     }
 
+    /// Free every task of ours that is not in flight.
+    pub fn free_idle_tasks(&mut self) {
+        let free: Vec<_> = self
+            .tasks
+            .iter()
+            .copied()
+            .filter(|t| !self.inflight.contains(&(*t as usize)))
+            .collect();
+        for t in free {
+            self.free_task(t);
+        }
+    }
+
     /// One doca_pe_progress call.
     pub fn progress(&mut self) -> bool {
         IN_PROGRESS.with(|p| p.set(true));
@@ -486,11 +524,16 @@ impl Endpoint {
         self.events.borrow().outside_progress
     }
 
-    /// Stop (if needed), progress until IDLE freeing every task, return every buf, and
-    /// destroy everything in DOCA's order, asserting each step succeeds.
+    /// Free every task not in flight, stop (if needed), progress until IDLE freeing every
+    /// task that comes back, return every buf, and destroy everything in DOCA's order,
+    /// asserting each step succeeds.
     pub fn teardown(mut self) {
         if self.state() != doca_ctx_states::DOCA_CTX_STATE_IDLE {
-            if self.state() == doca_ctx_states::DOCA_CTX_STATE_RUNNING {
+            self.free_idle_tasks();
+            if matches!(
+                self.state(),
+                doca_ctx_states::DOCA_CTX_STATE_RUNNING | doca_ctx_states::DOCA_CTX_STATE_STARTING
+            ) {
                 // SAFETY: ctx is live.
                 let rc = unsafe { doca_ctx_stop(self.ctx) };
                 assert!(
@@ -502,15 +545,7 @@ impl Endpoint {
             let deadline = Instant::now() + Duration::from_secs(10);
             while self.state() != doca_ctx_states::DOCA_CTX_STATE_IDLE {
                 assert!(Instant::now() < deadline, "context never reached IDLE");
-                let free: Vec<_> = self
-                    .tasks
-                    .iter()
-                    .copied()
-                    .filter(|t| !self.inflight.contains(&(*t as usize)))
-                    .collect();
-                for t in free {
-                    self.free_task(t);
-                }
+                self.free_idle_tasks();
                 if !self.progress() {
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -534,7 +569,7 @@ impl Endpoint {
     }
 }
 
-/// Two started endpoints connected to each other.
+/// Two started endpoints connected to each other, both RUNNING.
 pub fn pair(a: &Opts, b: &Opts) -> (Endpoint, Endpoint) {
     let mut x = Endpoint::running(a);
     let mut y = Endpoint::running(b);
@@ -542,6 +577,8 @@ pub fn pair(a: &Opts, b: &Opts) -> (Endpoint, Endpoint) {
     let by = y.export();
     x.connect(&by);
     y.connect(&bx);
+    x.wait_running();
+    y.wait_running();
     (x, y)
 }
 
