@@ -61,6 +61,9 @@ pub struct Config {
     /// receiver, no credit while the sender waits for one). `None` (the default) waits for as
     /// long as the peer's connections stay up.
     pub idle_timeout: Option<Duration>,
+    /// Before sleeping, keep polling for this long (lowest latency, one core busy while
+    /// waiting; perftest polls all the time). `None` (the default) sleeps at once.
+    pub busy_poll: Option<Duration>,
     /// Set from a signal handler to make every blocking wait return [`Error::Interrupted`].
     pub stop: Option<Arc<AtomicBool>>,
 }
@@ -76,6 +79,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: None,
+            busy_poll: None,
             stop: None,
         }
     }

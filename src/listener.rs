@@ -200,6 +200,24 @@ impl Incoming {
         self.pending.hello.role
     }
 
+    /// The credits the client configured (its receive slots when it receives).
+    pub fn peer_credits(&self) -> u16 {
+        self.pending.hello.credits
+    }
+
+    /// The largest message the client configured.
+    pub fn peer_max_message_size(&self) -> usize {
+        self.pending.hello.max_msg_size as usize
+    }
+
+    /// Uses the client's credits and largest message size for this session instead of the
+    /// listener's, never above the listener's largest message size: a benchmark server lets
+    /// the client choose the queue depth and message size, as perftest's client does.
+    pub fn adopt_peer_settings(&mut self) {
+        self.config.credits = self.pending.hello.credits;
+        self.config.max_msg_size = self.config.max_msg_size.min(self.peer_max_message_size());
+    }
+
     /// Accepts the client as its receiver (the client sends).
     ///
     /// # Errors

@@ -35,6 +35,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             cli::demo::run(config, args.count, args.size, args.quiet, stop)
         }
         Some(Command::Doctor(_)) => Ok(0),
+        Some(Command::Bench(args)) => cli::bench::run(&args, stop),
         None => {
             let config = cli::config_from(&cli.session, &stop)?;
             match (cli.server, cli.client) {

@@ -130,6 +130,7 @@ impl RdmaSrc {
             self.announce(false)?;
         }
         let mut polled = false;
+        let mut spin_until: Option<Instant> = None;
         loop {
             let now = Instant::now();
             match self.core.next(now)? {
@@ -145,6 +146,13 @@ impl RdmaSrc {
                     }
                     polled = false;
                     self.announce(true)?;
+                    if let Some(spin) = self.session.config.busy_poll {
+                        if now < *spin_until.get_or_insert_with(|| now + spin) {
+                            // Busy polling: look again at once (the control channel too).
+                            self.control_readable = true;
+                            continue;
+                        }
+                    }
                     self.control_readable = self.session.wait(
                         until,
                         !self.core.control_closed(),

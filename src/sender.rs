@@ -112,6 +112,7 @@ impl RdmaSink {
     }
 
     fn send_inner(&mut self, data: &[u8]) -> Result<()> {
+        let mut spin_until: Option<Instant> = None;
         let slot = loop {
             if let Some((_seq, slot)) = self.core.try_take()? {
                 break slot;
@@ -120,7 +121,13 @@ impl RdmaSink {
             if let Some((_seq, slot)) = self.core.try_take()? {
                 break slot;
             }
-            let until = self.core.wait_deadline(Instant::now())?;
+            let now = Instant::now();
+            if let Some(spin) = self.session.config.busy_poll {
+                if now < *spin_until.get_or_insert_with(|| now + spin) {
+                    continue;
+                }
+            }
+            let until = self.core.wait_deadline(now)?;
             self.control_readable =
                 self.session
                     .wait(until, !self.core.control_closed(), true, true)?;

@@ -40,6 +40,8 @@ pub struct SessionInfo {
     pub(crate) local: Hello,
     /// The peer's hello.
     pub(crate) peer: Hello,
+    /// The data path's MTU, when the transport has one (RDMA: the path MTU of the QP).
+    pub(crate) mtu: Option<u32>,
 }
 
 impl SessionInfo {
@@ -65,6 +67,11 @@ impl SessionInfo {
             ));
         }
         s
+    }
+
+    /// The data path's MTU in bytes, when the transport has one (RDMA transports).
+    pub fn mtu(&self) -> Option<u32> {
+        self.mtu
     }
 
     /// The window: the receiver's slot count.
@@ -374,6 +381,7 @@ impl Prepared {
             },
         }
         let info = SessionInfo {
+            mtu: self.transport.path_mtu(),
             transport: self.hello.transport,
             path: self.path,
             device: self.device,

@@ -12,11 +12,15 @@ Examples:
   rdma-container --server 10.0.0.2:5000       receive; print each message on stdout
   rdma-container --client 10.0.0.2:5000       send 10,000 messages \"0\"..\"9999\"
   rdma-container doctor --peer 10.0.0.2       GID table, device choice and what to fix
+  rdma-container bench --server 10.0.0.2:5001 and bench --client 10.0.0.2:5001 [--mode lat] [-a]
+                                              perftest-style bandwidth and latency
 
 The server address must be on the RoCE network (not a management IP): the RDMA device, port and
 GID are picked from the source address the kernel uses toward the peer. Without a RoCE v2 GID
-for that address, --transport auto falls back to TCP and says so. Payloads go to stdout, logs
-and summaries to stderr (RUST_LOG=debug for more).";
+for that address, --transport auto falls back to TCP and says so. Payloads go to stdout (text
+as is, with a \\ in front when it starts with < or \\; anything else, or text with control or
+invisible characters, as <N bytes: hex...>), logs and summaries to stderr (RUST_LOG=debug for
+more).";
 
 /// Message-oriented RDMA (RoCE v2) sender/receiver with credit-based flow control.
 #[derive(Debug, Parser)]
@@ -51,6 +55,9 @@ pub enum Command {
     Demo(SessionArgs),
     /// Show the RDMA devices and GIDs, the choice for a peer, limits and what to fix.
     Doctor(DoctorArgs),
+    /// Bandwidth (bw) or latency (lat) with perftest's columns: run `bench --server IP:PORT`
+    /// on one end and `bench --client IP:PORT` on the other.
+    Bench(super::bench::BenchArgs),
 }
 
 /// Options shared by --server, --client and demo.
@@ -95,6 +102,11 @@ pub struct SessionArgs {
     /// off (seconds, up to 86400).
     #[arg(long, value_name = "SECONDS")]
     pub idle_timeout: Option<Seconds>,
+
+    /// Poll this many microseconds before sleeping while waiting (lower latency, a busy core;
+    /// off by default).
+    #[arg(long, value_name = "USEC", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    pub busy_poll: Option<u64>,
 
     /// Server: do not print received payloads (the summary is still printed).
     #[arg(short, long)]

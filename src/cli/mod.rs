@@ -1,6 +1,7 @@
 //! The `rdma-container` command line: server, client, demo and doctor.
 
 pub mod args;
+pub mod bench;
 pub mod client;
 pub mod demo;
 pub mod doctor;
@@ -29,6 +30,10 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
         connect_timeout: args.connect_timeout.0,
         handshake_timeout: args.handshake_timeout.0,
         idle_timeout: args.idle_timeout.map(|t| t.0),
+        busy_poll: args
+            .busy_poll
+            .filter(|&us| us > 0)
+            .map(std::time::Duration::from_micros),
         stop: Some(stop.clone()),
     };
     config.validate()?;

@@ -110,6 +110,11 @@ pub(crate) trait Transport: Send + std::fmt::Debug {
         self.connect(peer_blob, deadline)
     }
 
+    /// The data path's MTU in bytes after `connect`, when the transport has one.
+    fn path_mtu(&self) -> Option<u32> {
+        None
+    }
+
     /// Number of registered slots.
     fn slot_count(&self) -> usize;
 
