@@ -822,7 +822,8 @@ pub struct ibv_qp {
 pub type ibv_poll_cq_fn =
     unsafe extern "C" fn(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int;
 /// `ops.req_notify_cq`: what the inline `ibv_req_notify_cq` calls.
-pub type ibv_req_notify_cq_fn = unsafe extern "C" fn(cq: *mut ibv_cq, solicited_only: c_int) -> c_int;
+pub type ibv_req_notify_cq_fn =
+    unsafe extern "C" fn(cq: *mut ibv_cq, solicited_only: c_int) -> c_int;
 /// `ops.post_send`: what the inline `ibv_post_send` calls.
 pub type ibv_post_send_fn = unsafe extern "C" fn(
     qp: *mut ibv_qp,

@@ -141,7 +141,9 @@ impl Library {
         // SAFETY: `lib` is libibverbs.so.1 (or a file the user named in its place), and the
         // pointers live in the same `Library` as `lib`, which is never dropped (a static).
         let fns = unsafe { ffi::Functions::load(&lib) }.map_err(|(symbol, e)| {
-            format!("{LIBRARY} lacks {symbol} ({e}); rdma-core is too old or broken: {INSTALL_HINT}")
+            format!(
+                "{LIBRARY} lacks {symbol} ({e}); rdma-core is too old or broken: {INSTALL_HINT}"
+            )
         })?;
         Ok(Library { fns, _lib: lib })
     }

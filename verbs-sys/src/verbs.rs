@@ -237,9 +237,8 @@ impl Context {
         let ch = channel.map_or(ptr::null_mut(), |c| c.0.ch.as_ptr());
         // SAFETY: the context and channel are valid; the CQ is destroyed in Drop (before the
         // channel, which it keeps alive).
-        let cq = unsafe {
-            (self.fns().ibv_create_cq)(self.as_ptr(), cqe, ptr::null_mut(), ch, vector)
-        };
+        let cq =
+            unsafe { (self.fns().ibv_create_cq)(self.as_ptr(), cqe, ptr::null_mut(), ch, vector) };
         let cq = non_null("ibv_create_cq", cq)?;
         Ok(CompletionQueue(Arc::new(CqInner {
             ctx: self.clone(),
@@ -433,7 +432,8 @@ impl CompletionChannel {
             let mut cq: *mut ffi::ibv_cq = ptr::null_mut();
             let mut cq_context: *mut c_void = ptr::null_mut();
             // SAFETY: the channel is valid; the out-pointers are live locals.
-            let rc = unsafe { (fns.ibv_get_cq_event)(self.0.ch.as_ptr(), &mut cq, &mut cq_context) };
+            let rc =
+                unsafe { (fns.ibv_get_cq_event)(self.0.ch.as_ptr(), &mut cq, &mut cq_context) };
             if rc != 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::WouldBlock || events > 0 {
@@ -665,6 +665,10 @@ pub struct SendList {
     sges: Vec<ibv_sge>,
 }
 
+// SAFETY: the list owns plain data; its pointers are set only while `post_send` runs and point
+// into its own vectors.
+unsafe impl Send for SendList {}
+
 impl std::fmt::Debug for SendList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SendList")
@@ -738,6 +742,9 @@ pub struct RecvList {
     wrs: Vec<ibv_recv_wr>,
     sges: Vec<ibv_sge>,
 }
+
+// SAFETY: as for SendList.
+unsafe impl Send for RecvList {}
 
 impl RecvList {
     /// An empty list with room for `n` requests.
