@@ -820,10 +820,11 @@ mod tests {
         );
         list.push_send(2, None, 0);
         let head = list.link();
+        let sges = list.sges.as_mut_ptr();
         assert_eq!(head, list.wrs.as_mut_ptr());
-        assert_eq!(list.wrs[0].next, list.wrs.as_mut_ptr().wrapping_add(1));
+        assert_eq!(list.wrs[0].next, head.wrapping_add(1));
         assert!(list.wrs[1].next.is_null());
-        assert_eq!(list.wrs[0].sg_list, list.sges.as_mut_ptr());
+        assert_eq!(list.wrs[0].sg_list, sges);
         assert!(list.wrs[1].sg_list.is_null());
         assert_eq!(list.wrs[1].num_sge, 0);
         assert_eq!(list.wrs[0].opcode, ffi::IBV_WR_SEND);
