@@ -17,6 +17,8 @@
 //! `verbs-sys` loads `libibverbs.so.1` with dlopen on first use, so where rdma-core is absent
 //! [`VerbsTransport::new`] reports the transport as unavailable, naming what to install.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
@@ -110,8 +112,6 @@ pub struct VerbsTransport {
     /// Reused for every post (no allocation on the data path).
     send_list: SendList,
     recv_list: RecvList,
-    /// Reused for every `ibv_poll_cq`.
-    wcs: Vec<ibv_wc>,
     /// Receiver: credit sends posted and not yet completed (bounded by the send queue depth).
     credits_in_flight: usize,
     /// Completions taken off the CQ while waiting for a send-queue entry, for the next `poll`.
@@ -245,7 +245,6 @@ impl VerbsTransport {
             max_inline,
             send_list: SendList::with_capacity(1),
             recv_list: RecvList::with_capacity(1),
-            wcs: vec![ibv_wc::default(); POLL_BATCH],
             credits_in_flight: 0,
             pending: Vec::new(),
             port,
@@ -267,12 +266,12 @@ impl VerbsTransport {
     fn poll_cq(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
         let mut total = 0;
         loop {
+            let mut wcs = [ibv_wc::default(); POLL_BATCH];
             let n = self
                 .cq
-                .poll(&mut self.wcs)
+                .poll(&mut wcs)
                 .map_err(|e| verb("ibv_poll_cq", e, None))?;
-            for i in 0..n {
-                let wc = self.wcs[i];
+            for wc in &wcs[..n] {
                 if wc.wr_id & CREDIT_TAG != 0 {
                     self.credit_completion(wc.wr_id & SEND_TAG != 0, wc.status, out)?;
                     continue;

@@ -984,10 +984,11 @@ macro_rules! verbs_functions {
                 Ok(Self {
                     $( $name: {
                         let name = concat!(stringify!($name), "\0");
-                        // SAFETY: the caller guarantees `lib` is libibverbs, whose symbol has
-                        // exactly this prototype (checked by the conformance test).
                         let sym: libloading::Symbol<'_, unsafe extern "C" fn($($ty),*) $(-> $ret)?> =
-                            unsafe { lib.get(name.as_bytes()) }.map_err(|e| (stringify!($name), e))?;
+                            // SAFETY: the caller guarantees `lib` is libibverbs, whose symbol
+                            // has exactly this prototype (checked by the conformance test).
+                            unsafe { lib.get(name.as_bytes()) }
+                                .map_err(|e| (stringify!($name), e))?;
                         *sym
                     }, )*
                 })

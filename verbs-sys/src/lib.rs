@@ -20,6 +20,7 @@
 //! a C compiler and `libibverbs-dev`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, missing_docs)]
 
 pub mod ffi;
 mod verbs;
