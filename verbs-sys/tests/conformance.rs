@@ -284,9 +284,12 @@ fn include_args() -> Vec<String> {
         .collect()
 }
 
+/// A fresh directory per call (tests run in parallel threads of one process).
 fn work_dir(tag: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "verbs-sys-conformance-{tag}-{}",
+        "verbs-sys-conformance-{tag}-{}-{n}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).expect("create the conformance work directory");
