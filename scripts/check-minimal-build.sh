@@ -24,7 +24,7 @@ if [ "${1:-}" != "--inside" ]; then
 	if [ "${MINIMAL_BUILD_KEEP:-0}" != 1 ]; then
 		rm -rf "$target"
 	fi
-	exec unshare --mount --propagation private -- "$0" --inside
+	exec unshare --mount --propagation private -- "$repo/scripts/$(basename "$0")" --inside
 fi
 
 # ---- inside the private mount namespace ----
