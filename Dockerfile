@@ -34,13 +34,13 @@ ENV DEBIAN_FRONTEND=noninteractive \
     CARGO_HOME=/usr/local/cargo \
     PATH=/usr/local/cargo/bin:$PATH
 
-# curl/ca-certificates for rustup; clang/libclang for bindgen (doca-sys over the DOCA headers,
-# rdma-mummy-sys for the verbs transport); cmake for rdma-mummy-sys's loader stubs; pkg-config
-# to find DOCA; the rdma-core headers that DOCA's headers include (from the DOCA apt repository
-# the image is preconfigured with).
+# curl/ca-certificates for rustup; clang/libclang for bindgen (doca-sys over the real DOCA
+# headers; the verbs transport needs neither: verbs-sys is our own declarations, libibverbs is
+# loaded at run time); pkg-config to find DOCA; the rdma-core headers that DOCA's headers
+# include (from the DOCA apt repository the image is preconfigured with).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-        ca-certificates curl build-essential cmake pkg-config clang libclang-dev \
+        ca-certificates curl build-essential pkg-config clang libclang-dev \
         libibverbs-dev librdmacm-dev \
  && rm -rf /var/lib/apt/lists/*
 

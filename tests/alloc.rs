@@ -55,14 +55,32 @@ fn transport() -> TransportChoice {
     }
 }
 
-fn session_allocations(credits: u16, size: usize) -> u64 {
-    let config = Config {
+fn session_allocations(credits: u16, size: usize, fixture: &std::path::Path) -> u64 {
+    let mut config = Config {
         credits,
         max_msg_size: 64 * 1024,
         transport: transport(),
         handshake_timeout: Duration::from_secs(10),
         ..Config::default()
     };
+    // The DOCA simulator: its default device mlx5_0 in a fixture sysfs, named explicitly
+    // (127/8 is refused for RDMA without an override), as tests/doca_faults.rs does.
+    if config.transport == TransportChoice::Doca {
+        let sysfs = rdma_test_support::FakeSysfs::at(fixture);
+        sysfs.active("mlx5_0", 1);
+        sysfs.gid(
+            "mlx5_0",
+            1,
+            1,
+            &rdma_test_support::ipv4_gid([10, 0, 0, 1]),
+            rdma_test_support::GID_V2,
+            "eth9",
+        );
+        config.sysfs_root = fixture.to_path_buf();
+        config.overrides.device = Some("mlx5_0".to_owned());
+        // The simulator reads it once per process: the same directory for every session.
+        std::env::set_var("DOCA_SIM_DIR", fixture);
+    }
     let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &config).unwrap();
     let addr = listener.local_addr();
     // Both ends pass the barrier after the warm-up and before the end of the measured part.
@@ -103,8 +121,9 @@ fn session_allocations(credits: u16, size: usize) -> u64 {
 
 #[test]
 fn no_allocation_per_message() {
+    let fixture = tempfile::tempdir().unwrap();
     for (credits, size) in [(2, 2), (16, 64), (4, 4096)] {
-        let counted = session_allocations(credits, size);
+        let counted = session_allocations(credits, size, fixture.path());
         eprintln!("credits {credits}, {size}-byte messages: {counted} allocation(s) in {MEASURED} messages");
         assert!(
             counted < 20,

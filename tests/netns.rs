@@ -51,10 +51,15 @@ impl Drop for Namespaces {
 
 /// The binary under test inside namespace `ns`, with `RUST_LOG=info`.
 fn in_netns(name: &str, ns: &str, args: &[&str]) -> Proc {
+    in_netns_env(name, ns, args, &[])
+}
+
+fn in_netns_env(name: &str, ns: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", ns, BIN])
         .args(args)
-        .env("RUST_LOG", "info");
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied());
     Proc::spawn(name, cmd)
 }
 
@@ -197,6 +202,65 @@ fn auto_falls_back_to_tcp_when_the_rdma_transport_cannot_start() {
     assert!(
         log.contains("mlx5_7 port 1") && log.contains("using the TCP transport"),
         "the fallback must name the GID's device and say TCP\n{}",
+        server.report()
+    );
+    assert!(
+        log.contains("session established: transport tcp"),
+        "{}",
+        server.report()
+    );
+    if let Err(e) = check_counting(&server.stdout(), 100) {
+        panic!("server stdout: {e}\n{}", server.report());
+    }
+}
+
+/// Where rdma-core is absent (played by pointing verbs-sys at a file that does not exist), the
+/// binary still starts, says why verbs cannot start and what to install, and `auto` uses TCP.
+#[test]
+fn auto_falls_back_to_tcp_when_libibverbs_is_absent() {
+    if std::env::var("RDMA_TEST_TRANSPORT").is_ok_and(|t| !t.is_empty() && t != "auto") {
+        eprintln!("skipped: this test is about --transport auto");
+        return;
+    }
+    if cfg!(not(feature = "verbs")) {
+        eprintln!("skipped: the verbs transport is not compiled in");
+        return;
+    }
+    let Some(net) = make_net("c") else { return };
+    let sysfs = FakeSysfs::new();
+    sysfs.port("mlx5_8", 1, "4: ACTIVE", "Ethernet");
+    sysfs.gid(
+        "mlx5_8",
+        1,
+        3,
+        &ipv4_gid(net.octets.0),
+        "RoCE v2",
+        &net.veth1,
+    );
+    let root = sysfs.root().display().to_string();
+    let listen = format!("{}:{PORT}", net.addr1);
+    let no_rdma_core = [("VERBS_SYS_LIBIBVERBS", "/nonexistent/libibverbs.so.1")];
+    let mut server = in_netns_env(
+        "server",
+        &net.ns1,
+        &["--server", &listen, "--once", "--sysfs-root", &root],
+        &no_rdma_core,
+    );
+    server.wait_for_stderr("listening on", SHORT);
+    let mut client = in_netns_env(
+        "client",
+        &net.ns2,
+        &["--client", &listen, "--count", "100", "--sysfs-root", &root],
+        &no_rdma_core,
+    );
+    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
+    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
+    let log = server.stderr();
+    assert!(
+        log.contains(
+            "libibverbs.so.1 not found (install rdma-core: apt-get install libibverbs1 ibverbs-providers)"
+        ) && log.contains("using the TCP transport"),
+        "the fallback must say that libibverbs.so.1 is missing and what to install\n{}",
         server.report()
     );
     assert!(

@@ -293,7 +293,7 @@ fn run_bw(mut sink: RdmaSink, src: &mut RdmaSrc, h: &Header, args: &BenchArgs) -
         }
         sink.send(&payload)?;
         sent += 1;
-        if progress && sent % 1024 == 0 && last_note.elapsed() >= Duration::from_secs(1) {
+        if progress && sent.is_multiple_of(1024) && last_note.elapsed() >= Duration::from_secs(1) {
             last_note = Instant::now();
             eprint!(
                 "\rbench: {} B x {sent} sent, {:.0} s",
@@ -586,7 +586,7 @@ fn serve_one(sink: &mut RdmaSink, src: &mut RdmaSrc) -> Result<bool> {
                 bytes += msg.len() as u64;
                 window_bytes += msg.len() as u64;
                 last = now;
-                if messages % window == 0 {
+                if messages.is_multiple_of(window) {
                     let secs = now.duration_since(window_start).as_secs_f64();
                     if secs > 0.0 {
                         peak = peak.max(window_bytes as f64 / secs);

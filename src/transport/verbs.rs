@@ -1,4 +1,4 @@
-//! The verbs transport: one RC queue pair over rdma-core, through `sideway`.
+//! The verbs transport: one RC queue pair over rdma-core, through our own `verbs-sys`.
 //!
 //! All slots live in one buffer registered once. Receives and sends are work requests whose
 //! `wr_id` names the slot (sends also carry a tag bit). One CQ with a completion channel serves
@@ -10,30 +10,24 @@
 //! sender keeps `slots` zero-length receives posted for them (re-posted as they complete). RC
 //! delivers them in order, so each one is exactly one more released message.
 //!
+//! Messages up to the QP's `max_inline_data` are sent inline (`IBV_SEND_INLINE`: the provider
+//! copies them into the work request, no DMA read of the slot).
+//!
 //! The hello blob carries QP number, starting PSN, GID and path MTU (see [`Endpoint`]).
-//! `rdma-mummy-sys` loads `libibverbs.so.1` with dlopen, so where rdma-core is absent every verb
-//! fails with EOPNOTSUPP and [`VerbsTransport::new`] reports the transport as unavailable.
+//! `verbs-sys` loads `libibverbs.so.1` with dlopen on first use, so where rdma-core is absent
+//! [`VerbsTransport::new`] reports the transport as unavailable, naming what to install.
+
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
-use std::ptr;
-use std::sync::Arc;
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use rdma_mummy_sys::{
-    ibv_ack_cq_events, ibv_cq, ibv_get_cq_event, ibv_poll_cq, ibv_req_notify_cq, ibv_wc,
+use verbs_sys::ffi::{self, ibv_qp_attr, ibv_qp_cap, ibv_sge, ibv_wc};
+use verbs_sys::{
+    CompletionChannel, CompletionQueue, Context, DeviceList, MemoryRegion, ProtectionDomain,
+    QpInit, QueuePair, RecvList, SendList,
 };
-use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
-use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionChannel, CompletionQueue};
-use sideway::ibverbs::device::{DeviceInfo, DeviceList};
-use sideway::ibverbs::device_context::{DeviceContext, Mtu, PortState};
-use sideway::ibverbs::memory_region::MemoryRegion;
-use sideway::ibverbs::protection_domain::ProtectionDomain;
-use sideway::ibverbs::queue_pair::{
-    BasicQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState,
-    SetScatterGatherEntry, WorkRequestFlags,
-};
-use sideway::ibverbs::AccessFlags;
 
 use super::slots::{chosen_device, SlotMemory};
 use super::{Completion, SetupParams, Transport, WaitHandle};
@@ -98,18 +92,26 @@ impl Endpoint {
     }
 }
 
+/// Inline data we ask the QP for (messages up to what the provider grants go inline).
+const INLINE_WANTED: u32 = 128;
+
 /// The verbs implementation of [`Transport`]. Field order is drop order: the QP goes before the
 /// memory region, the memory region before the buffer it covers.
 #[derive(Debug)]
 pub(crate) struct VerbsTransport {
-    qp: BasicQueuePair,
-    mr: Arc<MemoryRegion>,
-    cq: Arc<BasicCompletionQueue>,
-    channel: Arc<CompletionChannel>,
-    _pd: Arc<ProtectionDomain>,
-    _context: Arc<DeviceContext>,
+    qp: QueuePair,
+    mr: MemoryRegion,
+    cq: CompletionQueue,
+    channel: CompletionChannel,
+    _pd: ProtectionDomain,
+    _context: Context,
     memory: SlotMemory,
     role: Role,
+    /// Largest message sent inline (the QP's `max_inline_data`).
+    max_inline: u32,
+    /// Reused for every post (no allocation on the data path).
+    send_list: SendList,
+    recv_list: RecvList,
     /// Receiver: credit sends posted and not yet completed (bounded by the send queue depth).
     credits_in_flight: usize,
     /// Completions taken off the CQ while waiting for a send-queue entry, for the next `poll`.
@@ -120,19 +122,16 @@ pub(crate) struct VerbsTransport {
     closed: bool,
 }
 
-// SAFETY: the raw pointers inside sideway's handles are only used through `&mut self` methods
-// of this one owner; rdma-core objects may be used from any thread.
-unsafe impl Send for VerbsTransport {}
-
 impl VerbsTransport {
     /// Opens the device discovery chose, registers the slots and creates an RC queue pair in INIT.
     pub(crate) fn new(params: &SetupParams) -> Result<Self> {
         let choice = chosen_device(params, NAME)?;
         let unavailable = |why: String| Error::TransportUnavailable(NAME.into(), why);
-        let list = DeviceList::new().map_err(|e| {
-            unavailable(format!(
+        let list = DeviceList::new().map_err(|e| match e {
+            verbs_sys::Error::Unavailable(why) => unavailable(why),
+            e => unavailable(format!(
                 "cannot list RDMA devices ({e}); is rdma-core (libibverbs.so.1 and its providers) installed?"
-            ))
+            )),
         })?;
         let device = list
             .iter()
@@ -143,6 +142,7 @@ impl VerbsTransport {
         let context = device
             .open()
             .map_err(|e| verb("ibv_open_device", e, None))?;
+        drop(list);
         let port = u8::try_from(choice.port)
             .map_err(|_| Error::BadOverride(format!("port {} is out of range", choice.port)))?;
         let gid_index = u8::try_from(choice.gid_index).map_err(|_| {
@@ -151,7 +151,7 @@ impl VerbsTransport {
         let port_attr = context
             .query_port(port)
             .map_err(|e| verb("ibv_query_port", e, None))?;
-        if port_attr.port_state() != PortState::Active {
+        if port_attr.state != ffi::IBV_PORT_ACTIVE {
             return Err(unavailable(format!(
                 "{} port {port} is not ACTIVE",
                 choice.device
@@ -167,51 +167,67 @@ impl VerbsTransport {
             .create_comp_channel()
             .map_err(|e| verb("ibv_create_comp_channel", e, None))?;
         channel
-            .set_nonblocking(true)
+            .set_nonblocking()
             .map_err(|e| verb("fcntl(completion channel, O_NONBLOCK)", e, None))?;
         let depth = u32::try_from(params.slots).unwrap_or(u32::MAX);
         let cq = context
-            .create_cq_builder()
-            .setup_cqe(2 * depth + 2)
-            .setup_comp_channel(&channel, 0)
-            .build()
+            .create_cq(depth.saturating_mul(2).saturating_add(2), Some(&channel), 0)
             .map_err(|e| verb("ibv_create_cq", e, None))?;
         let mut memory = SlotMemory::new(params.slots, params.slot_size)?;
         // SAFETY: `memory` is owned by the transport, never reallocated, and declared after `mr`
         // and `qp`, so it outlives the registration and every work request that uses it.
         let mr = unsafe {
             pd.reg_mr(
-                memory.as_mut_ptr() as usize,
+                memory.as_mut_ptr(),
                 memory.len(),
-                AccessFlags::LocalWrite,
+                ffi::IBV_ACCESS_LOCAL_WRITE,
             )
         }
         .map_err(|e| verb("ibv_reg_mr", e, Some(MEMLOCK_HINT)))?;
-        let mut qp = pd
-            .create_qp_builder()
-            .setup_send_cq(cq.clone())
-            .setup_recv_cq(cq.clone())
-            .setup_max_send_wr(depth)
-            .setup_max_recv_wr(depth)
-            .setup_max_send_sge(1)
-            .setup_max_recv_sge(1)
-            .build()
-            .map_err(|e| verb("ibv_create_qp", e, None))?;
-        let mut init = QueuePairAttribute::new();
-        init.setup_state(QueuePairState::Init)
-            .setup_pkey_index(0)
-            .setup_port(port)
-            .setup_access_flags(AccessFlags::LocalWrite);
-        qp.modify(&init)
-            .map_err(|e| verb("ibv_modify_qp(INIT)", e, None))?;
-        let local = Endpoint {
-            qpn: qp.qp_number(),
-            psn: random_psn(),
-            gid: gid.raw,
-            mtu: port_attr.active_mtu() as u8,
+        let create = |max_inline_data: u32| {
+            pd.create_qp(QpInit {
+                send_cq: &cq,
+                recv_cq: &cq,
+                cap: ibv_qp_cap {
+                    max_send_wr: depth,
+                    max_recv_wr: depth,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data,
+                },
+                qp_type: ffi::IBV_QPT_RC,
+                sq_sig_all: true,
+            })
         };
+        // A provider may refuse inline data (or this much of it): then do without.
+        let qp = create(INLINE_WANTED)
+            .or_else(|e| {
+                log::debug!("verbs: no QP with {INLINE_WANTED} bytes inline ({e}); trying none");
+                create(0)
+            })
+            .map_err(|e| verb("ibv_create_qp", e, None))?;
+        let mut init = zeroed_qp_attr();
+        init.qp_state = ffi::IBV_QPS_INIT;
+        init.pkey_index = 0;
+        init.port_num = port;
+        init.qp_access_flags = ffi::IBV_ACCESS_LOCAL_WRITE;
+        qp.modify(
+            &init,
+            ffi::IBV_QP_STATE
+                | ffi::IBV_QP_PKEY_INDEX
+                | ffi::IBV_QP_PORT
+                | ffi::IBV_QP_ACCESS_FLAGS,
+        )
+        .map_err(|e| verb("ibv_modify_qp(INIT)", e, None))?;
+        let local = Endpoint {
+            qpn: qp.qp_num(),
+            psn: random_psn(),
+            gid,
+            mtu: u8::try_from(port_attr.active_mtu).unwrap_or(ffi::IBV_MTU_1024 as u8),
+        };
+        let max_inline = qp.cap().max_inline_data;
         log::debug!(
-            "verbs: {} port {port} gid-index {gid_index} qpn {:#x} psn {:#x} mtu {}",
+            "verbs: {} port {port} gid-index {gid_index} qpn {:#x} psn {:#x} mtu {} inline {max_inline}",
             choice.device,
             local.qpn,
             local.psn,
@@ -226,6 +242,9 @@ impl VerbsTransport {
             _context: context,
             memory,
             role: params.role,
+            max_inline,
+            send_list: SendList::with_capacity(1),
+            recv_list: RecvList::with_capacity(1),
             credits_in_flight: 0,
             pending: Vec::new(),
             port,
@@ -235,34 +254,11 @@ impl VerbsTransport {
         })
     }
 
-    fn raw_cq(&self) -> *mut ibv_cq {
-        // SAFETY: the CQ handle lives as long as `self.cq`.
-        unsafe { self.cq.cq().as_ptr() }
-    }
-
-    /// Consumes pending completion-channel events (each must be acknowledged before the CQ
-    /// can be destroyed).
+    /// Consumes pending completion-channel events (each is acknowledged as it is taken, as the
+    /// CQ's destruction requires).
     fn drain_channel_events(&mut self) {
-        let mut events = 0u32;
-        loop {
-            let mut cq: *mut ibv_cq = ptr::null_mut();
-            let mut cq_context: *mut std::ffi::c_void = ptr::null_mut();
-            // SAFETY: the channel is valid and non-blocking; the out-pointers are live locals.
-            let rc = unsafe {
-                ibv_get_cq_event(
-                    self.channel.comp_channel().as_ptr(),
-                    &mut cq,
-                    &mut cq_context,
-                )
-            };
-            if rc != 0 {
-                break;
-            }
-            events += 1;
-        }
-        if events > 0 {
-            // SAFETY: we acknowledge exactly the events we received for our one CQ.
-            unsafe { ibv_ack_cq_events(self.raw_cq(), events) };
+        if let Err(e) = self.channel.take_events() {
+            log::debug!("verbs: {e}");
         }
     }
 
@@ -270,21 +266,19 @@ impl VerbsTransport {
     fn poll_cq(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
         let mut total = 0;
         loop {
-            // SAFETY: ibv_wc is plain data; zeroed is a valid bit pattern for it.
-            let mut wcs: [ibv_wc; POLL_BATCH] = unsafe { std::mem::zeroed() };
-            // SAFETY: the CQ is valid and `wcs` has room for POLL_BATCH entries.
-            let n = unsafe { ibv_poll_cq(self.raw_cq(), POLL_BATCH as i32, wcs.as_mut_ptr()) };
-            if n < 0 {
-                return Err(verb("ibv_poll_cq", io::Error::from_raw_os_error(-n), None));
-            }
-            for wc in &wcs[..n as usize] {
+            let mut wcs = [ibv_wc::default(); POLL_BATCH];
+            let n = self
+                .cq
+                .poll(&mut wcs)
+                .map_err(|e| verb("ibv_poll_cq", e, None))?;
+            for wc in &wcs[..n] {
                 if wc.wr_id & CREDIT_TAG != 0 {
                     self.credit_completion(wc.wr_id & SEND_TAG != 0, wc.status, out)?;
                     continue;
                 }
                 let is_send = wc.wr_id & SEND_TAG != 0;
                 let slot = (wc.wr_id & !SEND_TAG) as usize;
-                if wc.status != 0 {
+                if wc.status != ffi::IBV_WC_SUCCESS {
                     return Err(completion_error(is_send, wc.status));
                 }
                 out.push(if is_send {
@@ -296,22 +290,38 @@ impl VerbsTransport {
                     }
                 });
             }
-            total += n as usize;
-            if (n as usize) < POLL_BATCH {
+            total += n;
+            if n < POLL_BATCH {
                 return Ok(total);
             }
         }
+    }
+
+    /// Posts the one send in `self.send_list`.
+    fn post_send_list(&mut self, what: &'static str) -> Result<()> {
+        // SAFETY: the list's entries lie in slots of the registered buffer (or are inline or
+        // empty), which outlives the QP; a staging slot is not touched again before its send
+        // completion (the sink's rule).
+        let r = unsafe { self.qp.post_send(&mut self.send_list) };
+        self.send_list.clear();
+        r.map_err(|e| verb(what, e, None))
+    }
+
+    /// Posts the one receive in `self.recv_list`.
+    fn post_recv_list(&mut self, what: &'static str) -> Result<()> {
+        // SAFETY: the list's entry (if any) is a receive slot of the registered buffer (local
+        // write), which outlives the QP and is not read until its completion.
+        let r = unsafe { self.qp.post_recv(&mut self.recv_list) };
+        self.recv_list.clear();
+        r.map_err(|e| verb(what, e, None))
     }
 }
 
 impl VerbsTransport {
     /// Posts one zero-length receive for an incoming credit (sender side).
     fn post_credit_recv(&mut self) -> Result<()> {
-        let mut guard = self.qp.start_post_recv();
-        guard.construct_wr(CREDIT_TAG);
-        guard
-            .post()
-            .map_err(|e| verb("ibv_post_recv(credit)", e, None))
+        self.recv_list.push(CREDIT_TAG, None);
+        self.post_recv_list("ibv_post_recv(credit)")
     }
 
     /// A credit message completed. On the sender an arrived credit is reported and its receive
@@ -325,12 +335,12 @@ impl VerbsTransport {
     ) -> Result<()> {
         if is_send {
             self.credits_in_flight = self.credits_in_flight.saturating_sub(1);
-            if status != 0 {
+            if status != ffi::IBV_WC_SUCCESS {
                 log::debug!("verbs: a credit send completed with status {status}");
             }
             return Ok(());
         }
-        if status != 0 {
+        if status != ffi::IBV_WC_SUCCESS {
             return Err(completion_error(false, status));
         }
         out.push(Completion::Credit);
@@ -355,33 +365,48 @@ impl Transport for VerbsTransport {
                 peer_blob.len()
             ),
         })?;
-        let mtu = Mtu::from(u32::from(self.local.mtu.min(peer.mtu)));
-        let mut rtr = QueuePairAttribute::new();
-        rtr.setup_state(QueuePairState::ReadyToReceive)
-            .setup_path_mtu(mtu)
-            .setup_dest_qp_num(peer.qpn)
-            .setup_rq_psn(self.local.psn)
-            .setup_max_dest_read_atomic(0)
-            .setup_min_rnr_timer(12);
-        let mut av = AddressHandleAttribute::new();
-        av.setup_port(self.port)
-            .setup_service_level(0)
-            .setup_grh_src_gid_index(self.gid_index)
-            .setup_grh_dest_gid(&Gid { raw: peer.gid })
-            .setup_grh_hop_limit(64);
-        rtr.setup_address_vector(&av);
+        let mut rtr = zeroed_qp_attr();
+        rtr.qp_state = ffi::IBV_QPS_RTR;
+        rtr.path_mtu = u32::from(self.local.mtu.min(peer.mtu));
+        rtr.dest_qp_num = peer.qpn;
+        rtr.rq_psn = self.local.psn;
+        rtr.max_dest_rd_atomic = 0;
+        rtr.min_rnr_timer = 12;
+        rtr.ah_attr.is_global = 1;
+        rtr.ah_attr.port_num = self.port;
+        rtr.ah_attr.sl = 0;
+        rtr.ah_attr.grh.sgid_index = self.gid_index;
+        rtr.ah_attr.grh.dgid = ffi::ibv_gid { raw: peer.gid };
+        rtr.ah_attr.grh.hop_limit = 64;
         self.qp
-            .modify(&rtr)
+            .modify(
+                &rtr,
+                ffi::IBV_QP_STATE
+                    | ffi::IBV_QP_AV
+                    | ffi::IBV_QP_PATH_MTU
+                    | ffi::IBV_QP_DEST_QPN
+                    | ffi::IBV_QP_RQ_PSN
+                    | ffi::IBV_QP_MAX_DEST_RD_ATOMIC
+                    | ffi::IBV_QP_MIN_RNR_TIMER,
+            )
             .map_err(|e| verb("ibv_modify_qp(RTR)", e, Some(ROCE_HINT)))?;
-        let mut rts = QueuePairAttribute::new();
-        rts.setup_state(QueuePairState::ReadyToSend)
-            .setup_sq_psn(peer.psn)
-            .setup_timeout(14)
-            .setup_retry_cnt(7)
-            .setup_rnr_retry(7)
-            .setup_max_read_atomic(0);
+        let mut rts = zeroed_qp_attr();
+        rts.qp_state = ffi::IBV_QPS_RTS;
+        rts.sq_psn = peer.psn;
+        rts.timeout = 14;
+        rts.retry_cnt = 7;
+        rts.rnr_retry = 7;
+        rts.max_rd_atomic = 0;
         self.qp
-            .modify(&rts)
+            .modify(
+                &rts,
+                ffi::IBV_QP_STATE
+                    | ffi::IBV_QP_SQ_PSN
+                    | ffi::IBV_QP_TIMEOUT
+                    | ffi::IBV_QP_RETRY_CNT
+                    | ffi::IBV_QP_RNR_RETRY
+                    | ffi::IBV_QP_MAX_QP_RD_ATOMIC,
+            )
             .map_err(|e| verb("ibv_modify_qp(RTS)", e, Some(ROCE_HINT)))?;
         if self.role == Role::Sender {
             for _ in 0..self.memory.count() {
@@ -391,7 +416,7 @@ impl Transport for VerbsTransport {
         log::debug!(
             "verbs: connected to qpn {:#x} gid {} (path MTU {})",
             peer.qpn,
-            Gid { raw: peer.gid },
+            gid_text(&peer.gid),
             mtu_bytes(self.local.mtu.min(peer.mtu))
         );
         Ok(())
@@ -409,16 +434,13 @@ impl Transport for VerbsTransport {
         if slot >= self.memory.count() {
             return Err(out_of_range(slot));
         }
-        let (lkey, addr, len) = (
-            self.mr.lkey(),
-            self.memory.addr(slot),
-            self.memory.size() as u32,
-        );
-        let mut guard = self.qp.start_post_recv();
-        let wr = guard.construct_wr(slot as u64);
-        // SAFETY: the slot lies inside the registered buffer, which outlives the QP.
-        unsafe { wr.setup_sge(lkey, addr, len) };
-        guard.post().map_err(|e| verb("ibv_post_recv", e, None))
+        let sge = ibv_sge {
+            addr: self.memory.addr(slot),
+            length: u32::try_from(self.memory.size()).unwrap_or(u32::MAX),
+            lkey: self.mr.lkey(),
+        };
+        self.recv_list.push(slot as u64, Some(sge));
+        self.post_recv_list("ibv_post_recv")
     }
 
     fn recv_buf(&self, slot: usize, len: usize) -> &[u8] {
@@ -433,15 +455,19 @@ impl Transport for VerbsTransport {
         if slot >= self.memory.count() || len > self.memory.size() {
             return Err(out_of_range(slot));
         }
-        let (lkey, addr) = (self.mr.lkey(), self.memory.addr(slot));
-        let mut guard = self.qp.start_post_send();
-        let wr = guard
-            .construct_wr(SEND_TAG | slot as u64, WorkRequestFlags::Signaled)
-            .setup_send();
-        // SAFETY: the staging slot lies inside the registered buffer, which outlives the QP; the
-        // sink does not touch the slot again before its send completion.
-        unsafe { wr.setup_sge(lkey, addr, len as u32) };
-        guard.post().map_err(|e| verb("ibv_post_send", e, None))
+        let length = u32::try_from(len).map_err(|_| out_of_range(slot))?;
+        let sge = ibv_sge {
+            addr: self.memory.addr(slot),
+            length,
+            lkey: self.mr.lkey(),
+        };
+        let mut flags = ffi::IBV_SEND_SIGNALED;
+        if length > 0 && length <= self.max_inline {
+            flags |= ffi::IBV_SEND_INLINE;
+        }
+        self.send_list
+            .push_send(SEND_TAG | slot as u64, Some(sge), flags);
+        self.post_send_list("ibv_post_send")
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()> {
@@ -454,22 +480,15 @@ impl Transport for VerbsTransport {
         // Always leave the CQ armed: the caller may sleep even after a poll that returned
         // something (just not what it waits for). Polling again after arming closes the race
         // with a completion that arrived in between.
-        // SAFETY: the CQ is valid.
-        let rc = unsafe { ibv_req_notify_cq(self.raw_cq(), 0) };
-        if rc != 0 {
-            return Err(verb(
-                "ibv_req_notify_cq",
-                io::Error::from_raw_os_error(rc),
-                None,
-            ));
-        }
+        self.cq
+            .req_notify(false)
+            .map_err(|e| verb("ibv_req_notify_cq", e, None))?;
         self.poll_cq(out)?;
         Ok(())
     }
 
     fn wait_handle(&self) -> Option<WaitHandle<'_>> {
-        // SAFETY: the descriptor belongs to the completion channel, which lives as long as self.
-        let fd = unsafe { BorrowedFd::borrow_raw(self.channel.as_raw_fd()) };
+        let fd: BorrowedFd<'_> = self.channel.as_fd();
         Some(WaitHandle {
             fd,
             writable: false,
@@ -499,13 +518,9 @@ impl Transport for VerbsTransport {
             }
             std::hint::spin_loop();
         }
-        let mut guard = self.qp.start_post_send();
-        guard
-            .construct_wr(SEND_TAG | CREDIT_TAG, WorkRequestFlags::Signaled)
-            .setup_send();
-        guard
-            .post()
-            .map_err(|e| verb("ibv_post_send(credit)", e, None))?;
+        self.send_list
+            .push_send(SEND_TAG | CREDIT_TAG, None, ffi::IBV_SEND_SIGNALED);
+        self.post_send_list("ibv_post_send(credit)")?;
         self.credits_in_flight += 1;
         Ok(())
     }
@@ -513,10 +528,10 @@ impl Transport for VerbsTransport {
     fn close(&mut self) {
         if !self.closed {
             self.closed = true;
-            let mut reset = QueuePairAttribute::new();
-            reset.setup_state(QueuePairState::Error);
+            let mut reset = zeroed_qp_attr();
+            reset.qp_state = ffi::IBV_QPS_ERR;
             // Moving to ERROR flushes outstanding work requests; failure only means it is gone.
-            let _ = self.qp.modify(&reset);
+            let _ = self.qp.modify(&reset, ffi::IBV_QP_STATE);
             let mut sink = Vec::new();
             let _ = self.poll_cq(&mut sink);
             self.drain_channel_events();
@@ -524,16 +539,75 @@ impl Transport for VerbsTransport {
     }
 }
 
+/// An all-zero `ibv_qp_attr` (every field a plain integer or a union of byte arrays).
+fn zeroed_qp_attr() -> ibv_qp_attr {
+    ibv_qp_attr {
+        qp_state: 0,
+        cur_qp_state: 0,
+        path_mtu: 0,
+        path_mig_state: 0,
+        qkey: 0,
+        rq_psn: 0,
+        sq_psn: 0,
+        dest_qp_num: 0,
+        qp_access_flags: 0,
+        cap: ibv_qp_cap::default(),
+        ah_attr: zeroed_ah_attr(),
+        alt_ah_attr: zeroed_ah_attr(),
+        pkey_index: 0,
+        alt_pkey_index: 0,
+        en_sqd_async_notify: 0,
+        sq_draining: 0,
+        max_rd_atomic: 0,
+        max_dest_rd_atomic: 0,
+        min_rnr_timer: 0,
+        port_num: 0,
+        timeout: 0,
+        retry_cnt: 0,
+        rnr_retry: 0,
+        alt_port_num: 0,
+        alt_timeout: 0,
+        rate_limit: 0,
+    }
+}
+
+fn zeroed_ah_attr() -> ffi::ibv_ah_attr {
+    ffi::ibv_ah_attr {
+        grh: ffi::ibv_global_route {
+            dgid: ffi::ibv_gid { raw: [0; 16] },
+            flow_label: 0,
+            sgid_index: 0,
+            hop_limit: 0,
+            traffic_class: 0,
+        },
+        dlid: 0,
+        sl: 0,
+        src_path_bits: 0,
+        static_rate: 0,
+        is_global: 0,
+        port_num: 0,
+    }
+}
+
+/// A GID as eight groups of four hex digits (as `doctor` prints them).
+fn gid_text(gid: &[u8; 16]) -> String {
+    gid.chunks(2)
+        .map(|p| format!("{:02x}{:02x}", p[0], p[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 const MEMLOCK_HINT: &str =
     "memory registration needs CAP_IPC_LOCK or a memlock limit above the slot memory: \
 run with --cap-add=IPC_LOCK or ulimit -l unlimited";
 
-fn verb(verb: &'static str, e: impl std::fmt::Display, hint: Option<&'static str>) -> Error {
-    Error::Verbs {
-        verb,
-        source: io::Error::other(e.to_string()),
-        hint,
-    }
+/// A verbs-sys failure as our error, keeping its errno.
+fn verb(verb: &'static str, e: verbs_sys::Error, hint: Option<&'static str>) -> Error {
+    let source = match e {
+        verbs_sys::Error::Verb { source, .. } | verbs_sys::Error::Post { source, .. } => source,
+        other => io::Error::other(other.to_string()),
+    };
+    Error::Verbs { verb, source, hint }
 }
 
 fn out_of_range(slot: usize) -> Error {
