@@ -195,8 +195,13 @@ pub enum Error {
     },
 
     /// The requested transport is not compiled in or not usable here.
-    #[error("transport {0} is not available: {1}")]
-    TransportUnavailable(String, String),
+    #[error("transport {transport} is not available: {reason}")]
+    TransportUnavailable {
+        /// The transport's name (`tcp`, `verbs`, `doca`).
+        transport: &'static str,
+        /// Why it cannot be used here.
+        reason: String,
+    },
 
     /// Reading the RDMA device tree in sysfs failed.
     #[error("cannot read {path}")]
@@ -250,6 +255,14 @@ pub enum Error {
 }
 
 impl Error {
+    /// [`Error::TransportUnavailable`] for `transport`, saying why.
+    pub(crate) fn unavailable(transport: &'static str, reason: impl Into<String>) -> Error {
+        Error::TransportUnavailable {
+            transport,
+            reason: reason.into(),
+        }
+    }
+
     /// The error and every source below it, joined by ": " (for one log line).
     pub fn chain(&self) -> String {
         let mut out = self.to_string();

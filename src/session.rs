@@ -417,8 +417,8 @@ fn create_transport(
     };
     if let Some(kind) = wanted {
         if !transport::compiled_in().contains(&kind) {
-            return Err(Error::TransportUnavailable(
-                kind.name().to_owned(),
+            return Err(Error::unavailable(
+                kind.name(),
                 "not compiled into this build; use --transport tcp or auto".to_owned(),
             ));
         }

@@ -210,7 +210,7 @@ impl DocaTransport {
             unsafe { sys::doca_devinfo_create_list(&mut list, &mut count) },
             None,
         )
-        .map_err(|e| Error::TransportUnavailable(NAME.into(), e.to_string()))?;
+        .map_err(|e| Error::unavailable(NAME, e.to_string()))?;
         let mut found = None;
         for i in 0..count as usize {
             // SAFETY: `list` holds `count` entries until destroy_list.
@@ -238,8 +238,8 @@ impl DocaTransport {
                 unsafe { sys::doca_dev_open(info, &mut self.dev) },
                 None,
             ),
-            None => Err(Error::TransportUnavailable(
-                NAME.into(),
+            None => Err(Error::unavailable(
+                NAME,
                 format!("DOCA lists no device named {ibdev} ({DEVICE_HINT})"),
             )),
         };
@@ -254,8 +254,8 @@ impl DocaTransport {
         // SAFETY: the device is open; its devinfo lives as long as it does.
         let info = unsafe { sys::doca_dev_as_devinfo(self.dev) };
         let unsupported = |what: &str, call: &str, rc: doca_error_t| {
-            Error::TransportUnavailable(
-                NAME.into(),
+            Error::unavailable(
+                NAME,
                 format!(
                     "device {} cannot run {what} ({call}: {})",
                     self.device,
@@ -507,9 +507,8 @@ impl DocaTransport {
         // SAFETY: the context is alive, configured and IDLE.
         let rc = unsafe { sys::doca_ctx_start(self.ctx) };
         if rc != doca_error::DOCA_ERROR_IN_PROGRESS {
-            check("doca_ctx_start", rc, None).map_err(|e| {
-                Error::TransportUnavailable(NAME.into(), format!("device {}: {e}", self.device))
-            })?;
+            check("doca_ctx_start", rc, None)
+                .map_err(|e| Error::unavailable(NAME, format!("device {}: {e}", self.device)))?;
         }
         self.started = true;
         let may_connect = |s: sys::doca_ctx_states| {
@@ -518,8 +517,8 @@ impl DocaTransport {
         };
         let state = self.progress_until(Instant::now() + START_TIMEOUT, may_connect);
         if !may_connect(state) {
-            return Err(Error::TransportUnavailable(
-                NAME.into(),
+            return Err(Error::unavailable(
+                NAME,
                 format!(
                     "device {}: the context is in state {} {START_TIMEOUT:?} after doca_ctx_start",
                     self.device,

@@ -171,8 +171,8 @@ pub(crate) fn create(kind: TransportKind, params: &SetupParams) -> Result<Box<dy
         #[cfg(feature = "verbs")]
         TransportKind::Verbs => Ok(Box::new(verbs::VerbsTransport::new(params)?)),
         #[allow(unreachable_patterns)]
-        other => Err(crate::Error::TransportUnavailable(
-            other.name().to_owned(),
+        other => Err(crate::Error::unavailable(
+            other.name(),
             "not compiled into this build".to_owned(),
         )),
     }

@@ -67,12 +67,12 @@ impl SlotMemory {
 /// The device discovery chose, which every RDMA transport needs.
 pub(crate) fn chosen_device<'a>(
     params: &'a SetupParams,
-    transport: &str,
+    transport: &'static str,
 ) -> Result<&'a DeviceChoice> {
     params.device.as_ref().ok_or_else(|| {
-        Error::TransportUnavailable(
-            transport.into(),
-            "no RDMA device was chosen for this address".into(),
+        Error::unavailable(
+            transport,
+            "no RDMA device was chosen for this address",
         )
     })
 }

@@ -126,7 +126,7 @@ impl VerbsTransport {
     /// Opens the device discovery chose, registers the slots and creates an RC queue pair in INIT.
     pub(crate) fn new(params: &SetupParams) -> Result<Self> {
         let choice = chosen_device(params, NAME)?;
-        let unavailable = |why: String| Error::TransportUnavailable(NAME.into(), why);
+        let unavailable = |why: String| Error::unavailable(NAME, why);
         let list = DeviceList::new().map_err(|e| match e {
             verbs_sys::Error::Unavailable(why) => unavailable(why),
             e => unavailable(format!(
