@@ -69,10 +69,8 @@ pub(crate) fn chosen_device<'a>(
     params: &'a SetupParams,
     transport: &'static str,
 ) -> Result<&'a DeviceChoice> {
-    params.device.as_ref().ok_or_else(|| {
-        Error::unavailable(
-            transport,
-            "no RDMA device was chosen for this address",
-        )
-    })
+    params
+        .device
+        .as_ref()
+        .ok_or_else(|| Error::unavailable(transport, "no RDMA device was chosen for this address"))
 }

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Compares `rdma-container bench --transport tcp` with the reference tools on loopback, in one
+# run, and prints a ratio table (ours / reference):
+#   64 KiB bandwidth   bench bw  vs iperf3 (same bytes, same 64 KiB writes)
+#   64 B message rate  bench bw  vs sockperf throughput --tcp (same message size and duration)
+#   2 B latency        bench lat vs sockperf ping-pong --tcp (average one-way latency)
+# Servers are pinned to CPU 1 and clients to CPU 0 (when the machine has two), for ours and the
+# reference alike. Only 127.0.0.1 is used. Ratios are printed, not judged.
+set -euo pipefail
+
+usage() {
+	cat <<'EOF'
+usage: scripts/bench-compare.sh [--binary PATH] [--seconds N] [--credits N] [--json FILE]
+
+  --binary PATH   the rdma-container binary to measure (default: cargo build --release)
+  --seconds N     length of each timed run (default 5)
+  --credits N     our queue depth for the bandwidth runs (default 16)
+  --json FILE     also write the table as JSON
+
+Installs iperf3 and sockperf with apt-get when they are missing (as root).
+Exit status: 0 when every run produced a number, 1 when one failed, 64 on a usage error.
+EOF
+}
+
+binary=""
+seconds=5
+credits=16
+json_out=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--binary) binary=${2:?}; shift 2 ;;
+	--seconds) seconds=${2:?}; shift 2 ;;
+	--credits) credits=${2:?}; shift 2 ;;
+	--json) json_out=${2:?}; shift 2 ;;
+	-h | --help) usage; exit 0 ;;
+	*) usage >&2; exit 64 ;;
+	esac
+done
+case "$seconds$credits" in *[!0-9]*) usage >&2; exit 64 ;; esac
+
+cd "$(dirname "$0")/.."
+for tool in iperf3 sockperf jq taskset; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		if [ "$(id -u)" -eq 0 ]; then
+			apt-get update -qq >/dev/null
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				iperf3 sockperf jq util-linux >/dev/null
+			break
+		fi
+		echo "bench-compare: $tool is missing (apt-get install iperf3 sockperf jq util-linux)" >&2
+		exit 1
+	fi
+done
+if [ -z "$binary" ]; then
+	cargo build --release --locked --quiet
+	binary=${CARGO_TARGET_DIR:-target}/release/rdma-container
+fi
+
+if [ "$(nproc)" -ge 2 ]; then
+	server_pin=(taskset -c 1)
+	client_pin=(taskset -c 0)
+else
+	server_pin=()
+	client_pin=()
+fi
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+port=$((20000 + RANDOM % 20000))
+next_port() { port=$((port + 1)); }
+failed=0
+rows=()
+
+# row NAME UNIT OURS REF BETTER: BETTER is "higher" or "lower"
+row() {
+	local name=$1 unit=$2 ours=$3 ref=$4 better=$5 ratio
+	if [ -z "$ours" ] || [ -z "$ref" ]; then
+		failed=1
+		ratio="n/a"
+	else
+		ratio=$(awk -v a="$ours" -v b="$ref" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+	fi
+	rows+=("$name|$unit|${ours:-FAILED}|${ref:-FAILED}|$ratio|$better")
+}
+
+bench_server() {
+	"${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" --transport tcp >"$work/server.log" 2>&1 &
+	pids+=($!)
+	sleep 0.3
+}
+
+# --- 64 KiB bandwidth: ours vs iperf3, the same bytes in 64 KiB writes -------------------------
+iters=$((seconds * 20000))
+next_port
+bench_server
+ours_bw=$("${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
+	-s 65536 -n "$iters" --credits "$credits" --json 2>"$work/c1.log" |
+	jq -r '.results[0].bw_average' 2>/dev/null || true)
+next_port
+"${server_pin[@]}" iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+pids+=($!)
+sleep 0.3
+ref_bw=$("${client_pin[@]}" iperf3 -c 127.0.0.1 -p "$port" -l 65536 -n $((iters * 65536)) -J 2>/dev/null |
+	jq -r '.end.sum_received.bits_per_second / 8 / 1048576' 2>/dev/null || true)
+row "64 KiB bandwidth (bench bw vs iperf3)" "MiB/s" "$ours_bw" "$ref_bw" higher
+
+# --- 64 B message rate: ours vs sockperf throughput --------------------------------------------
+next_port
+bench_server
+ours_rate=$("${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
+	-s 64 -D "$seconds" --credits 64 --json 2>"$work/c2.log" |
+	jq -r '.results[0].msg_rate_mpps * 1000000' 2>/dev/null || true)
+next_port
+"${server_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+pids+=($!)
+sleep 0.5
+ref_rate=$("${client_pin[@]}" sockperf throughput --tcp -i 127.0.0.1 -p "$port" -m 64 -t "$seconds" 2>&1 |
+	sed -n 's/.*Summary: Message Rate is \([0-9.]*\) \[msg\/sec\].*/\1/p' | tail -n 1)
+row "64 B message rate (bench bw vs sockperf tp)" "msg/s" "$ours_rate" "$ref_rate" higher
+
+# --- 2 B latency: ours vs sockperf ping-pong (both one-way = half the round trip) --------------
+next_port
+bench_server
+ours_lat=$("${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
+	--mode lat -s 2 -D "$seconds" --json 2>"$work/c3.log" |
+	jq -r '.results[0].t_avg_us' 2>/dev/null || true)
+next_port
+"${server_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+pids+=($!)
+sleep 0.5
+ref_lat=$("${client_pin[@]}" sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m 2 -t "$seconds" 2>&1 |
+	sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p' | tail -n 1)
+row "2 B latency, average (bench lat vs sockperf pp)" "usec" "$ours_lat" "$ref_lat" lower
+
+echo
+echo "bench-compare: rdma-container --transport tcp vs reference tools on 127.0.0.1, $(nproc) CPU(s), ${seconds} s runs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+printf '%-48s %-7s %14s %14s %7s  %s\n' "case" "unit" "ours" "reference" "ratio" "(better)"
+for r in "${rows[@]}"; do
+	IFS='|' read -r name unit ours ref ratio better <<<"$r"
+	printf '%-48s %-7s %14.2f %14.2f %7s  %s\n' "$name" "$unit" "${ours/FAILED/0}" "${ref/FAILED/0}" "$ratio" "$better"
+done
+if [ -n "$json_out" ]; then
+	for r in "${rows[@]}"; do
+		IFS='|' read -r name unit ours ref ratio better <<<"$r"
+		jq -n --arg case "$name" --arg unit "$unit" --arg ours "$ours" --arg ref "$ref" \
+			--arg ratio "$ratio" --arg better "$better" \
+			'{case: $case, unit: $unit, ours: $ours, reference: $ref, ratio: $ratio, better: $better}'
+	done | jq -s . >"$json_out"
+fi
+if [ "$failed" -ne 0 ]; then
+	echo "bench-compare: a run produced no number (logs: server and client stderr were in $work)" >&2
+	for f in "$work"/*.log; do echo "--- $f"; tail -n 5 "$f"; done >&2
+	exit 1
+fi
