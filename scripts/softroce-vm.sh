@@ -171,6 +171,7 @@ declare -A HOST_PACKAGES=(
 	[ibverbs-providers]=/etc/libibverbs.d/rxe.driver
 	[ibverbs-utils]=/usr/bin/ibv_devinfo
 	[perftest]=/usr/bin/ib_send_bw
+	[strace]=/usr/bin/strace
 	[jq]=/usr/bin/jq
 	[bsdextrautils]=/usr/bin/column
 	[debian-archive-keyring]=/usr/share/keyrings/debian-archive-keyring.gpg
@@ -394,7 +395,7 @@ GUEST_PROGRAMS=(
 	/usr/bin/ip /usr/bin/rdma
 	/usr/bin/ibv_devices /usr/bin/ibv_devinfo
 	/usr/bin/ib_send_bw /usr/bin/ib_send_lat
-	/usr/bin/jq
+	/usr/bin/jq /usr/bin/strace
 )
 
 build_initramfs() {
@@ -533,12 +534,17 @@ report() {
 	done
 	if grep -q '^SOFTROCE-BENCH ' "$CONSOLE"; then
 		echo
-		echo "baseline: ours = rdma-container --transport $TRANSPORT, perftest on the same rxe device"
+		echo "baseline: ours = rdma-container bench --transport $TRANSPORT, perftest on the same rxe device"
 		{
 			printf 'METRIC\tSIZE\tPERFTEST\tOURS\tOURS/PERFTEST\tUNIT\n'
 			awk '/^SOFTROCE-BENCH / { print $2 "\t" $3 "\t" $4 "\t" $5 "\t" $6 "\t" $7 }' "$CONSOLE"
 		} | column -t -s $'\t' | sed 's/^/  /'
 		grep '^SOFTROCE-BENCH-NOTE ' "$CONSOLE" | sed 's/^SOFTROCE-BENCH-NOTE /  note: /' || true
+	fi
+	if grep -q '^SOFTROCE-SYSCALLS ' "$CONSOLE"; then
+		echo
+		echo "system calls per message in steady state (strace, 2 B messages):"
+		grep '^SOFTROCE-SYSCALLS ' "$CONSOLE" | sed 's/^SOFTROCE-SYSCALLS /  /'
 	fi
 	echo
 	local status=$EXIT_PASS verdict

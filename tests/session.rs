@@ -234,3 +234,33 @@ fn stop_flag_interrupts_a_waiting_receiver() {
         "{err:?}"
     );
 }
+
+#[test]
+fn send_in_place_writes_straight_into_the_slot() {
+    let (addr, accept) = server(config());
+    let rx = thread::spawn(move || {
+        let mut src = accept().accept_src().unwrap();
+        let mut got = Vec::new();
+        while let Some(m) = src.recv().unwrap() {
+            got.push(m.to_vec());
+        }
+        got
+    });
+    let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+    for i in 0..100u8 {
+        sink.send_in_place(usize::from(i) * 10, |buf| buf.fill(i))
+            .unwrap();
+    }
+    let too_big = sink.max_message_size() + 1;
+    assert!(matches!(
+        sink.send_in_place(too_big, |_| panic!("must not be called")),
+        Err(Error::MessageTooLarge { .. })
+    ));
+    sink.finish().unwrap();
+    let got = rx.join().unwrap();
+    assert_eq!(got.len(), 100);
+    for (i, m) in got.iter().enumerate() {
+        assert_eq!(m.len(), i * 10);
+        assert!(m.iter().all(|&b| b == i as u8));
+    }
+}

@@ -14,10 +14,15 @@ T_RUN=${T_RUN:-300} # seconds: one transfer (10,000 messages: 15-70 s under TCG,
 HUNG=""       # set when one of our transfers hit its time limit: later ones are not started
 PEER_LOST_LIMIT=10 # seconds the server may take to report a SIGKILLed client
 
-# Sizes for the baseline (same for perftest and for us).
-BW_SIZE=65536 BW_COUNT=500
-RATE_SIZE=2 RATE_COUNT=2000
+# The baseline: perftest and our bench at the same sizes, iteration counts and queue depth
+# (perftest -t = our --credits), on the same devices in the same boot.
+BENCH_SIZES=(2 4096 65536)
+declare -A BENCH_COUNT=([2]=2000 [4096]=1000 [65536]=500)
+BENCH_DEPTH=16
 LAT_SIZE=2 LAT_COUNT=500
+# System calls per message: two bench runs of 2 B messages under strace; the difference over
+# the difference in messages is the steady-state cost (set-up cancels out).
+SYSCALL_COUNTS=(300 1300)
 
 PORT=7000
 next_port() { PORT=$((PORT + 1)); }
@@ -33,7 +38,7 @@ declare -gA CHECK_RESULTS=(
 	[messages]="messages_10k session_line rxe_traffic messages_64k"
 	[peer-lost]="peer_lost"
 	[doctor]="doctor_text doctor_json"
-	[baseline]="baseline_perftest baseline_ours"
+	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -210,7 +215,8 @@ session() { # name [client args...]
 }
 
 # Parses the summary line "N messages, B bytes in T s (R msg/s, X MiB/s, Y Gb/s)" of FILE
-# into SUM_MSGS SUM_BYTES SUM_SECS SUM_RATE SUM_MIBS.
+# into SUM_MSGS SUM_BYTES SUM_SECS SUM_RATE SUM_MIBS (read by the checks and the console log).
+# shellcheck disable=SC2034 # not every field is used by every check
 parse_summary() { # file
 	local line
 	SUM_MSGS='' SUM_BYTES='' SUM_SECS='' SUM_RATE='' SUM_MIBS=''
@@ -472,72 +478,153 @@ bench_row() { # metric size perftest ours unit
 	echo "SOFTROCE-BENCH $1 $2 ${3:--} ${4:--} $ratio $5"
 }
 
+# Field FIELD of the result row (the first numeric line after "#bytes") of FILE.
+result_field() { # file field
+	awk -v f="$2" '/#bytes/ { h = 1; next } h && $1 ~ /^[0-9]+$/ { print $f; exit }' "$1"
+}
+
+# Runs our bench pair (server in $NS_B, client in $NS_A, both pinned), optionally under a
+# wrapper (strace); the client's table lands in /tmp/NAME.client.out. Sets BENCH_FAIL.
+bench_pair() { # name wrapper-or-"" [client bench args...]
+	local name=$1 wrap=$2 spid crc
+	shift 2
+	local -a wrapper=()
+	[ -n "$wrap" ] && read -r -a wrapper <<<"$wrap"
+	BENCH_FAIL=""
+	next_port
+	# shellcheck disable=SC2001 # the wrapper's output file differs per side
+	timeout "$T_RUN" ip netns exec "$NS_B" "${PIN_SERVER[@]}" "${wrapper[@]/@SIDE@/server}" "$BIN" bench \
+		--server "$IP_B:$PORT" --transport "$TRANSPORT" >"/tmp/$name.server.out" 2>"/tmp/$name.server.err" &
+	spid=$!
+	if ! wait_listening "$NS_B" "$PORT" "$spid"; then
+		wait_pid "$spid" 1
+		BENCH_FAIL="bench server did not start: $(why "/tmp/$name.server.err")"
+		show "/tmp/$name.server.err"
+		return 1
+	fi
+	timeout "$T_RUN" ip netns exec "$NS_A" "${PIN_CLIENT[@]}" "${wrapper[@]/@SIDE@/client}" "$BIN" bench \
+		--client "$IP_B:$PORT" --transport "$TRANSPORT" "$@" >"/tmp/$name.client.out" 2>"/tmp/$name.client.err"
+	crc=$?
+	wait_pid "$spid" "$T_STEP"
+	show "/tmp/$name.client.out"
+	if [ "$crc" != 0 ] || [ "$WAIT_RC" != 0 ]; then
+		BENCH_FAIL="bench client $(status_text "$crc" "$T_RUN"), server $(status_text "$WAIT_RC" "$T_STEP"): $(why "/tmp/$name.server.err" "/tmp/$name.client.err")"
+		show "/tmp/$name.server.err" "/tmp/$name.client.err"
+		return 1
+	fi
+}
+
+# Classifies the system calls of an `strace -f -yy` log: control (our TCP sockets), provider
+# (the uverbs/rdma_cm device files), wait (poll/ppoll/epoll), other; prints "control provider
+# wait other".
+syscall_classes() { # strace-log
+	awk '
+		/^[0-9]+ +(\+\+\+|---)/ { next }
+		/resumed>/ { next }
+		/^[0-9]+ +(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6)\(/ { w++; next }
+		/<(TCP|TCPv6):/ { c++; next }
+		/<\/dev\/infiniband\/|infinibandevent|uverbs/ { p++; next }
+		/^[0-9]+ +[a-z_0-9]+\(/ { o++ }
+		END { printf "%d %d %d %d\n", c, p, w, o }
+	' "$1"
+}
+
 check_baseline() {
-	local p_bw='' p_rate='' p_rtt='' o_bw='' o_rate='' o_rtt='' pfail=() ofail=()
+	local size n p_bw p_rate o_bw o_rate p_lat='' o_lat='' pfail=() ofail=()
+	declare -A P_BW P_RATE O_BW O_RATE
 
 	# both ends pinned, each to its own CPU when there are two
 	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
 
-	# perftest: ib_send_bw at 64 KiB (BW average, MB/sec = 2^20 bytes/s), at 2 B (MsgRate,
-	# Mpps), ib_send_lat at 2 B (t_avg in usec is half a round trip)
-	if perftest_measure bw_perftest 4 ib_send_bw -s "$BW_SIZE" -n "$BW_COUNT"; then
-		p_bw=$PERF_VALUE
-	else
-		pfail+=("ib_send_bw -s $BW_SIZE")
-	fi
-	if perftest_measure rate_perftest 5 ib_send_bw -s "$RATE_SIZE" -n "$RATE_COUNT"; then
-		p_rate=$(awk -v r="$PERF_VALUE" 'BEGIN { printf "%.0f", r * 1e6 }')
-	else
-		pfail+=("ib_send_bw -s $RATE_SIZE")
-	fi
-	if perftest_measure lat_perftest 6 ib_send_lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
-		p_rtt=$(awk -v t="$PERF_VALUE" 'BEGIN { printf "%.2f", 2 * t }')
+	for size in "${BENCH_SIZES[@]}"; do
+		n=${BENCH_COUNT[$size]}
+		# perftest: ib_send_bw at the same depth; field 4 BW average (MB/sec = 2^20 bytes/s),
+		# field 5 MsgRate (Mpps)
+		if perftest_measure "bw${size}_perftest" 4 ib_send_bw -s "$size" -n "$n" -t "$BENCH_DEPTH"; then
+			P_BW[$size]=$PERF_VALUE
+			P_RATE[$size]=$(awk -v r="$(result_field "/tmp/bw${size}_perftest.client.out" 5)" 'BEGIN { printf "%.0f", r * 1e6 }')
+		else
+			pfail+=("ib_send_bw -s $size -t $BENCH_DEPTH")
+		fi
+		# ours: the same columns from rdma-container bench
+		if bench_pair "bw${size}_ours" "" --mode bw -s "$size" -n "$n" --credits "$BENCH_DEPTH"; then
+			O_BW[$size]=$(result_field "/tmp/bw${size}_ours.client.out" 4)
+			O_RATE[$size]=$(awk -v r="$(result_field "/tmp/bw${size}_ours.client.out" 5)" 'BEGIN { printf "%.0f", r * 1e6 }')
+		else
+			ofail+=("bench bw $n x $size B: $BENCH_FAIL")
+		fi
+	done
+	# latency: t_typical (field 5) of ib_send_lat and of bench --mode lat (both half a round trip)
+	if perftest_measure lat_perftest 5 ib_send_lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
+		p_lat=$PERF_VALUE
 	else
 		pfail+=("ib_send_lat -s $LAT_SIZE")
 	fi
-
-	# ours: the server's summary line (receiver side, like perftest's numbers)
-	SERVER_ARGS=(--quiet --max-msg-size "$BW_SIZE")
-	if session bw_ours --size "$BW_SIZE" --count "$BW_COUNT" --max-msg-size "$BW_SIZE" &&
-		parse_summary "$SERVER_ERR" && [ "$SUM_MSGS" = "$BW_COUNT" ]; then
-		o_bw=$SUM_MIBS
+	if bench_pair lat_ours "" --mode lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
+		o_lat=$(result_field /tmp/lat_ours.client.out 5)
 	else
-		ofail+=("$BW_COUNT x $BW_SIZE B: ${SESSION_FAIL:-summary says $SUM_MSGS messages}")
-	fi
-	SERVER_ARGS=(--quiet)
-	if session rate_ours --size "$RATE_SIZE" --count "$RATE_COUNT" &&
-		parse_summary "$SERVER_ERR" && [ "$SUM_MSGS" = "$RATE_COUNT" ]; then
-		o_rate=$SUM_RATE
-	else
-		ofail+=("$RATE_COUNT x $RATE_SIZE B: ${SESSION_FAIL:-summary says $SUM_MSGS messages}")
-	fi
-	# one credit: each message waits for the credit of the one before = one round trip
-	SERVER_ARGS=(--quiet --credits 1)
-	if session lat_ours --size "$LAT_SIZE" --count "$LAT_COUNT" &&
-		parse_summary "$SERVER_ERR" && [ "$SUM_MSGS" = "$LAT_COUNT" ]; then
-		o_rtt=$(awk -v s="$SUM_SECS" -v n="$SUM_MSGS" 'BEGIN { printf "%.2f", s * 1e6 / n }')
-	else
-		ofail+=("$LAT_COUNT x $LAT_SIZE B, 1 credit: ${SESSION_FAIL:-summary says $SUM_MSGS messages}")
+		ofail+=("bench lat $LAT_COUNT x $LAT_SIZE B: $BENCH_FAIL")
 	fi
 
+	for size in "${BENCH_SIZES[@]}"; do
+		p_bw=${P_BW[$size]:-} o_bw=${O_BW[$size]:-} p_rate=${P_RATE[$size]:-} o_rate=${O_RATE[$size]:-}
+		bench_row bandwidth "$size" "$p_bw" "$o_bw" MiB/s
+		bench_row msg_rate "$size" "$p_rate" "$o_rate" msg/s
+	done
+	bench_row latency "$LAT_SIZE" "$p_lat" "$o_lat" us
+	echo "SOFTROCE-BENCH-NOTE bandwidth/msg_rate: ib_send_bw -t $BENCH_DEPTH vs rdma-container bench --credits $BENCH_DEPTH (BW average, MsgRate), counts: $(for s in "${BENCH_SIZES[@]}"; do printf '%s B x %s; ' "$s" "${BENCH_COUNT[$s]}"; done)"
+	echo "SOFTROCE-BENCH-NOTE latency: t_typical of ib_send_lat vs bench --mode lat (half a round trip), $LAT_COUNT iterations; lower is better (ratio > 1 = slower)"
+	echo "SOFTROCE-BENCH-NOTE under TCG only ratios within one boot mean anything"
+
+	check_syscalls
 	PIN_SERVER=() PIN_CLIENT=()
 
-	bench_row bandwidth "$BW_SIZE" "$p_bw" "$o_bw" MiB/s
-	bench_row msg_rate "$RATE_SIZE" "$p_rate" "$o_rate" msg/s
-	bench_row round_trip "$LAT_SIZE" "$p_rtt" "$o_rtt" us
-	echo "SOFTROCE-BENCH-NOTE bandwidth: ib_send_bw BW average vs our server's MiB/s (default credits), $BW_COUNT messages each"
-	echo "SOFTROCE-BENCH-NOTE msg_rate: ib_send_bw MsgRate vs our server's msg/s (default credits), $RATE_COUNT messages each"
-	echo "SOFTROCE-BENCH-NOTE round_trip: 2 x ib_send_lat t_avg vs our time per message with --credits 1 (message + credit), $LAT_COUNT messages"
-	echo "SOFTROCE-BENCH-NOTE round_trip: lower is better (ratio > 1 = slower); under TCG only ratios within one boot mean anything"
-
 	if [ ${#pfail[@]} -eq 0 ]; then
-		result baseline_perftest PASS "ib_send_bw $BW_SIZE B: $p_bw MiB/s; $RATE_SIZE B: $p_rate msg/s; ib_send_lat $LAT_SIZE B: round trip $p_rtt us"
+		result baseline_perftest PASS "ib_send_bw -t $BENCH_DEPTH at ${BENCH_SIZES[*]} B; ib_send_lat $LAT_SIZE B: t_typical $p_lat us"
 	else
 		result baseline_perftest FAIL "failed, unparsable or 0 twice: ${pfail[*]}"
 	fi
 	if [ ${#ofail[@]} -eq 0 ]; then
-		result baseline_ours PASS "$BW_SIZE B: $o_bw MiB/s; $RATE_SIZE B: $o_rate msg/s; $LAT_SIZE B with 1 credit: $o_rtt us per message"
+		result baseline_ours PASS "bench bw at ${BENCH_SIZES[*]} B (64 KiB: ${O_BW[65536]:-?} MiB/s, 2 B: ${O_RATE[2]:-?} msg/s); bench lat $LAT_SIZE B: t_typical $o_lat us"
 	else
 		result baseline_ours FAIL "$(printf '%s | ' "${ofail[@]}")"
 	fi
+}
+
+# System calls per message in steady state, each side, by class (see syscall_classes).
+check_syscalls() {
+	local n side cls i fail='' detail=''
+	declare -A COUNT
+	if ! command -v strace >/dev/null 2>&1; then
+		result bench_syscalls FAIL "strace is not in the guest"
+		return
+	fi
+	for n in "${SYSCALL_COUNTS[@]}"; do
+		if ! bench_pair "sys$n" "strace -f -qq -yy -o /tmp/sys$n.@SIDE@.strace" --mode bw -s 2 -n "$n" --credits "$BENCH_DEPTH"; then
+			fail="bench bw $n x 2 B under strace: $BENCH_FAIL"
+			break
+		fi
+		for side in client server; do
+			COUNT[$n.$side]=$(syscall_classes "/tmp/sys$n.$side.strace")
+		done
+	done
+	if [ -n "$fail" ]; then
+		result bench_syscalls FAIL "$fail"
+		return
+	fi
+	local lo=${SYSCALL_COUNTS[0]} hi=${SYSCALL_COUNTS[1]}
+	for side in client server; do
+		read -r -a a <<<"${COUNT[$lo.$side]}"
+		read -r -a b <<<"${COUNT[$hi.$side]}"
+		cls=()
+		for i in 0 1 2 3; do
+			cls+=("$(awk -v x="${a[$i]}" -v y="${b[$i]}" -v d=$((hi - lo)) 'BEGIN { printf "%.2f", (y - x) / d }')")
+		done
+		local role=sender
+		[ "$side" = server ] && role=receiver
+		echo "SOFTROCE-SYSCALLS $role control ${cls[0]} provider ${cls[1]} wait ${cls[2]} other ${cls[3]}"
+		detail+="$role: control ${cls[0]}, provider ${cls[1]}, wait ${cls[2]}, other ${cls[3]} per message; "
+	done
+	echo "SOFTROCE-BENCH-NOTE syscalls: strace -f -yy of bench bw 2 B --credits $BENCH_DEPTH, ($hi - $lo runs) / $((hi - lo)) messages; control = our TCP sockets, provider = /dev/infiniband, wait = poll"
+	result bench_syscalls PASS "$detail"
 }
