@@ -30,6 +30,7 @@ fn scripts_are_executable_with_a_shebang() {
         "scripts/setup-soft-roce.sh",
         "scripts/check-rdma-readiness.sh",
         "scripts/check-minimal-build.sh",
+        "scripts/bench-compare.sh",
     ] {
         let meta = fs::metadata(repo().join(script)).unwrap();
         assert!(
@@ -62,6 +63,7 @@ fn shellcheck_passes_on_every_script() {
         "scripts/setup-soft-roce.sh",
         "scripts/check-rdma-readiness.sh",
         "scripts/check-minimal-build.sh",
+        "scripts/bench-compare.sh",
     ]);
     let out = run(cmd);
     assert_eq!(out.code, Some(0), "shellcheck:\n{}", out.show());
