@@ -2,8 +2,10 @@
 # Compares `rdma-container bench --transport tcp` with the reference tools on loopback, in one
 # run, and prints a ratio table (ours / reference):
 #   64 KiB bandwidth   bench bw  vs iperf3 (same bytes, same 64 KiB writes)
-#   64 B message rate  bench bw  vs sockperf throughput --tcp (same message size and duration)
-#   2 B latency        bench lat vs sockperf ping-pong --tcp (average one-way latency)
+#   64 B message rate  bench bw  vs sockperf throughput --tcp (same message size and duration;
+#                      sockperf batches with Nagle by default, so also with Nagle off)
+#   14 B latency       bench lat vs sockperf ping-pong --tcp (average one-way latency; 14 B is
+#                      the smallest message sockperf sends)
 # Servers are pinned to CPU 1 and clients to CPU 0 (when the machine has two), for ours and the
 # reference alike. Only 127.0.0.1 is used. Ratios are printed, not judged.
 set -euo pipefail
@@ -122,20 +124,29 @@ sleep 0.5
 ref_rate=$("${client_pin[@]}" sockperf throughput --tcp -i 127.0.0.1 -p "$port" -m 64 -t "$seconds" 2>&1 |
 	sed -n 's/.*Summary: Message Rate is \([0-9.]*\) \[msg\/sec\].*/\1/p' | tail -n 1)
 row "64 B message rate (bench bw vs sockperf tp)" "msg/s" "$ours_rate" "$ref_rate" higher
+# sockperf's throughput mode turns Nagle on (batching small writes into one segment); our data
+# connection has TCP_NODELAY (one segment per message, for latency). Like for like: Nagle off.
+next_port
+"${server_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+pids+=($!)
+sleep 0.5
+ref_rate_nodelay=$("${client_pin[@]}" sockperf throughput --tcp --tcp-avoid-nodelay -i 127.0.0.1 -p "$port" \
+	-m 64 -t "$seconds" 2>&1 | sed -n 's/.*Summary: Message Rate is \([0-9.]*\) \[msg\/sec\].*/\1/p' | tail -n 1)
+row "64 B message rate (vs sockperf tp, Nagle off)" "msg/s" "$ours_rate" "$ref_rate_nodelay" higher
 
 # --- 2 B latency: ours vs sockperf ping-pong (both one-way = half the round trip) --------------
 next_port
 bench_server
 ours_lat=$("${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
-	--mode lat -s 2 -D "$seconds" --json 2>"$work/c3.log" |
+	--mode lat -s 14 -D "$seconds" --json 2>"$work/c3.log" |
 	jq -r '.results[0].t_avg_us' 2>/dev/null || true)
 next_port
 "${server_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
 pids+=($!)
 sleep 0.5
-ref_lat=$("${client_pin[@]}" sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m 2 -t "$seconds" 2>&1 |
+ref_lat=$("${client_pin[@]}" sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m 14 -t "$seconds" 2>&1 |
 	sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p' | tail -n 1)
-row "2 B latency, average (bench lat vs sockperf pp)" "usec" "$ours_lat" "$ref_lat" lower
+row "14 B latency, average (bench lat vs sockperf pp)" "usec" "$ours_lat" "$ref_lat" lower
 
 echo
 echo "bench-compare: rdma-container --transport tcp vs reference tools on 127.0.0.1, $(nproc) CPU(s), ${seconds} s runs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -264,7 +264,10 @@ impl RdmaSink {
                 }
             }
         }
-        if self.control_readable || self.core.out_of_credit() {
+        // Out of credit, a Credit on the control channel is what we wait for, unless credits
+        // travel in band (then the control channel is read only when a wait says so).
+        let credit_on_control = !self.session.transport.inband_credits();
+        if self.control_readable || (credit_on_control && self.core.out_of_credit()) {
             self.read_control()?;
         }
         if let Err(e) = polled {

@@ -30,6 +30,8 @@ const TOKEN_LEN: usize = 16;
 const HEADER_LEN: usize = 4;
 /// Bytes read from the socket per system call on the receive side.
 const READ_CHUNK: usize = 256 * 1024;
+/// A message body with at least this much still to come is read straight into its slot.
+const DIRECT_READ_MIN: usize = 16 * 1024;
 
 /// A send that the kernel has not fully taken yet.
 #[derive(Debug)]
@@ -281,6 +283,22 @@ impl TcpTransport {
             if self.rx_start == self.rx_end {
                 self.rx_start = 0;
                 self.rx_end = 0;
+                // The rest of a large message body goes straight into its slot: one copy less.
+                if let Some(cur) = self.incoming.as_mut() {
+                    if cur.len - cur.got >= DIRECT_READ_MIN {
+                        let Some(stream) = self.stream.as_mut() else {
+                            return Ok(());
+                        };
+                        match stream.read(&mut self.slots[cur.slot][cur.got..cur.len]) {
+                            Ok(0) => self.peer_closed = true,
+                            Ok(n) => cur.got += n,
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(data_io("receive", e)),
+                        }
+                        continue;
+                    }
+                }
             }
             let end = self.rx_end;
             let Some(stream) = self.stream.as_mut() else {
