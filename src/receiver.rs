@@ -127,7 +127,7 @@ impl RdmaSrc {
                 let arrived = self.core.arrived();
                 return Err(self.session.explain_transport_error(e, arrived));
             }
-            self.announce(false)?;
+            self.announce()?;
         }
         let mut polled = false;
         let mut spin_until: Option<Instant> = None;
@@ -145,7 +145,6 @@ impl RdmaSrc {
                         continue;
                     }
                     polled = false;
-                    self.announce(true)?;
                     if let Some(spin) = self.session.config.busy_poll {
                         if now < *spin_until.get_or_insert_with(|| now + spin) {
                             // Busy polling: look again at once (the control channel too).
@@ -165,9 +164,9 @@ impl RdmaSrc {
     }
 
     /// Tells the sender what was released, when the core says it is time.
-    fn announce(&mut self, about_to_wait: bool) -> Result<()> {
+    fn announce(&mut self) -> Result<()> {
         let before = self.core.announced();
-        let Some(released) = self.core.credit_due(about_to_wait) else {
+        let Some(released) = self.core.credit_due() else {
             return Ok(());
         };
         if self.session.transport.inband_credits() {

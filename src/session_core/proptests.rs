@@ -154,7 +154,7 @@ impl Sim {
         }
         if let Some(slot) = self.rx.release().unwrap() {
             self.slot_seq[slot] = None;
-            if let Some(released) = self.rx.credit_due(false) {
+            if let Some(released) = self.rx.credit_due() {
                 self.to_sender.push_back(Message::Credit { released });
             }
         }
@@ -166,29 +166,35 @@ impl Sim {
                 self.delivered.push(seq);
             }
             Ok(RecvStep::End) => self.ended = true,
-            Ok(RecvStep::Wait { .. }) => {
-                if let Some(released) = self.rx.credit_due(true) {
-                    self.to_sender.push_back(Message::Credit { released });
-                }
-            }
+            Ok(RecvStep::Wait { .. }) => {}
             Err(Error::PeerLost { .. }) => self.failed = true,
             Err(e) => panic!("receiver failed on an honest sender: {e}"),
         }
     }
 
-    /// Lets every queue drain so an honest session must end.
-    fn settle(&mut self) {
+    /// Sends `more` messages (the sender must never starve for good: credits come back
+    /// without any flush), then lets every queue drain so an honest session must end.
+    fn settle(&mut self, more: u64) {
+        let target = self.tx.sent() + more;
         for _ in 0..10_000 {
             if self.ended || self.failed {
                 return;
+            }
+            if self.tx.sent() < target {
+                self.step(Op::Send);
             }
             self.step(Op::Land);
             self.step(Op::Complete);
             self.step(Op::DeliverControl);
             self.step(Op::Recv);
-            self.step(Op::Finish);
+            if self.tx.sent() >= target {
+                self.step(Op::Finish);
+            }
         }
-        panic!("the session did not end");
+        panic!(
+            "the session did not end (sent {} of {target})",
+            self.tx.sent()
+        );
     }
 }
 
@@ -199,14 +205,15 @@ proptest! {
     /// delivered exactly once and in order, never one past Finish{count}, end of stream reached.
     #[test]
     fn honest_sessions_deliver_everything_once_in_order(
-        credits in 1u32..6,
+        credits in 1u32..9,
         ops in proptest::collection::vec(op(), 0..400),
+        more in 0u64..40,
     ) {
         let mut sim = Sim::new(credits);
         for op in ops {
             sim.step(op);
         }
-        sim.settle();
+        sim.settle(more);
         prop_assert!(sim.ended, "honest sessions end cleanly");
         let count = sim.finish_sent.expect("finish was sent");
         prop_assert_eq!(sim.delivered.len() as u64, count);

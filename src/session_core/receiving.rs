@@ -11,7 +11,9 @@
 //!   Finish{count} is known; a message past the count, a Finish below what arrived, a second
 //!   Finish, or an arrival with every slot held are protocol violations;
 //! - credits are announced in batches: once half the window (rounded up) is released and not
-//!   yet announced, and always before waiting with nothing to deliver;
+//!   yet announced. That alone keeps a sender from starving: it can only run out of credit
+//!   with a whole window sent and unannounced, and once those have arrived and been released,
+//!   more than half the window is unannounced (the property tests check it);
 //! - after Finish nothing more is announced, and waiting is bounded by [`FINISH_PROGRESS`]
 //!   without an arrival; after the data path closed without Finish, by [`FINISH_GRACE`];
 //! - with an idle timeout, a session without any arrival for that long ends.
@@ -224,16 +226,14 @@ impl ReceiverCore {
         Ok(Some(self.window.slot_of(seq)))
     }
 
-    /// The cumulative release count to announce now, if any. `about_to_wait` says the
-    /// receiver has nothing to deliver and will sleep: then every release is announced, so a
-    /// sender waiting for credit is never left waiting. After Finish nothing is announced.
-    pub(crate) fn credit_due(&mut self, about_to_wait: bool) -> Option<u64> {
+    /// The cumulative release count to announce now, if any: once half the window (rounded
+    /// up) is released and unannounced. After Finish nothing is announced.
+    pub(crate) fn credit_due(&mut self) -> Option<u64> {
         if self.finish.is_some() || self.phase != Phase::Open {
             return None;
         }
         let released = self.window.released();
-        let unannounced = released - self.announced;
-        if unannounced == 0 || (unannounced < self.batch && !about_to_wait) {
+        if released - self.announced < self.batch {
             return None;
         }
         self.announced = released;
@@ -344,11 +344,11 @@ mod tests {
         c.on_arrival(1, 6, now).unwrap();
         assert_eq!(deliver(&mut c, now), (0, 5));
         assert_eq!(c.release().unwrap(), Some(0));
-        assert_eq!(c.credit_due(false), Some(1));
+        assert_eq!(c.credit_due(), Some(1));
         assert_eq!(deliver(&mut c, now), (1, 6));
         c.on_control(Message::Finish { count: 2 }).unwrap();
         assert_eq!(c.release().unwrap(), Some(1));
-        assert_eq!(c.credit_due(true), None, "no credit after Finish");
+        assert_eq!(c.credit_due(), None, "no credit after Finish");
         assert_eq!(c.next(now).unwrap(), RecvStep::End);
         assert_eq!(c.next(now).unwrap(), RecvStep::End, "end is sticky");
         assert_eq!((c.delivered(), c.bytes()), (2, 11));
@@ -411,7 +411,7 @@ mod tests {
     }
 
     #[test]
-    fn credits_are_batched_by_half_window_and_flushed_before_waiting() {
+    fn credits_are_batched_by_half_window() {
         let now = t0();
         let mut c = ReceiverCore::new(8, None, now);
         for slot in 0..8 {
@@ -421,17 +421,20 @@ mod tests {
         for _ in 0..3 {
             deliver(&mut c, now);
             c.release().unwrap();
-            announced.push(c.credit_due(false));
+            announced.push(c.credit_due());
         }
         assert_eq!(announced, vec![None, None, None]);
         deliver(&mut c, now);
         c.release().unwrap();
-        assert_eq!(c.credit_due(false), Some(4), "half the window");
+        assert_eq!(c.credit_due(), Some(4), "half the window");
         deliver(&mut c, now);
         c.release().unwrap();
-        assert_eq!(c.credit_due(false), None);
-        assert_eq!(c.credit_due(true), Some(5), "flushed before waiting");
-        assert_eq!(c.credit_due(true), None, "nothing new");
+        assert_eq!(c.credit_due(), None, "one more is not half a window");
+        for _ in 0..3 {
+            deliver(&mut c, now);
+            c.release().unwrap();
+        }
+        assert_eq!(c.credit_due(), Some(8), "the next half window");
     }
 
     #[test]
