@@ -287,9 +287,14 @@ impl Acceptor {
         let mut dropped =
             RateLimitedLog::new("dropped a connection: too many handshakes in progress");
         while !self.closed.load(Ordering::Relaxed) {
-            if let Err(e) = wait_any([Interest::read(self.listener.as_fd())], SLICE) {
-                log::error!("waiting for connections failed: {}", e.chain());
-                return;
+            match wait_any([Interest::read(self.listener.as_fd())], SLICE) {
+                // Nothing pending: look at the stop flag again without an accept() call.
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    log::error!("waiting for connections failed: {}", e.chain());
+                    return;
+                }
             }
             match bootstrap::accept(&self.listener) {
                 Ok(Some((stream, peer))) => {
