@@ -119,6 +119,8 @@ pub(crate) struct VerbsTransport {
     port: u8,
     gid_index: u8,
     local: Endpoint,
+    /// The path MTU both ends agreed on (`ibv_mtu`), once connected.
+    path_mtu: Option<u8>,
     closed: bool,
 }
 
@@ -242,6 +244,7 @@ impl VerbsTransport {
             _context: context,
             memory,
             role: params.role,
+            path_mtu: None,
             max_inline,
             send_list: SendList::with_capacity(1),
             recv_list: RecvList::with_capacity(1),
@@ -357,6 +360,10 @@ impl Transport for VerbsTransport {
         self.local.encode()
     }
 
+    fn path_mtu(&self) -> Option<u32> {
+        self.path_mtu.map(mtu_bytes)
+    }
+
     fn connect(&mut self, peer_blob: &[u8], _deadline: Instant) -> Result<()> {
         let peer = Endpoint::decode(peer_blob).ok_or_else(|| Error::TransportProtocol {
             transport: NAME,
@@ -367,7 +374,9 @@ impl Transport for VerbsTransport {
         })?;
         let mut rtr = zeroed_qp_attr();
         rtr.qp_state = ffi::IBV_QPS_RTR;
-        rtr.path_mtu = u32::from(self.local.mtu.min(peer.mtu));
+        let path_mtu = self.local.mtu.min(peer.mtu);
+        rtr.path_mtu = u32::from(path_mtu);
+        self.path_mtu = Some(path_mtu);
         rtr.dest_qp_num = peer.qpn;
         rtr.rq_psn = self.local.psn;
         rtr.max_dest_rd_atomic = 0;
