@@ -24,6 +24,8 @@ pub(crate) struct ControlChannel {
     buf: Vec<u8>,
     /// The frame being sent, kept so that sending allocates nothing per message.
     out: Vec<u8>,
+    /// The last read returned less than it asked for: do not read again before a wait.
+    drained: bool,
     eof: bool,
 }
 
@@ -42,6 +44,7 @@ impl ControlChannel {
             local,
             buf: Vec::with_capacity(FRAME_HEADER_LEN + MAX_FRAME_BODY as usize),
             out: Vec::with_capacity(64),
+            drained: false,
             eof: false,
         })
     }
@@ -107,20 +110,26 @@ impl ControlChannel {
                     "control connection closed in the middle of a message"
                 }));
             }
-            // Read no further than the end of the frame we are assembling.
-            let want = if self.buf.len() < FRAME_HEADER_LEN {
-                FRAME_HEADER_LEN - self.buf.len()
-            } else {
-                FRAME_HEADER_LEN + frame_len(&self.buf) - self.buf.len()
-            };
+            if self.drained {
+                // The last read came back short: the socket had nothing more then. Let the
+                // caller wait for readability (poll is level-triggered) instead of reading again.
+                self.drained = false;
+                return Ok(None);
+            }
+            // Read what has arrived, up to one maximal frame in all: whole credits and the
+            // frames after them come in one system call.
             let start = self.buf.len();
+            let want = FRAME_HEADER_LEN + MAX_FRAME_BODY as usize - start;
             self.buf.resize(start + want, 0);
             match self.stream.read(&mut self.buf[start..]) {
                 Ok(0) => {
                     self.buf.truncate(start);
                     self.eof = true;
                 }
-                Ok(n) => self.buf.truncate(start + n),
+                Ok(n) => {
+                    self.buf.truncate(start + n);
+                    self.drained = n < want;
+                }
                 Err(e) => {
                     self.buf.truncate(start);
                     match e.kind() {
@@ -168,13 +177,6 @@ impl ControlChannel {
         }
         self.shutdown_write();
     }
-}
-
-fn frame_len(buf: &[u8]) -> usize {
-    let mut len = [0u8; FRAME_HEADER_LEN];
-    len.copy_from_slice(&buf[..FRAME_HEADER_LEN]);
-    // decode_frame already rejected lengths above MAX_FRAME_BODY.
-    u32::from_le_bytes(len) as usize
 }
 
 fn lost(reason: &str) -> Error {

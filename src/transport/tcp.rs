@@ -273,11 +273,14 @@ impl TcpTransport {
         Ok(())
     }
 
-    /// Moves bytes from the socket into posted slots; stops at WouldBlock or EOF.
+    /// Moves bytes from the socket into posted slots; stops at WouldBlock, EOF, or a short
+    /// read (the socket had nothing more: the caller waits for readability before the next
+    /// read, so an empty poll costs no system call of its own).
     fn receive(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+        let mut drained = false;
         loop {
             self.consume_buffered(out)?;
-            if self.peer_closed {
+            if self.peer_closed || drained {
                 return Ok(());
             }
             if self.rx_start == self.rx_end {
@@ -289,9 +292,13 @@ impl TcpTransport {
                         let Some(stream) = self.stream.as_mut() else {
                             return Ok(());
                         };
+                        let want = cur.len - cur.got;
                         match stream.read(&mut self.slots[cur.slot][cur.got..cur.len]) {
                             Ok(0) => self.peer_closed = true,
-                            Ok(n) => cur.got += n,
+                            Ok(n) => {
+                                cur.got += n;
+                                drained = n < want;
+                            }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                             Err(e) => return Err(data_io("receive", e)),
@@ -304,9 +311,13 @@ impl TcpTransport {
             let Some(stream) = self.stream.as_mut() else {
                 return Ok(());
             };
+            let want = self.rx.len() - end;
             match stream.read(&mut self.rx[end..]) {
                 Ok(0) => self.peer_closed = true,
-                Ok(n) => self.rx_end += n,
+                Ok(n) => {
+                    self.rx_end += n;
+                    drained = n < want;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(data_io("receive", e)),
