@@ -223,9 +223,10 @@ impl RdmaSrc {
         while !self.core.control_closed() {
             match self.session.control.try_recv() {
                 Ok(Some(msg)) => {
+                    let finish_was_known = self.core.finish_known();
                     self.core.on_control(msg)?;
-                    if self.core.finish_known() {
-                        // Nothing more to tell the sender: let it go.
+                    if self.core.finish_known() && !finish_was_known {
+                        // Nothing more to tell the sender: let it go (once, at Finish).
                         self.session.control.shutdown_write();
                     }
                 }

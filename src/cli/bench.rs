@@ -79,7 +79,7 @@ pub struct BenchArgs {
     pub device: DeviceArgs,
 
     /// Poll this many microseconds before sleeping (default: 1000000 for lat, off for bw).
-    #[arg(long, value_name = "USEC")]
+    #[arg(long, value_name = "USEC", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     pub busy_poll: Option<u64>,
 
     /// Report bandwidth in Gb/sec instead of MiB/sec.
@@ -192,11 +192,6 @@ fn config(args: &BenchArgs, stop: &std::sync::Arc<std::sync::atomic::AtomicBool>
 
 /// Runs `bench`; returns the exit status.
 pub fn run(args: &BenchArgs, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<u8> {
-    if let Some(us) = args.busy_poll {
-        if us > 10_000_000 {
-            bail!("--busy-poll must be at most 10000000 microseconds, got {us}");
-        }
-    }
     let config = config(args, &stop);
     config.validate()?;
     match (args.server, args.client) {
