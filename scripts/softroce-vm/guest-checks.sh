@@ -453,7 +453,7 @@ perftest() { # name tool [tool args...]
 }
 
 # Runs a perftest pair and sets PERF_VALUE to field FIELD of the client's result row (the line
-# after the "#bytes" header). A run that fails or reports 0 is tried once more: perftest's
+# after the "#bytes" header). A run that fails or reports 0, inf or nan is tried once more: perftest's
 # cycle-based timing misfires now and then under TCG.
 perftest_measure() { # name field tool [tool args...]
 	local name=$1 field=$2 try
@@ -463,7 +463,7 @@ perftest_measure() { # name field tool [tool args...]
 		if perftest "$name" "$@"; then
 			PERF_VALUE=$(awk -v f="$field" '/#bytes/ { h = 1; next } h && $1 ~ /^[0-9]+$/ { print $f; exit }' \
 				"/tmp/$name.client.out")
-			awk -v v="$PERF_VALUE" 'BEGIN { exit !(v + 0 > 0) }' && return 0
+			awk -v v="$PERF_VALUE" 'BEGIN { exit !(v ~ /^[0-9]+(\.[0-9]+)?$/ && v + 0 > 0) }' && return 0
 		fi
 		echo "$name: attempt $try gave no usable number (${PERF_VALUE:-none})"
 		PERF_VALUE=""
