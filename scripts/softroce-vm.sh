@@ -61,7 +61,7 @@ veth pair with an rxe device on each end, and runs rdma-container's server and c
 Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail"):
   messages    10,000 messages in order (server stdout = seq 0 9999), the session log line names
               the expected transport (and, for verbs/auto, the rxe device and GID), rxe packet
-              counters moved (verbs/auto), then 2000 x 64 KiB messages
+              counters moved (verbs/auto), then 1999 x 64 KiB messages with 16 credits
   peer-lost   client SIGKILLed mid-stream: the server reports "peer lost" within a few seconds
   doctor      'doctor --peer' (text and --json) in the client namespace: rxe GID table + choice
   baseline    ib_send_bw / ib_send_lat (explicit GID index) vs our client/server, same sizes,

@@ -203,6 +203,9 @@ impl RdmaSink {
             let now = Instant::now();
             match self.core.finish_step(now)? {
                 FinishStep::Drain { until } => {
+                    if let Err(e) = self.session.transport.flush_sends() {
+                        return Err(self.explain(e));
+                    }
                     self.progress()?;
                     if matches!(self.core.finish_step(now)?, FinishStep::Drain { .. }) {
                         self.control_readable = self.session.wait(

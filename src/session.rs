@@ -223,7 +223,7 @@ impl Session {
     /// must not be watched (it is always readable): callers pass `false` for it. Returns
     /// [`Error::Interrupted`] when the stop flag is set and `honor_stop` is.
     pub(crate) fn wait(
-        &self,
+        &mut self,
         until: Option<Instant>,
         watch_control: bool,
         watch_data: bool,
@@ -249,19 +249,22 @@ impl Session {
         } else {
             None
         };
-        let ready = match (watch_control, data) {
-            (true, Some(data)) => wait_any([control, data], slice)? & 1 != 0,
-            (true, None) => wait_any([control], slice)? != 0,
-            (false, Some(data)) => {
-                wait_any([data], slice)?;
-                false
+        let (control_ready, data_ready) = match (watch_control, data) {
+            (true, Some(data)) => {
+                let ready = wait_any([control, data], slice)?;
+                (ready & 1 != 0, ready & 2 != 0)
             }
+            (true, None) => (wait_any([control], slice)? != 0, false),
+            (false, Some(data)) => (false, wait_any([data], slice)? != 0),
             (false, None) => {
                 wait_any([], slice)?;
-                false
+                (false, false)
             }
         };
-        Ok(ready)
+        if data_ready {
+            self.transport.on_wakeup();
+        }
+        Ok(control_ready)
     }
 }
 

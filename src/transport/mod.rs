@@ -21,6 +21,8 @@ use crate::Result;
 #[cfg(doca_transport)]
 #[allow(unsafe_code)]
 pub(crate) mod doca;
+#[cfg(feature = "verbs")]
+pub(crate) mod signaling;
 #[allow(unsafe_code)]
 pub(crate) mod slots;
 pub(crate) mod tcp;
@@ -133,6 +135,14 @@ pub(crate) trait Transport: Send + std::fmt::Debug {
     /// Sends the first `len` bytes of staging slot `slot` as one message.
     fn post_send(&mut self, slot: usize, len: usize) -> Result<()>;
 
+    /// Makes sure every send posted so far will report its completion through `poll`. A
+    /// transport that signals only some sends posts a signaled request behind the last one
+    /// when that one went out unsignaled. The sender's `finish` calls it before waiting for
+    /// its staging slots; calling it again while that request is outstanding does nothing.
+    fn flush_sends(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Makes progress without blocking and appends completions to `out`. It always leaves its
     /// notification armed, so that [`Transport::wait_handle`] becomes ready as soon as more
     /// progress is possible: the caller may sleep after any poll, also one that returned
@@ -141,6 +151,11 @@ pub(crate) trait Transport: Send + std::fmt::Debug {
 
     /// The descriptor to sleep on after an empty `poll` (`None` before connect).
     fn wait_handle(&self) -> Option<WaitHandle<'_>>;
+
+    /// A wait reported the [`Transport::wait_handle`] descriptor ready. A transport may skip,
+    /// in `poll`, checks that can only find something after such a wake-up (the tcp sender's
+    /// look for a closed data connection), and must make the next `poll` do them.
+    fn on_wakeup(&mut self) {}
 
     /// Tears the data path down; safe to call more than once and after errors.
     fn close(&mut self);

@@ -70,6 +70,9 @@ pub(crate) struct TcpTransport {
     sends: VecDeque<PendingSend>,
     /// Sends the kernel took inside `post_send`, reported by the next `poll`.
     early: Vec<Completion>,
+    /// Sender: the data socket may have become readable (the receiver closed it or wrote on
+    /// it) since the last look; set at start and by [`Transport::on_wakeup`].
+    check_readable: bool,
 }
 
 impl TcpTransport {
@@ -107,6 +110,7 @@ impl TcpTransport {
             peer_closed: false,
             sends: VecDeque::with_capacity(params.slots),
             early: Vec::with_capacity(params.slots),
+            check_readable: true,
         })
     }
 
@@ -516,7 +520,12 @@ impl Transport for TcpTransport {
             Role::Receiver => self.receive(out)?,
             Role::Sender => {
                 self.flush(out)?;
-                self.check_sender_socket()?;
+                // The receiver never writes here, so the socket turns readable only at its
+                // close: look only after a wait said so (a write fails on a reset anyway),
+                // not once per poll.
+                if std::mem::take(&mut self.check_readable) {
+                    self.check_sender_socket()?;
+                }
             }
         }
         // Deliver what arrived before the close first; report the close on an empty poll.
@@ -535,6 +544,10 @@ impl Transport for TcpTransport {
             fd: s.as_fd(),
             writable: !self.sends.is_empty(),
         })
+    }
+
+    fn on_wakeup(&mut self) {
+        self.check_readable = true;
     }
 
     fn close(&mut self) {

@@ -13,6 +13,13 @@
 //! Messages up to the QP's `max_inline_data` are sent inline (`IBV_SEND_INLINE`: the provider
 //! copies them into the work request, no DMA read of the slot).
 //!
+//! Sends (data on the sender, credits on the receiver) are signaled only every half window
+//! (see [`super::signaling`]): one completion retires every earlier send, since an RC send
+//! queue completes in order. When the sender's `finish` must know that every send completed
+//! and the newest went out unsignaled, it posts a signaled zero-length RDMA write behind it
+//! ([`Transport::flush_sends`]); the receiver's QP allows remote writes for that alone (no
+//! memory region grants remote access, and a zero-length write touches no memory).
+//!
 //! The hello blob carries QP number, starting PSN, GID and path MTU (see [`Endpoint`]).
 //! `verbs-sys` loads `libibverbs.so.1` with dlopen on first use, so where rdma-core is absent
 //! [`VerbsTransport::new`] reports the transport as unavailable, naming what to install.
@@ -29,6 +36,7 @@ use verbs_sys::{
     QpInit, QueuePair, RecvList, SendList,
 };
 
+use super::signaling::SendSignaling;
 use super::slots::{chosen_device, SlotMemory};
 use super::{Completion, SetupParams, Transport, WaitHandle};
 use crate::proto::{Role, TransportKind};
@@ -40,6 +48,10 @@ const SEND_TAG: u64 = 1 << 63;
 /// `wr_id` bit that marks a zero-length credit message (send on the receiver, receive on the
 /// sender).
 const CREDIT_TAG: u64 = 1 << 62;
+/// `wr_id` bit that marks the sender's zero-length RDMA write that flushes unsignaled sends.
+const FLUSH_TAG: u64 = 1 << 61;
+/// Credit sends carry a sequence number below the tag bits.
+const CREDIT_SEQ_MASK: u64 = (1 << 48) - 1;
 /// How long a credit waits for a free send-queue entry before the peer counts as gone.
 const CREDIT_SEND_WAIT: Duration = Duration::from_secs(2);
 /// Completions taken per `ibv_poll_cq` call.
@@ -112,8 +124,14 @@ pub(crate) struct VerbsTransport {
     /// Reused for every post (no allocation on the data path).
     send_list: SendList,
     recv_list: RecvList,
-    /// Receiver: credit sends posted and not yet completed (bounded by the send queue depth).
-    credits_in_flight: usize,
+    /// Sender: data sends posted and not yet known complete, and which to signal.
+    data_sends: SendSignaling,
+    /// Sender: a flushing RDMA write is posted and has not completed.
+    flush_posted: bool,
+    /// Receiver: credit sends posted and not yet known complete (bounded by the SQ depth).
+    credit_sends: SendSignaling,
+    /// Receiver: sequence number of the next credit send (its `wr_id`).
+    credit_seq: u64,
     /// Completions taken off the CQ while waiting for a send-queue entry, for the next `poll`.
     pending: Vec<Completion>,
     port: u8,
@@ -198,7 +216,7 @@ impl VerbsTransport {
                     max_inline_data,
                 },
                 qp_type: ffi::IBV_QPT_RC,
-                sq_sig_all: true,
+                sq_sig_all: false,
             })
         };
         // A provider may refuse inline data (or this much of it): then do without.
@@ -212,7 +230,12 @@ impl VerbsTransport {
         init.qp_state = ffi::IBV_QPS_INIT;
         init.pkey_index = 0;
         init.port_num = port;
-        init.qp_access_flags = ffi::IBV_ACCESS_LOCAL_WRITE;
+        // The receiver accepts the sender's zero-length flushing write; no memory region
+        // grants remote access, so no peer can write anything with it.
+        init.qp_access_flags = match params.role {
+            Role::Sender => ffi::IBV_ACCESS_LOCAL_WRITE,
+            Role::Receiver => ffi::IBV_ACCESS_LOCAL_WRITE | ffi::IBV_ACCESS_REMOTE_WRITE,
+        };
         qp.modify(
             &init,
             ffi::IBV_QP_STATE
@@ -248,7 +271,16 @@ impl VerbsTransport {
             max_inline,
             send_list: SendList::with_capacity(1),
             recv_list: RecvList::with_capacity(1),
-            credits_in_flight: 0,
+            data_sends: SendSignaling::new(
+                params.slots,
+                SendSignaling::default_interval(params.slots),
+            ),
+            flush_posted: false,
+            credit_sends: SendSignaling::new(
+                params.slots,
+                SendSignaling::default_interval(params.slots),
+            ),
+            credit_seq: 0,
             pending: Vec::new(),
             port,
             gid_index,
@@ -276,22 +308,35 @@ impl VerbsTransport {
                 .map_err(|e| verb("ibv_poll_cq", e, None))?;
             for wc in &wcs[..n] {
                 if wc.wr_id & CREDIT_TAG != 0 {
-                    self.credit_completion(wc.wr_id & SEND_TAG != 0, wc.status, out)?;
+                    self.credit_completion(wc.wr_id, wc.status, out)?;
                     continue;
                 }
                 let is_send = wc.wr_id & SEND_TAG != 0;
-                let slot = (wc.wr_id & !SEND_TAG) as usize;
                 if wc.status != ffi::IBV_WC_SUCCESS {
                     return Err(completion_error(is_send, wc.status));
                 }
-                out.push(if is_send {
-                    Completion::Send { slot }
-                } else {
-                    Completion::Recv {
-                        slot,
+                if !is_send {
+                    out.push(Completion::Recv {
+                        slot: wc.wr_id as usize,
                         len: wc.byte_len as usize,
-                    }
-                });
+                    });
+                } else if wc.wr_id & FLUSH_TAG != 0 {
+                    self.flush_posted = false;
+                    self.data_sends.on_flush_completion(|id| {
+                        out.push(Completion::Send {
+                            slot: (id & !SEND_TAG) as usize,
+                        })
+                    });
+                } else if !self.data_sends.on_signaled_completion(wc.wr_id, |id| {
+                    out.push(Completion::Send {
+                        slot: (id & !SEND_TAG) as usize,
+                    })
+                }) {
+                    return Err(Error::Internal(format!(
+                        "verbs: completion for send {:#x}, which is not outstanding",
+                        wc.wr_id
+                    )));
+                }
             }
             total += n;
             if n < POLL_BATCH {
@@ -328,16 +373,18 @@ impl VerbsTransport {
     }
 
     /// A credit message completed. On the sender an arrived credit is reported and its receive
-    /// re-posted. On the receiver a credit send only frees its queue entry: if it fails, the
-    /// sender is gone or closing, which the control channel reports with the right words.
+    /// re-posted. On the receiver a signaled credit send frees its queue entry and those of the
+    /// unsignaled ones before it: if it fails, the sender is gone or closing, which the control
+    /// channel reports with the right words.
     fn credit_completion(
         &mut self,
-        is_send: bool,
+        wr_id: u64,
         status: u32,
         out: &mut Vec<Completion>,
     ) -> Result<()> {
-        if is_send {
-            self.credits_in_flight = self.credits_in_flight.saturating_sub(1);
+        if wr_id & SEND_TAG != 0 {
+            // A failed send completes even unsignaled; either way it ends its run.
+            self.credit_sends.on_signaled_completion(wr_id, |_| {});
             if status != ffi::IBV_WC_SUCCESS {
                 log::debug!("verbs: a credit send completed with status {status}");
             }
@@ -470,13 +517,36 @@ impl Transport for VerbsTransport {
             length,
             lkey: self.mr.lkey(),
         };
-        let mut flags = ffi::IBV_SEND_SIGNALED;
+        if !self.data_sends.has_room() {
+            return Err(Error::Internal(format!(
+                "verbs: send from slot {slot} with {} sends outstanding",
+                self.data_sends.outstanding()
+            )));
+        }
+        let wr_id = SEND_TAG | slot as u64;
+        let mut flags = 0;
+        if self.data_sends.on_post(wr_id) {
+            flags |= ffi::IBV_SEND_SIGNALED;
+        }
         if length > 0 && length <= self.max_inline {
             flags |= ffi::IBV_SEND_INLINE;
         }
-        self.send_list
-            .push_send(SEND_TAG | slot as u64, Some(sge), flags);
+        self.send_list.push_send(wr_id, Some(sge), flags);
         self.post_send_list("ibv_post_send")
+            .inspect_err(|_| self.data_sends.on_post_failed())
+    }
+
+    fn flush_sends(&mut self) -> Result<()> {
+        if self.flush_posted || !self.data_sends.needs_flush() {
+            return Ok(());
+        }
+        // Room is certain: a send that fills the window is signaled, so a window that needs a
+        // flush has a free entry.
+        self.send_list
+            .push_rdma_write(SEND_TAG | FLUSH_TAG, None, 0, 0, ffi::IBV_SEND_SIGNALED);
+        self.post_send_list("ibv_post_send(flush)")?;
+        self.flush_posted = true;
+        Ok(())
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()> {
@@ -513,7 +583,7 @@ impl Transport for VerbsTransport {
         // slot between completions, but wait for a free entry rather than overrun it.
         // Completions taken meanwhile are kept for the next `poll`.
         let deadline = Instant::now() + CREDIT_SEND_WAIT;
-        while self.credits_in_flight >= self.memory.count() {
+        while !self.credit_sends.has_room() {
             let mut pending = std::mem::take(&mut self.pending);
             let polled = self.poll_cq(&mut pending);
             self.pending = pending;
@@ -527,11 +597,16 @@ impl Transport for VerbsTransport {
             }
             std::hint::spin_loop();
         }
-        self.send_list
-            .push_send(SEND_TAG | CREDIT_TAG, None, ffi::IBV_SEND_SIGNALED);
-        self.post_send_list("ibv_post_send(credit)")?;
-        self.credits_in_flight += 1;
-        Ok(())
+        let wr_id = SEND_TAG | CREDIT_TAG | (self.credit_seq & CREDIT_SEQ_MASK);
+        self.credit_seq = self.credit_seq.wrapping_add(1);
+        let flags = if self.credit_sends.on_post(wr_id) {
+            ffi::IBV_SEND_SIGNALED
+        } else {
+            0
+        };
+        self.send_list.push_send(wr_id, None, flags);
+        self.post_send_list("ibv_post_send(credit)")
+            .inspect_err(|_| self.credit_sends.on_post_failed())
     }
 
     fn close(&mut self) {
@@ -544,6 +619,9 @@ impl Transport for VerbsTransport {
             let mut sink = Vec::new();
             let _ = self.poll_cq(&mut sink);
             self.drain_channel_events();
+            self.data_sends.clear();
+            self.credit_sends.clear();
+            self.flush_posted = false;
         }
     }
 }
@@ -633,6 +711,10 @@ fn completion_error(is_send: bool, status: u32) -> Error {
             Some("a message larger than the receive slot"),
         ),
         4 => ("local protection error", None),
+        10 => (
+            "remote access error",
+            Some("the peer refused the zero-length RDMA write that flushes unsignaled sends: is it an older rdma-container?"),
+        ),
         5 => (
             "work request flushed",
             Some("the queue pair went to the error state"),

@@ -29,11 +29,11 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A Hello frame (version 1, tcp, 1 MiB messages, 2 credits, the GID of 127.0.0.1).
+/// A Hello frame (version 2, tcp, 1 MiB messages, 2 credits, the GID of 127.0.0.1).
 pub fn hello(role: u8, max_msg_size: u32, blob: &[u8]) -> Vec<u8> {
     let mut b = vec![KIND_HELLO];
     b.extend_from_slice(b"RDMC");
-    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
     b.push(role);
     b.push(TRANSPORT_TCP);
     b.extend_from_slice(&max_msg_size.to_le_bytes());

@@ -698,6 +698,29 @@ impl SendList {
         self.sges.push(sge.unwrap_or_default());
     }
 
+    /// Appends an `IBV_WR_RDMA_WRITE` of `sge` (none: a zero-length write) to `remote_addr`
+    /// under `rkey`, with `IBV_SEND_*` bits `flags`. A zero-length write touches no memory on
+    /// either side (the responder checks neither address nor key, IBTA C9-88); it still needs
+    /// `IBV_ACCESS_REMOTE_WRITE` on the responder's QP, and being ordered behind every earlier
+    /// request, its completion says they all completed.
+    pub fn push_rdma_write(
+        &mut self,
+        wr_id: u64,
+        sge: Option<ibv_sge>,
+        remote_addr: u64,
+        rkey: u32,
+        flags: ffi::ibv_send_flags,
+    ) {
+        let mut wr = zeroed_send_wr();
+        wr.wr_id = wr_id;
+        wr.opcode = ffi::IBV_WR_RDMA_WRITE;
+        wr.send_flags = flags;
+        wr.num_sge = c_int::from(sge.is_some());
+        wr.wr.rdma = ffi::ibv_send_wr_rdma { remote_addr, rkey };
+        self.wrs.push(wr);
+        self.sges.push(sge.unwrap_or_default());
+    }
+
     /// Number of requests.
     pub fn len(&self) -> usize {
         self.wrs.len()
@@ -828,6 +851,25 @@ mod tests {
         assert!(list.wrs[1].sg_list.is_null());
         assert_eq!(list.wrs[1].num_sge, 0);
         assert_eq!(list.wrs[0].opcode, ffi::IBV_WR_SEND);
+        list.clear();
+        list.push_rdma_write(3, None, 0x2000, 9, ffi::IBV_SEND_SIGNALED);
+        assert_eq!(list.wrs[0].opcode, ffi::IBV_WR_RDMA_WRITE);
+        assert_eq!(list.wrs[0].num_sge, 0);
+        // SAFETY: `rdma` is the member push_rdma_write wrote.
+        let rdma = unsafe { list.wrs[0].wr.rdma };
+        assert_eq!((rdma.remote_addr, rdma.rkey), (0x2000, 9));
+        list.clear();
+        list.push_send(
+            1,
+            Some(ibv_sge {
+                addr: 0x1000,
+                length: 8,
+                lkey: 7,
+            }),
+            0,
+        );
+        list.push_send(2, None, 0);
+        let head = list.link();
         assert_eq!(index_of(head, head.wrapping_add(1), 2), 1);
         assert_eq!(index_of(head, ptr::null_mut(), 2), 0);
 

@@ -1,0 +1,231 @@
+//! Selective signaling: which sends ask for a completion, and which earlier sends a completion
+//! retires.
+//!
+//! A send posted without `IBV_SEND_SIGNALED` produces no completion when it succeeds. On an RC
+//! queue pair, work requests complete in the order they were posted, so the completion of a
+//! signaled send also means that every earlier send on the same queue completed: its buffer may
+//! be reused and its send-queue entry is free. Signaling only every k-th send saves the device a
+//! completion write per message and the CPU a completion to poll.
+//!
+//! Two rules keep it live:
+//! - a send that takes the last free entry of the window (`capacity` sends outstanding) is
+//!   always signaled, so a poster that waits for room always has a completion coming;
+//! - a caller that needs every outstanding send completed (a sender's `finish`) and finds the
+//!   last one unsignaled must post a signaled request of its own behind it
+//!   ([`SendSignaling::needs_flush`]); the verbs transport posts a zero-length RDMA write.
+//!
+//! A failed work request always produces a completion, signaled or not, so errors are never
+//! hidden.
+
+use std::collections::VecDeque;
+
+/// Tracks the sends posted on one queue and decides which of them to signal.
+#[derive(Debug)]
+pub(crate) struct SendSignaling {
+    /// Identifiers of the sends posted and not yet known complete, oldest first.
+    outstanding: VecDeque<u64>,
+    /// Sends posted unsignaled since the last signaled one.
+    unsignaled_run: usize,
+    /// Signal at least every `every`-th send.
+    every: usize,
+    /// At most this many sends outstanding (the send-queue room the caller gave us).
+    capacity: usize,
+}
+
+impl SendSignaling {
+    /// Room for `capacity` outstanding sends, signaling at least every `every`-th one (both at
+    /// least 1). Allocates once; posting and retiring never allocate.
+    pub(crate) fn new(capacity: usize, every: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self {
+            outstanding: VecDeque::with_capacity(capacity),
+            unsignaled_run: 0,
+            every: every.clamp(1, capacity),
+            capacity,
+        }
+    }
+
+    /// How often to signal for a window of `capacity` sends: every half window, so that one
+    /// completion is always on its way while the other half is being filled, and at most
+    /// every 64th (a bounded batch of buffers retired per completion).
+    pub(crate) fn default_interval(capacity: usize) -> usize {
+        capacity.div_ceil(2).clamp(1, 64)
+    }
+
+    /// Number of sends posted and not yet known complete.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Whether another send may be posted (fewer than `capacity` outstanding).
+    pub(crate) fn has_room(&self) -> bool {
+        self.outstanding.len() < self.capacity
+    }
+
+    /// Records a send about to be posted with identifier `id`; returns whether to signal it.
+    /// The caller must have checked [`SendSignaling::has_room`].
+    pub(crate) fn on_post(&mut self, id: u64) -> bool {
+        self.outstanding.push_back(id);
+        let signal =
+            self.unsignaled_run + 1 >= self.every || self.outstanding.len() >= self.capacity;
+        if signal {
+            self.unsignaled_run = 0;
+        } else {
+            self.unsignaled_run += 1;
+        }
+        signal
+    }
+
+    /// Undoes the last [`SendSignaling::on_post`] (the post itself failed).
+    pub(crate) fn on_post_failed(&mut self) {
+        self.outstanding.pop_back();
+        self.unsignaled_run = self.unsignaled_run.saturating_sub(1);
+    }
+
+    /// The signaled send `id` completed: retires it and every send posted before it, calling
+    /// `retired` for each, oldest first. Returns false (retiring nothing) when `id` is not
+    /// outstanding.
+    pub(crate) fn on_signaled_completion(&mut self, id: u64, mut retired: impl FnMut(u64)) -> bool {
+        if !self.outstanding.contains(&id) {
+            return false;
+        }
+        while let Some(done) = self.outstanding.pop_front() {
+            retired(done);
+            if done == id {
+                break;
+            }
+        }
+        if self.outstanding.is_empty() {
+            self.unsignaled_run = 0;
+        }
+        true
+    }
+
+    /// A signaled request posted behind every outstanding send (a flush) completed: all of
+    /// them are complete.
+    pub(crate) fn on_flush_completion(&mut self, mut retired: impl FnMut(u64)) {
+        while let Some(done) = self.outstanding.pop_front() {
+            retired(done);
+        }
+        self.unsignaled_run = 0;
+    }
+
+    /// Whether the newest outstanding send was posted unsignaled, so that waiting for every
+    /// send to complete needs a signaled request behind it.
+    pub(crate) fn needs_flush(&self) -> bool {
+        self.unsignaled_run > 0 && !self.outstanding.is_empty()
+    }
+
+    /// Forgets every outstanding send (the queue was torn down).
+    pub(crate) fn clear(&mut self) {
+        self.outstanding.clear();
+        self.unsignaled_run = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Posts `n` sends with ids from `next`, returning which were signaled.
+    fn post(s: &mut SendSignaling, next: &mut u64, n: usize) -> Vec<(u64, bool)> {
+        (0..n)
+            .map(|_| {
+                let id = *next;
+                *next += 1;
+                (id, s.on_post(id))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn signals_every_kth_send_and_the_one_that_fills_the_window() {
+        let mut s = SendSignaling::new(8, 3);
+        let mut next = 0;
+        let posted = post(&mut s, &mut next, 8);
+        let signaled: Vec<u64> = posted.iter().filter(|p| p.1).map(|p| p.0).collect();
+        // Every third, and the eighth because it takes the last entry.
+        assert_eq!(signaled, vec![2, 5, 7]);
+        assert!(!s.has_room());
+        assert!(!s.needs_flush());
+    }
+
+    #[test]
+    fn a_signaled_completion_retires_everything_before_it_in_order() {
+        let mut s = SendSignaling::new(8, 4);
+        let mut next = 10;
+        post(&mut s, &mut next, 6);
+        let mut retired = Vec::new();
+        assert!(s.on_signaled_completion(13, |id| retired.push(id)));
+        assert_eq!(retired, vec![10, 11, 12, 13]);
+        assert_eq!(s.outstanding(), 2);
+        // Unknown ids retire nothing.
+        assert!(!s.on_signaled_completion(99, |id| retired.push(id)));
+        assert_eq!(s.outstanding(), 2);
+        assert!(s.needs_flush(), "14 and 15 went out unsignaled");
+        let mut rest = Vec::new();
+        s.on_flush_completion(|id| rest.push(id));
+        assert_eq!(rest, vec![14, 15]);
+        assert!(!s.needs_flush());
+        assert_eq!(s.outstanding(), 0);
+    }
+
+    #[test]
+    fn a_failed_post_is_forgotten() {
+        let mut s = SendSignaling::new(4, 4);
+        assert!(!s.on_post(1));
+        s.on_post_failed();
+        assert_eq!(s.outstanding(), 0);
+        assert!(!s.needs_flush());
+    }
+
+    #[test]
+    fn every_is_clamped_and_one_means_every_send() {
+        let mut s = SendSignaling::new(3, 0);
+        let mut next = 0;
+        assert!(post(&mut s, &mut next, 3).iter().all(|p| p.1));
+        let mut s = SendSignaling::new(2, 100);
+        assert_eq!(
+            post(&mut s, &mut next, 2)
+                .iter()
+                .map(|p| p.1)
+                .collect::<Vec<_>>(),
+            vec![false, true]
+        );
+        assert_eq!(SendSignaling::default_interval(16), 8);
+        assert_eq!(SendSignaling::default_interval(1), 1);
+        assert_eq!(SendSignaling::default_interval(1024), 64);
+    }
+
+    /// Random posts and completions: a poster that waits only when the window is full always
+    /// has a signaled send outstanding, every send is retired exactly once and in order, and a
+    /// flush is needed exactly when the newest send is unsignaled.
+    #[test]
+    fn random_schedules_never_strand_a_waiting_poster() {
+        use proptest::prelude::*;
+        let config = ProptestConfig::with_cases(256);
+        proptest!(config, |(capacity in 1usize..12, every in 1usize..12, steps in proptest::collection::vec(any::<bool>(), 1..200))| {
+            let mut s = SendSignaling::new(capacity, every);
+            let mut next = 0u64;
+            let mut signaled_in_flight: VecDeque<u64> = VecDeque::new();
+            let mut retired = Vec::new();
+            for post_next in steps {
+                if post_next && s.has_room() {
+                    let id = next;
+                    next += 1;
+                    if s.on_post(id) {
+                        signaled_in_flight.push_back(id);
+                    }
+                } else if let Some(id) = signaled_in_flight.pop_front() {
+                    prop_assert!(s.on_signaled_completion(id, |r| retired.push(r)));
+                }
+                if !s.has_room() {
+                    prop_assert!(!signaled_in_flight.is_empty(), "full window, no completion coming");
+                }
+                prop_assert_eq!(s.needs_flush(), s.outstanding() > 0 && signaled_in_flight.back().is_none_or(|&last| last + 1 < next));
+            }
+            s.on_flush_completion(|r| retired.push(r));
+            prop_assert_eq!(retired, (0..next).collect::<Vec<_>>());
+        });
+    }
+}
