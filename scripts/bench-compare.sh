@@ -3,9 +3,11 @@
 # run, and prints a ratio table (ours / reference):
 #   64 KiB bandwidth   bench bw  vs iperf3 (same bytes, same 64 KiB writes)
 #   64 B message rate  bench bw  vs sockperf throughput --tcp (same message size and duration;
-#                      sockperf batches with Nagle by default, so also with Nagle off)
+#                      both with Nagle on: sockperf's throughput default, our data connection's)
 #   14 B latency       bench lat vs sockperf ping-pong --tcp (average one-way latency; 14 B is
 #                      the smallest message sockperf sends)
+#   system calls       per 64 B message on each side of bench bw (strace -c -f, 25,000 minus
+#                      5,000 messages), against the target of one
 # Servers are pinned to CPU 1 and clients to CPU 0 (when the machine has two), for ours and the
 # reference alike. Only 127.0.0.1 is used. Ratios are printed, not judged.
 set -euo pipefail
@@ -19,7 +21,7 @@ usage: scripts/bench-compare.sh [--binary PATH] [--seconds N] [--credits N] [--j
   --credits N     our queue depth for the bandwidth runs (default 16)
   --json FILE     also write the table as JSON
 
-Installs iperf3 and sockperf with apt-get when they are missing (as root).
+Installs iperf3, sockperf, jq and strace with apt-get when they are missing (as root).
 Exit status: 0 when every run produced a number, 1 when one failed, 64 on a usage error.
 EOF
 }
@@ -41,15 +43,15 @@ done
 case "$seconds$credits" in *[!0-9]*) usage >&2; exit 64 ;; esac
 
 cd "$(dirname "$0")/.."
-for tool in iperf3 sockperf jq taskset; do
+for tool in iperf3 sockperf jq taskset strace; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
 		if [ "$(id -u)" -eq 0 ]; then
 			apt-get update -qq >/dev/null
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				iperf3 sockperf jq util-linux >/dev/null
+				iperf3 sockperf jq util-linux strace >/dev/null
 			break
 		fi
-		echo "bench-compare: $tool is missing (apt-get install iperf3 sockperf jq util-linux)" >&2
+		echo "bench-compare: $tool is missing (apt-get install iperf3 sockperf jq util-linux strace)" >&2
 		exit 1
 	fi
 done
@@ -124,15 +126,6 @@ sleep 0.5
 ref_rate=$("${client_pin[@]}" sockperf throughput --tcp -i 127.0.0.1 -p "$port" -m 64 -t "$seconds" 2>&1 |
 	sed -n 's/.*Summary: Message Rate is \([0-9.]*\) \[msg\/sec\].*/\1/p' | tail -n 1)
 row "64 B message rate (bench bw vs sockperf tp)" "msg/s" "$ours_rate" "$ref_rate" higher
-# sockperf's throughput mode turns Nagle on (batching small writes into one segment); our data
-# connection has TCP_NODELAY (one segment per message, for latency). Like for like: Nagle off.
-next_port
-"${server_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
-pids+=($!)
-sleep 0.5
-ref_rate_nodelay=$("${client_pin[@]}" sockperf throughput --tcp --tcp-avoid-nodelay -i 127.0.0.1 -p "$port" \
-	-m 64 -t "$seconds" 2>&1 | sed -n 's/.*Summary: Message Rate is \([0-9.]*\) \[msg\/sec\].*/\1/p' | tail -n 1)
-row "64 B message rate (vs sockperf tp, Nagle off)" "msg/s" "$ours_rate" "$ref_rate_nodelay" higher
 
 # --- 2 B latency: ours vs sockperf ping-pong (both one-way = half the round trip) --------------
 next_port
@@ -147,6 +140,37 @@ sleep 0.5
 ref_lat=$("${client_pin[@]}" sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m 14 -t "$seconds" 2>&1 |
 	sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p' | tail -n 1)
 row "14 B latency, average (bench lat vs sockperf pp)" "usec" "$ours_lat" "$ref_lat" lower
+
+# --- system calls per message (strace -c -f), steady state: the difference between two runs --
+# Counts every system call of each process (data, control, waits), so the set-up cancels out.
+syscalls_total() { # strace -c output file -> total calls
+	awk '$NF == "total" { print $(NF-2) }' "$1"
+}
+syscall_run() { # message count -> "server_total client_total"
+	local n=$1
+	next_port
+	"${server_pin[@]}" strace -f -c -o "$work/st-server-$n.txt" "$binary" bench --server "127.0.0.1:$port" \
+		--transport tcp >"$work/server-st.log" 2>&1 &
+	local spid=$!
+	pids+=("$spid")
+	sleep 0.5
+	"${client_pin[@]}" strace -f -c -o "$work/st-client-$n.txt" "$binary" bench --client "127.0.0.1:$port" \
+		--transport tcp -s 64 -n "$n" --credits 64 >/dev/null 2>"$work/c-st.log" || true
+	wait "$spid" 2>/dev/null || true
+	echo "$(syscalls_total "$work/st-server-$n.txt") $(syscalls_total "$work/st-client-$n.txt")"
+}
+if command -v strace >/dev/null 2>&1; then
+	read -r s_lo c_lo <<<"$(syscall_run 5000)" || true
+	read -r s_hi c_hi <<<"$(syscall_run 25000)" || true
+	per_msg() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 20000 }'; }
+	send_calls=$(per_msg "${c_lo:-}" "${c_hi:-}" || true)
+	recv_calls=$(per_msg "${s_lo:-}" "${s_hi:-}" || true)
+	row "system calls per 64 B message, sender (target 1)" "calls" "$send_calls" 1 lower
+	row "system calls per 64 B message, receiver (target 1)" "calls" "$recv_calls" 1 lower
+else
+	echo "bench-compare: strace is missing: no system call counts (apt-get install strace)" >&2
+	failed=1
+fi
 
 echo
 echo "bench-compare: rdma-container --transport tcp vs reference tools on 127.0.0.1, $(nproc) CPU(s), ${seconds} s runs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -264,3 +264,66 @@ fn send_in_place_writes_straight_into_the_slot() {
         assert!(m.iter().all(|&b| b == i as u8));
     }
 }
+
+/// The tcp data connection keeps Nagle on, so a small write waits until the previous small
+/// segment is acknowledged. Linux delays that acknowledgement (up to 40 ms) for a run of
+/// equal-sized segments of 536 bytes or more, which stalled 4 KiB messages with a small window
+/// at about 140 messages per second, and a 4 KiB ping-pong the same way, until the receiver
+/// acknowledged each drained read at once. The bounds are hang guards, not a benchmark: a
+/// healthy run takes well under a second, the stalled one took over 20 s.
+#[test]
+fn mid_size_messages_on_tcp_do_not_wait_for_delayed_acknowledgements() {
+    const ONE_WAY: u32 = 3000;
+    const ROUND_TRIPS: u32 = 1000;
+    let cfg = Config {
+        transport: TransportChoice::Tcp,
+        credits: 4,
+        ..config()
+    };
+    let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &cfg).unwrap();
+    let addr = listener.local_addr();
+    let server = thread::spawn(move || {
+        // One way: count 4 KiB messages.
+        let mut src = listener.accept().unwrap().accept_src().unwrap();
+        let mut n = 0u32;
+        while let Some(m) = src.recv().unwrap() {
+            assert_eq!(m.len(), 4096);
+            n += 1;
+        }
+        // Ping-pong: echo every message back.
+        let (mut sink, mut src) = listener.accept_duplex().unwrap();
+        while let Some(m) = src.recv().unwrap() {
+            sink.send(m).unwrap();
+        }
+        sink.finish().unwrap();
+        n
+    });
+    let block = vec![7u8; 4096];
+    let started = Instant::now();
+    let mut sink = RdmaSink::connect(addr, &cfg).unwrap();
+    for _ in 0..ONE_WAY {
+        sink.send(&block).unwrap();
+    }
+    assert_eq!(sink.finish().unwrap(), u64::from(ONE_WAY));
+    let one_way = started.elapsed();
+
+    let started = Instant::now();
+    let (mut sink, mut src) = rdma_container::duplex::connect(addr, &cfg).unwrap();
+    for _ in 0..ROUND_TRIPS {
+        sink.send(&block).unwrap();
+        assert_eq!(src.recv().unwrap().map(<[u8]>::len), Some(4096));
+    }
+    sink.finish().unwrap();
+    assert!(src.recv().unwrap().is_none());
+    let ping_pong = started.elapsed();
+    assert_eq!(server.join().unwrap(), ONE_WAY);
+    // A delayed-acknowledgement stall costs about 7 ms per message here (40 ms at most).
+    assert!(
+        one_way < Duration::from_secs(10),
+        "{ONE_WAY} x 4 KiB with 4 credits took {one_way:?}: the sender waits for delayed acknowledgements"
+    );
+    assert!(
+        ping_pong < Duration::from_secs(10),
+        "{ROUND_TRIPS} 4 KiB round trips took {ping_pong:?}: each waits for a delayed acknowledgement"
+    );
+}

@@ -19,7 +19,8 @@ const KEEPALIVE_RETRIES: u32 = 3;
 /// Unacknowledged data older than this also declares the peer dead (TCP_USER_TIMEOUT).
 const USER_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Applies the options every session socket gets: TCP_NODELAY, keepalive with short timers and
+/// Applies the options every session socket gets: TCP_NODELAY (the tcp transport turns it
+/// off again on its one-way data connection), keepalive with short timers and
 /// TCP_USER_TIMEOUT, so a silently vanished peer is noticed within seconds.
 pub(crate) fn tune_stream(stream: &TcpStream) -> Result<()> {
     let sock = socket2::SockRef::from(stream);
