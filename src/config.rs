@@ -5,6 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// While busy polling, the drivers read the clock (and the receiver the control channel) once
+/// every this many polling rounds; the rounds in between poll the transport only.
+pub(crate) const SPIN_CHECK_EVERY: u32 = 16;
+
 use crate::roce::Overrides;
 use crate::{Error, Result};
 

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::config::Config;
+use crate::config::{Config, SPIN_CHECK_EVERY};
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::receiving::{ReceiverCore, RecvStep};
@@ -131,8 +131,11 @@ impl RdmaSrc {
         }
         let mut polled = false;
         let mut spin_until: Option<Instant> = None;
+        let mut spins = 0u32;
+        // One clock reading per call while nothing blocks: a poll takes no time worth counting
+        // against the core's deadlines, and a clock read is a system call on some machines.
+        let mut now = Instant::now();
         loop {
-            let now = Instant::now();
             match self.core.next(now)? {
                 RecvStep::Deliver { slot, len } => return Ok(Some((slot, len))),
                 RecvStep::End => return Ok(None),
@@ -146,8 +149,14 @@ impl RdmaSrc {
                     }
                     polled = false;
                     if let Some(spin) = self.session.config.busy_poll {
+                        // Busy polling: poll the transport again at once; read the clock and
+                        // the control channel only every SPIN_CHECK_EVERY rounds.
+                        spins = spins.wrapping_add(1);
+                        if !spins.is_multiple_of(SPIN_CHECK_EVERY) {
+                            continue;
+                        }
+                        now = Instant::now();
                         if now < *spin_until.get_or_insert_with(|| now + spin) {
-                            // Busy polling: look again at once (the control channel too).
                             self.control_readable = true;
                             continue;
                         }
@@ -158,6 +167,7 @@ impl RdmaSrc {
                         !self.core.data_closed(),
                         true,
                     )?;
+                    now = Instant::now();
                 }
             }
         }
@@ -170,11 +180,10 @@ impl RdmaSrc {
             return Ok(());
         };
         if self.session.transport.inband_credits() {
-            for _ in before..released {
-                if let Err(e) = self.session.transport.post_credit() {
-                    let arrived = self.core.arrived();
-                    return Err(self.session.explain_transport_error(e, arrived));
-                }
+            let count = usize::try_from(released - before).unwrap_or(usize::MAX);
+            if let Err(e) = self.session.transport.post_credits(count) {
+                let arrived = self.core.arrived();
+                return Err(self.session.explain_transport_error(e, arrived));
             }
             return Ok(());
         }

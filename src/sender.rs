@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::config::Config;
+use crate::config::{Config, SPIN_CHECK_EVERY};
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::sending::{FinishStep, SenderCore};
@@ -139,6 +139,7 @@ impl RdmaSink {
     /// Waits for a credit and a staging slot, lets `fill` write the message, posts it.
     fn send_filled(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
         let mut spin_until: Option<Instant> = None;
+        let mut spins = 0u32;
         let slot = loop {
             if let Some((_seq, slot)) = self.core.try_take()? {
                 break slot;
@@ -147,12 +148,19 @@ impl RdmaSink {
             if let Some((_seq, slot)) = self.core.try_take()? {
                 break slot;
             }
-            let now = Instant::now();
             if let Some(spin) = self.session.config.busy_poll {
+                // Busy polling: poll again at once, reading the clock every SPIN_CHECK_EVERY
+                // rounds only (a clock read is a system call on some machines).
+                spins = spins.wrapping_add(1);
+                if !spins.is_multiple_of(SPIN_CHECK_EVERY) {
+                    continue;
+                }
+                let now = Instant::now();
                 if now < *spin_until.get_or_insert_with(|| now + spin) {
                     continue;
                 }
             }
+            let now = Instant::now();
             let until = self.core.wait_deadline(now)?;
             self.control_readable =
                 self.session
@@ -255,11 +263,14 @@ impl RdmaSink {
     fn progress(&mut self) -> Result<()> {
         self.completions.clear();
         let polled = self.session.transport.poll(&mut self.completions);
-        let now = Instant::now();
+        let mut now = None;
         for i in 0..self.completions.len() {
             match self.completions[i] {
                 Completion::Send { slot } => self.core.on_send_complete(slot)?,
-                Completion::Credit => self.core.on_inband_credit(now)?,
+                Completion::Credit => {
+                    let now = *now.get_or_insert_with(Instant::now);
+                    self.core.on_inband_credit(now)?;
+                }
                 Completion::Recv { .. } => {
                     return Err(Error::Internal(
                         "receive completion on the sending side".to_owned(),

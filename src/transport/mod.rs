@@ -168,6 +168,15 @@ pub(crate) trait Transport: Send + std::fmt::Debug {
         false
     }
 
+    /// Receiver side, in-band credits only: return `count` credits to the sender. The default
+    /// posts them one by one; a transport that can post them together (one doorbell) does.
+    fn post_credits(&mut self, count: usize) -> Result<()> {
+        for _ in 0..count {
+            self.post_credit()?;
+        }
+        Ok(())
+    }
+
     /// Receiver side, in-band credits only: return one credit to the sender.
     fn post_credit(&mut self) -> Result<()> {
         Err(crate::Error::TransportProtocol {

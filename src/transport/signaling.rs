@@ -57,6 +57,16 @@ impl SendSignaling {
         self.outstanding.len()
     }
 
+    /// The most sends that may be outstanding.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// How many more sends may be posted now.
+    pub(crate) fn room(&self) -> usize {
+        self.capacity - self.outstanding.len()
+    }
+
     /// Whether another send may be posted (fewer than `capacity` outstanding).
     pub(crate) fn has_room(&self) -> bool {
         self.outstanding.len() < self.capacity
@@ -155,6 +165,7 @@ mod tests {
         let mut s = SendSignaling::new(8, 4);
         let mut next = 10;
         post(&mut s, &mut next, 6);
+        assert_eq!((s.capacity(), s.room()), (8, 2));
         let mut retired = Vec::new();
         assert!(s.on_signaled_completion(13, |id| retired.push(id)));
         assert_eq!(retired, vec![10, 11, 12, 13]);

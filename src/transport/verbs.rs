@@ -269,8 +269,8 @@ impl VerbsTransport {
             role: params.role,
             path_mtu: None,
             max_inline,
-            send_list: SendList::with_capacity(1),
-            recv_list: RecvList::with_capacity(1),
+            send_list: SendList::with_capacity(params.slots.max(1)),
+            recv_list: RecvList::with_capacity(params.slots.max(1)),
             data_sends: SendSignaling::new(
                 params.slots,
                 SendSignaling::default_interval(params.slots),
@@ -370,6 +370,28 @@ impl VerbsTransport {
     fn post_credit_recv(&mut self) -> Result<()> {
         self.recv_list.push(CREDIT_TAG, None);
         self.post_recv_list("ibv_post_recv(credit)")
+    }
+
+    /// Receiver: waits (polling, at most [`CREDIT_SEND_WAIT`]) until `n` credit sends fit in
+    /// the send queue. The receiver releases at most one credit per slot between completions,
+    /// so this rarely waits; completions taken meanwhile are kept for the next `poll`.
+    fn wait_for_credit_room(&mut self, n: usize) -> Result<()> {
+        let deadline = Instant::now() + CREDIT_SEND_WAIT;
+        while self.credit_sends.room() < n {
+            let mut pending = std::mem::take(&mut self.pending);
+            let polled = self.poll_cq(&mut pending);
+            self.pending = pending;
+            polled?;
+            if Instant::now() > deadline {
+                return Err(Error::TransportProtocol {
+                    transport: NAME,
+                    detail: "no credit send completed within 2 s (is the peer still there?)"
+                        .to_owned(),
+                });
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
     }
 
     /// A credit message completed. On the sender an arrived credit is reported and its receive
@@ -579,34 +601,34 @@ impl Transport for VerbsTransport {
     }
 
     fn post_credit(&mut self) -> Result<()> {
-        // The send queue holds `slots` entries; the receiver releases at most one credit per
-        // slot between completions, but wait for a free entry rather than overrun it.
-        // Completions taken meanwhile are kept for the next `poll`.
-        let deadline = Instant::now() + CREDIT_SEND_WAIT;
-        while !self.credit_sends.has_room() {
-            let mut pending = std::mem::take(&mut self.pending);
-            let polled = self.poll_cq(&mut pending);
-            self.pending = pending;
-            polled?;
-            if Instant::now() > deadline {
-                return Err(Error::TransportProtocol {
-                    transport: NAME,
-                    detail: "no credit send completed within 2 s (is the peer still there?)"
-                        .to_owned(),
-                });
+        self.post_credits(1)
+    }
+
+    fn post_credits(&mut self, count: usize) -> Result<()> {
+        let mut left = count;
+        while left > 0 {
+            let chunk = left.min(self.credit_sends.capacity());
+            self.wait_for_credit_room(chunk)?;
+            for _ in 0..chunk {
+                let wr_id = SEND_TAG | CREDIT_TAG | (self.credit_seq & CREDIT_SEQ_MASK);
+                self.credit_seq = self.credit_seq.wrapping_add(1);
+                let flags = if self.credit_sends.on_post(wr_id) {
+                    ffi::IBV_SEND_SIGNALED
+                } else {
+                    0
+                };
+                self.send_list.push_send(wr_id, None, flags);
             }
-            std::hint::spin_loop();
+            // One post (one doorbell) for the whole announcement.
+            if let Err(e) = self.post_send_list("ibv_post_send(credits)") {
+                for _ in 0..chunk {
+                    self.credit_sends.on_post_failed();
+                }
+                return Err(e);
+            }
+            left -= chunk;
         }
-        let wr_id = SEND_TAG | CREDIT_TAG | (self.credit_seq & CREDIT_SEQ_MASK);
-        self.credit_seq = self.credit_seq.wrapping_add(1);
-        let flags = if self.credit_sends.on_post(wr_id) {
-            ffi::IBV_SEND_SIGNALED
-        } else {
-            0
-        };
-        self.send_list.push_send(wr_id, None, flags);
-        self.post_send_list("ibv_post_send(credit)")
-            .inspect_err(|_| self.credit_sends.on_post_failed())
+        Ok(())
     }
 
     fn close(&mut self) {
