@@ -2,9 +2,12 @@
 //!
 //! All slots live in one buffer registered once. Receives and sends are work requests whose
 //! `wr_id` names the slot (sends also carry a tag bit). One CQ with a completion channel serves
-//! both directions; `poll` drains it and, when it is empty, re-arms the notification and polls
+//! both directions. `poll` drains it; when the notification is not armed, it arms it and polls
 //! once more, so a completion can never slip in unnoticed before the caller sleeps on the
-//! channel's descriptor.
+//! channel's descriptor. It stays armed until an event fires, and the channel is read only
+//! after a wait said its descriptor is ready ([`Transport::on_wakeup`]): a busy-polling caller
+//! costs one CQ poll per round and no system call (an event that fired unread just makes the
+//! next wait return at once).
 //!
 //! Credits travel in band: the receiver sends one zero-length message per released slot, and the
 //! sender keeps `slots` zero-length receives posted for them (re-posted as they complete). RC
@@ -140,6 +143,8 @@ pub(crate) struct VerbsTransport {
     /// The path MTU both ends agreed on (`ibv_mtu`), once connected.
     path_mtu: Option<u8>,
     closed: bool,
+    /// The CQ's notification was requested and no event was taken since.
+    armed: bool,
 }
 
 impl VerbsTransport {
@@ -286,6 +291,7 @@ impl VerbsTransport {
             gid_index,
             local,
             closed: false,
+            armed: false,
         })
     }
 
@@ -575,17 +581,27 @@ impl Transport for VerbsTransport {
         if self.closed {
             return Err(Error::TransportClosed { transport: NAME });
         }
-        self.drain_channel_events();
         out.append(&mut self.pending);
         self.poll_cq(out)?;
         // Always leave the CQ armed: the caller may sleep even after a poll that returned
         // something (just not what it waits for). Polling again after arming closes the race
-        // with a completion that arrived in between.
-        self.cq
-            .req_notify(false)
-            .map_err(|e| verb("ibv_req_notify_cq", e, None))?;
-        self.poll_cq(out)?;
+        // with a completion that arrived in between. Armed, it stays so until an event fires,
+        // and a fired event stays readable on the channel until `on_wakeup` takes it.
+        if !self.armed {
+            self.cq
+                .req_notify(false)
+                .map_err(|e| verb("ibv_req_notify_cq", e, None))?;
+            self.armed = true;
+            self.poll_cq(out)?;
+        }
         Ok(())
+    }
+
+    fn on_wakeup(&mut self) {
+        // An event fired (or the wake-up was spurious): either way the CQ is re-armed by the
+        // next poll, which re-arming twice does no harm.
+        self.drain_channel_events();
+        self.armed = false;
     }
 
     fn wait_handle(&self) -> Option<WaitHandle<'_>> {
