@@ -6,7 +6,7 @@
 //! credit is missing.
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::config::{Config, SPIN_CHECK_EVERY};
 use crate::proto::{Message, Role};
@@ -305,18 +305,27 @@ impl RdmaSink {
     }
 
     /// A closed data path usually means the receiver ended the session: look for its words on
-    /// the control channel. Any other transport failure is ours to report at once (the
-    /// receiver waits for our Reject to explain its side).
+    /// the control channel. So may another transport failure: a receiver that ends the session
+    /// rejects first and then tears its data path down, which an RDMA sender can see as a
+    /// failed send (DOCA reports the peer's stopped context that way). For those the sender
+    /// looks only briefly, since when the failure is its own the receiver waits for the
+    /// sender's Reject to explain its side.
     fn explain(&mut self, e: Error) -> Error {
+        let released = self.core.released();
         match e {
-            Error::TransportClosed { .. } => {
-                let released = self.core.released();
-                self.session.explain_transport_error(e, released)
-            }
-            other => other,
+            Error::TransportClosed { .. } => self.session.explain_transport_error(e, released),
+            other => self.session.explain_transport_error_within(
+                other,
+                released,
+                OWN_FAILURE_EXPLAIN_WAIT,
+            ),
         }
     }
 }
+
+/// How long a sender whose send failed looks for the receiver's Reject before reporting the
+/// failure as its own (shorter than the receiver's wait for ours).
+const OWN_FAILURE_EXPLAIN_WAIT: Duration = Duration::from_millis(200);
 
 impl Drop for RdmaSink {
     fn drop(&mut self) {

@@ -186,6 +186,16 @@ impl Session {
     /// channel for the words that say why; otherwise keeps the transport's own error (a closed
     /// data path becoming [`Error::PeerLost`]). `messages` is the count for that error.
     pub(crate) fn explain_transport_error(&mut self, e: Error, messages: u64) -> Error {
+        self.explain_transport_error_within(e, messages, EXPLAIN_WAIT)
+    }
+
+    /// [`Session::explain_transport_error`], looking at most `wait` for the peer's words.
+    pub(crate) fn explain_transport_error_within(
+        &mut self,
+        e: Error,
+        messages: u64,
+        wait: Duration,
+    ) -> Error {
         let transport_failure = matches!(
             e,
             Error::TransportClosed { .. }
@@ -198,7 +208,7 @@ impl Session {
         if !transport_failure {
             return e;
         }
-        let deadline = deadline_after(Instant::now(), EXPLAIN_WAIT);
+        let deadline = deadline_after(Instant::now(), wait);
         while !self.control.is_closed() {
             match self.control.recv_until(deadline) {
                 Ok(Some(Message::Reject { reason })) => return Error::Rejected(reason),
