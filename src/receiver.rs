@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::config::{Config, SPIN_CHECK_EVERY};
+use crate::config::{BusyPoll, Config, Spin};
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::receiving::{ReceiverCore, RecvStep};
@@ -130,8 +130,7 @@ impl RdmaSrc {
             self.announce()?;
         }
         let mut polled = false;
-        let mut spin_until: Option<Instant> = None;
-        let mut spins = 0u32;
+        let mut busy = BusyPoll::new(self.session.config.busy_poll);
         // One clock reading per call while nothing blocks: a poll takes no time worth counting
         // against the core's deadlines, and a clock read is a system call on some machines.
         let mut now = Instant::now();
@@ -148,18 +147,15 @@ impl RdmaSrc {
                         continue;
                     }
                     polled = false;
-                    if let Some(spin) = self.session.config.busy_poll {
-                        // Busy polling: poll the transport again at once; read the clock and
-                        // the control channel only every SPIN_CHECK_EVERY rounds.
-                        spins = spins.wrapping_add(1);
-                        if !spins.is_multiple_of(SPIN_CHECK_EVERY) {
-                            continue;
-                        }
-                        now = Instant::now();
-                        if now < *spin_until.get_or_insert_with(|| now + spin) {
+                    match busy.next_round() {
+                        Spin::Again => continue,
+                        Spin::AgainChecked(checked) => {
+                            // Now and then, the control channel too.
+                            now = checked;
                             self.control_readable = true;
                             continue;
                         }
+                        Spin::Sleep => {}
                     }
                     self.control_readable = self.session.wait(
                         until,

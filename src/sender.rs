@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, SPIN_CHECK_EVERY};
+use crate::config::{BusyPoll, Config, Spin};
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::sending::{FinishStep, SenderCore};
@@ -138,8 +138,7 @@ impl RdmaSink {
 
     /// Waits for a credit and a staging slot, lets `fill` write the message, posts it.
     fn send_filled(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
-        let mut spin_until: Option<Instant> = None;
-        let mut spins = 0u32;
+        let mut busy = BusyPoll::new(self.session.config.busy_poll);
         let slot = loop {
             if let Some((_seq, slot)) = self.core.try_take()? {
                 break slot;
@@ -148,17 +147,8 @@ impl RdmaSink {
             if let Some((_seq, slot)) = self.core.try_take()? {
                 break slot;
             }
-            if let Some(spin) = self.session.config.busy_poll {
-                // Busy polling: poll again at once, reading the clock every SPIN_CHECK_EVERY
-                // rounds only (a clock read is a system call on some machines).
-                spins = spins.wrapping_add(1);
-                if !spins.is_multiple_of(SPIN_CHECK_EVERY) {
-                    continue;
-                }
-                let now = Instant::now();
-                if now < *spin_until.get_or_insert_with(|| now + spin) {
-                    continue;
-                }
+            if busy.next_round() != Spin::Sleep {
+                continue;
             }
             let now = Instant::now();
             let until = self.core.wait_deadline(now)?;

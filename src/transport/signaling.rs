@@ -69,7 +69,7 @@ impl SendSignaling {
 
     /// Whether another send may be posted (fewer than `capacity` outstanding).
     pub(crate) fn has_room(&self) -> bool {
-        self.outstanding.len() < self.capacity
+        self.room() > 0
     }
 
     /// Records a send about to be posted with identifier `id`; returns whether to signal it.
