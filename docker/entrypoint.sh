@@ -65,11 +65,13 @@ note() {
 	printf '%s: note: %s\n' "$me" "$*" >&2
 }
 
-# The first line of FILE, or nothing when it cannot be read (a GID of another namespace).
-first_line() {
+# Sets $line to the first line of FILE, or to nothing when it cannot be read (a GID of another
+# namespace, an unused GID slot). Only shell builtins: no process per file, since the GID loop
+# below reads thousands of files (soft-RoCE has 1,024 GID slots per port) and a fork each cost
+# seconds per container start under emulation.
+read_first_line() {
 	line=
-	{ IFS= read -r line || true; } <"$1" 2>/dev/null || return 0
-	printf '%s' "$line"
+	{ IFS= read -r line || true; } 2>/dev/null <"$1" || line=
 }
 
 # ---- what kind of invocation is this?
@@ -121,7 +123,8 @@ if [ "$checks" = 1 ]; then
 	for d in "$SYSFS_ROOT"/class/infiniband_verbs/uverbs*; do
 		[ -d "$d" ] || continue
 		n=${d##*/}
-		ibdev=$(first_line "$d/ibdev")
+		read_first_line "$d/ibdev"
+		ibdev=$line
 		known="$known $n (${ibdev:-?})"
 		known_flags="$known_flags --device /dev/infiniband/$n"
 		case " $present " in
@@ -191,7 +194,7 @@ if [ "$checks" = 1 ]; then
 		if [ "$has_cap" = no ]; then msg="$msg not in effect"; else msg="$msg unknown ($PROC_ROOT/self/status unreadable)"; fi
 		msg="$msg: RDMA memory registration will fail; add --cap-add=IPC_LOCK (or --ulimit memlock=-1)"
 		if [ -n "$uid" ] && [ "$uid" != 0 ]; then
-			msg="$msg; this container runs as uid $uid, and --cap-add only takes effect for root, so use --ulimit memlock=-1"
+			msg="$msg; this container runs as uid $uid, for which docker's --cap-add takes no effect (podman's does), so use --ulimit memlock=-1"
 		fi
 		warn "$msg"
 	fi
@@ -208,14 +211,16 @@ if [ "$checks" = 1 ]; then
 	else
 		seen=
 		visible=
+		# One pass, builtins only; it stops at the first interface visible here.
 		for f in "$SYSFS_ROOT"/class/infiniband/*/ports/*/gid_attrs/ndevs/*; do
-			[ -e "$f" ] || continue
-			ndev=$(first_line "$f")
+			read_first_line "$f"
+			ndev=$line
 			[ -n "$ndev" ] || continue
 			case " $seen " in *" $ndev "*) continue ;; esac
 			seen="$seen $ndev"
 			if [ -e "$SYSFS_ROOT/class/net/$ndev" ]; then
-				visible="$visible $ndev"
+				visible=$ndev
+				break
 			fi
 		done
 		if [ -z "$visible" ]; then

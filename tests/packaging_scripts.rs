@@ -211,6 +211,83 @@ fn entrypoint_names_network_host_when_the_gid_interfaces_are_not_visible() {
     );
 }
 
+/// The processes the entrypoint starts before it execs the binary, counted with strace.
+fn entrypoint_forks(fake: &FakeHost) -> usize {
+    let strace = on_path("strace").expect("checked by the caller");
+    let trace = fake.path("strace.out");
+    let cmd = fake.entrypoint(&[]);
+    let program = cmd.get_program().to_owned();
+    let mut traced = Command::new(strace);
+    traced
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=fork,vfork,clone,clone3,execve",
+            "-o",
+        ])
+        .arg(&trace)
+        .arg(program);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => traced.env(k, v),
+            None => traced.env_remove(k),
+        };
+    }
+    traced.arg("--version");
+    let out = run(traced);
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    let calls = fs::read_to_string(&trace).unwrap();
+    // The trace really covers the run: it ends by exec'ing the binary.
+    assert!(
+        calls
+            .lines()
+            .any(|l| l.contains("execve(") && l.contains(BIN)),
+        "strace saw no exec of the binary:\n{calls}"
+    );
+    calls
+        .lines()
+        .filter(|l| {
+            ["fork(", "vfork(", "clone(", "clone3("]
+                .iter()
+                .any(|c| l.contains(c))
+        })
+        .count()
+}
+
+/// Soft-RoCE has 1,024 GID slots per port: a process per GID file made each container start
+/// take 10-30 s under the VM's emulation. The checks must cost the same with 2 GID files as
+/// with 2,048 (two devices' worth), where no interface is visible so every file is read.
+#[test]
+fn entrypoint_reads_a_large_gid_table_without_a_process_per_file() {
+    if on_path("strace").is_none() {
+        skip_or_fail("strace is not installed (apt-get install strace)");
+        return;
+    }
+    let small = FakeHost::ready();
+    small.remove("sys/class/net/ens1f0");
+    let large = FakeHost::ready();
+    large.remove("sys/class/net/ens1f0");
+    for i in 2..2048 {
+        large.write(
+            &format!("sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/{i}"),
+            &format!("ens{}\n", i % 7 + 2),
+        );
+    }
+    let out = run(large.entrypoint(&["--version"]));
+    assert!(
+        out.stderr.contains("--network host") && out.stderr.contains("ens8"),
+        "the large table was read:\n{}",
+        out.show()
+    );
+    let (forks_small, forks_large) = (entrypoint_forks(&small), entrypoint_forks(&large));
+    assert_eq!(
+        forks_small, forks_large,
+        "the entrypoint starts more processes for a larger GID table"
+    );
+    assert!(forks_large <= 2, "{forks_large} processes started");
+}
+
 #[test]
 fn entrypoint_strict_mode_refuses_a_session_but_not_doctor() {
     let fake = FakeHost::ready();
@@ -356,6 +433,7 @@ fn every_script_has_help_and_rejects_unknown_options() {
     for script in [
         "scripts/setup-soft-roce.sh",
         "scripts/check-rdma-readiness.sh",
+        "scripts/container-test.sh",
     ] {
         let path = repo().join(script);
         let out = run(command(&path, &["--help"]));

@@ -64,6 +64,7 @@ fn shellcheck_passes_on_every_script() {
         "scripts/check-rdma-readiness.sh",
         "scripts/check-minimal-build.sh",
         "scripts/bench-compare.sh",
+        "scripts/container-test.sh",
     ]);
     let out = run(cmd);
     assert_eq!(out.code, Some(0), "shellcheck:\n{}", out.show());
@@ -192,6 +193,15 @@ fn from_images(overrides: &[(&str, &str)]) -> Vec<(String, Option<String>)> {
     froms
 }
 
+/// The instructions of the stage named `name`.
+fn stage<'a>(stages: &'a [(String, Vec<Instr>)], name: &str) -> &'a [Instr] {
+    stages
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, instrs)| instrs.as_slice())
+        .unwrap_or_else(|| panic!("no stage {name} in the Dockerfile"))
+}
+
 /// The instructions of each stage, by stage name.
 fn stages() -> Vec<(String, Vec<Instr>)> {
     let mut stages: Vec<(String, Vec<Instr>)> = Vec::new();
@@ -208,8 +218,13 @@ fn stages() -> Vec<(String, Vec<Instr>)> {
 
 #[test]
 fn dockerfile_builds_on_doca_devel_and_runs_on_doca_full_rt() {
+    // The DOCA flavour's two stages (the other stages are the roce flavour's).
     let images = |o: &[(&str, &str)]| -> Vec<String> {
-        from_images(o).into_iter().map(|(image, _)| image).collect()
+        from_images(o)
+            .into_iter()
+            .filter(|(_, stage)| matches!(stage.as_deref(), Some("build" | "runtime")))
+            .map(|(image, _)| image)
+            .collect()
     };
     let stages = from_images(&[]);
     assert_eq!(
@@ -217,7 +232,15 @@ fn dockerfile_builds_on_doca_devel_and_runs_on_doca_full_rt() {
             .iter()
             .map(|(_, s)| s.as_deref().unwrap_or("-"))
             .collect::<Vec<_>>(),
-        ["build", "runtime"]
+        [
+            "roce-binary-build",
+            "roce-binary-context",
+            "roce-binary",
+            "roce",
+            "build",
+            "runtime"
+        ],
+        "the DOCA runtime stays the last stage: the default target"
     );
     assert_eq!(
         images(&[]),
@@ -256,6 +279,36 @@ fn dockerfile_builds_on_doca_devel_and_runs_on_doca_full_rt() {
             "nvcr.io/nvidia/doca/doca:3.2.0-full-rt-ubuntu24.04-host"
         ]
     );
+}
+
+#[test]
+fn dockerfile_roce_flavour_takes_its_base_and_binary_from_build_arguments() {
+    let image_of = |o: &[(&str, &str)], stage: &str| -> String {
+        from_images(o)
+            .into_iter()
+            .find(|(_, s)| s.as_deref() == Some(stage))
+            .map(|(image, _)| image)
+            .unwrap_or_else(|| panic!("no stage {stage}"))
+    };
+    assert_eq!(
+        image_of(&[], "roce"),
+        "docker.io/library/debian:bookworm-slim"
+    );
+    assert_eq!(
+        image_of(&[("ROCE_BASE_IMAGE", "localhost/base:ci")], "roce"),
+        "localhost/base:ci"
+    );
+    // The binary: built FROM the Rust image matching the pinned toolchain, or from the context.
+    assert_eq!(
+        image_of(&[], "roce-binary-build"),
+        "docker.io/library/rust:1.95.0-slim-bookworm"
+    );
+    assert_eq!(image_of(&[], "roce-binary"), "roce-binary-build");
+    assert_eq!(
+        image_of(&[("ROCE_BINARY", "context")], "roce-binary"),
+        "roce-binary-context"
+    );
+    assert_eq!(image_of(&[], "roce-binary-context"), "scratch");
 }
 
 fn runs(instrs: &[Instr]) -> Vec<&str> {
@@ -299,19 +352,28 @@ fn declares_feature(manifest: &str, feature: &str) -> bool {
 #[test]
 fn dockerfile_build_stage_pins_rust_and_builds_with_require_doca() {
     let stages = stages();
-    let (_, build) = &stages[0];
+    let build = stage(&stages, "build");
     let runs = runs(build);
     let all = runs.join("\n");
 
-    // A pinned toolchain (x.y.z), not older than any rust-version in the workspace.
-    let rust = build
-        .iter()
+    // A pinned toolchain (x.y.z), not older than any rust-version in the workspace: a global
+    // ARG (the roce flavour's Rust image uses it too), declared again in the build stage.
+    let rust = dockerfile()
+        .into_iter()
+        .take_while(|i| i.keyword != "FROM")
         .find_map(|i| {
             (i.keyword == "ARG")
-                .then(|| i.args.strip_prefix("RUST_VERSION="))
+                .then(|| i.args.strip_prefix("RUST_VERSION=").map(str::to_owned))
                 .flatten()
         })
-        .expect("ARG RUST_VERSION=x.y.z in the build stage");
+        .expect("a global ARG RUST_VERSION=x.y.z");
+    let rust = rust.as_str();
+    assert!(
+        build
+            .iter()
+            .any(|i| i.keyword == "ARG" && i.args == "RUST_VERSION"),
+        "the build stage must declare ARG RUST_VERSION to use the global one"
+    );
     assert!(
         rust.split('.').count() == 3 && rust.split('.').all(|p| p.parse::<u32>().is_ok()),
         "RUST_VERSION must be pinned to x.y.z, got {rust}"
@@ -393,14 +455,13 @@ fn dockerfile_build_stage_pins_rust_and_builds_with_require_doca() {
 #[test]
 fn dockerfile_runtime_stage_holds_only_the_binary_and_entrypoint() {
     let stages = stages();
-    assert_eq!(stages.len(), 2, "two stages: build and runtime");
-    let (name, runtime) = &stages[1];
-    assert_eq!(name, "runtime");
+    let runtime = stage(&stages, "runtime");
     for i in runtime {
         assert!(
             [
                 "COPY",
                 "RUN",
+                "SHELL",
                 "ENV",
                 "LABEL",
                 "STOPSIGNAL",
@@ -462,6 +523,70 @@ fn dockerfile_runtime_stage_holds_only_the_binary_and_entrypoint() {
                 .iter()
                 .any(|r| r.contains("ldconfig -p") && r.contains("libibverbs.so.1")),
             "the runtime stage must check that libibverbs.so.1 (dlopen'd) is there"
+        );
+    }
+}
+
+/// The roce flavour is the DOCA runtime's twin: the same files at the same places, the same
+/// ENTRYPOINT, CMD and STOPSIGNAL, the same library checks minus DOCA, and only rdma-core
+/// installed (the image itself is built and run by scripts/container-test.sh).
+#[test]
+fn dockerfile_roce_stage_mirrors_the_doca_runtime_without_doca() {
+    let stages = stages();
+    let (roce, runtime) = (stage(&stages, "roce"), stage(&stages, "runtime"));
+    let args_of = |instrs: &[Instr], kw: &str| -> Vec<String> {
+        instrs
+            .iter()
+            .filter(|i| i.keyword == kw)
+            .map(|i| i.args.clone())
+            .collect()
+    };
+    for kw in ["ENTRYPOINT", "CMD", "STOPSIGNAL"] {
+        assert_eq!(args_of(roce, kw), args_of(runtime, kw), "{kw} differs");
+    }
+    let dest = |instrs: &[Instr], src: &str| -> String {
+        args_of(instrs, "COPY")
+            .into_iter()
+            .find_map(|a| a.strip_prefix(src).map(|d| d.trim().to_owned()))
+            .unwrap_or_else(|| panic!("no COPY {src}"))
+    };
+    assert_eq!(
+        dest(roce, "--from=roce-binary /rdma-container"),
+        dest(runtime, "--from=build /src/target/release/rdma-container")
+    );
+    assert_eq!(
+        dest(roce, "docker/entrypoint.sh"),
+        dest(runtime, "docker/entrypoint.sh")
+    );
+    let runs = runs(roce);
+    let apt = runs
+        .iter()
+        .find(|r| r.contains("apt-get install"))
+        .expect("rdma-core installed with apt");
+    let packages: Vec<&str> = apt
+        .split("--no-install-recommends")
+        .nth(1)
+        .and_then(|rest| rest.split("&&").next())
+        .map(|list| list.split_whitespace().collect())
+        .unwrap_or_default();
+    assert_eq!(packages, ["libibverbs1", "librdmacm1", "ibverbs-providers"]);
+    assert!(
+        apt.contains("apt-get clean") && apt.contains("rm -rf /var/lib/apt/lists/*"),
+        "the apt caches stay out of the image: {apt}"
+    );
+    let checks = runs.join("\n");
+    for part in [
+        "not found",
+        "ldconfig -p",
+        "libibverbs.so.1",
+        "librdmacm.so.1",
+        "mlx5",
+        "rxe",
+        "^DOCA: none",
+    ] {
+        assert!(
+            checks.contains(part),
+            "the roce stage does not check {part}"
         );
     }
 }
@@ -548,7 +673,13 @@ fn dockerignore_keeps_build_output_out_and_sources_in() {
     for i in dockerfile() {
         if i.keyword == "COPY" && !i.args.starts_with("--from") {
             let src = i.args.split_whitespace().next().unwrap();
-            if src != "." {
+            // dist/ holds a binary built beforehand (ROCE_BINARY=context), never committed.
+            if src.starts_with("dist/") {
+                assert!(
+                    read(".gitignore").lines().any(|l| l == "/dist"),
+                    "dist/ must be git-ignored"
+                );
+            } else if src != "." {
                 assert!(repo().join(src).exists(), "COPY {src}: no such file");
                 assert!(
                     !dockerignored(&patterns, src),
@@ -645,7 +776,12 @@ fn container_docs_cover_the_flags_build_args_and_env_vars() {
     let docs = read("docs/containers.md");
     let docs = docs.as_str();
     for needle in [
-        "--network host --cap-add=IPC_LOCK --device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm",
+        "--network host --cap-add=IPC_LOCK --ulimit memlock=-1",
+        "--device /dev/infiniband/uverbs0 --device /dev/infiniband/rdma_cm",
+        "--target roce",
+        "ROCE_BINARY=context",
+        "scripts/container-test.sh",
+        "--user 1000:1000",
         "--privileged --network host",
         "/sys/class/infiniband_verbs/",
         "docker buildx build --platform linux/arm64",
