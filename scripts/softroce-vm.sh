@@ -34,10 +34,11 @@ readonly EXIT_PASS=0 EXIT_FAIL=1 EXIT_NO_RESULT=2 EXIT_SETUP=3 EXIT_USAGE=64
 TRANSPORT=${SOFTROCE_VM_TRANSPORT:-verbs}
 CHECKS=messages,peer-lost,doctor,baseline
 BINARY=
+OCI=${SOFTROCE_VM_OCI:-}
 ACCEL=auto
 VM_TIMEOUT=900
 TRANSFER_TIMEOUT=300
-MEM=1024
+MEM=
 SMP=2
 KERNEL_SUITE=${SOFTROCE_VM_KERNEL_SUITE:-trixie-backports}
 KERNEL_PKG=
@@ -48,8 +49,9 @@ SHELL_AT_END=0
 NO_APT=${SOFTROCE_VM_NO_APT:-0}
 RUN_KEEP=10            # run directories (console logs) kept in the cache
 
-# Kernel modules the guest loads (their dependencies come along, in order).
-GUEST_MODULES=(rdma_rxe ib_uverbs rdma_ucm veth)
+# Kernel modules the guest loads (their dependencies come along, in order). overlay: podman's
+# storage in the container check (always bundled, so that the cached bundle fits every run).
+GUEST_MODULES=(rdma_rxe ib_uverbs rdma_ucm veth overlay)
 
 usage() {
 	cat <<EOF
@@ -66,11 +68,18 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
   doctor      'doctor --peer' (text and --json) in the client namespace: rxe GID table + choice
   baseline    ib_send_bw / ib_send_lat (explicit GID index) vs our client/server, same sizes,
               same device, same boot: a table of ratios (ours / perftest)
+  container   the roce image (scripts/container-test.sh) under podman in the guest, with the
+              flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),
+              RDMA_CONTAINER_STRICT=1, --transport verbs: 10,000 messages in order over rxe,
+              rxe counters moved; without --device it refuses to start; as uid 1000 with only
+              IPC_LOCK or only a memlock limit it works, with neither it fails naming them.
+              Not in the default set: .ci/run adds it (--checks ...,container)
 
 Options:
   --transport T      verbs (default), auto or tcp: what the server and client are run with
                      (env SOFTROCE_VM_TRANSPORT)
-  --checks LIST      comma-separated subset of: messages,peer-lost,doctor,baseline
+  --checks LIST      comma-separated subset of: messages,peer-lost,doctor,baseline,container
+                     (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
   --accel A          auto (default: KVM if it really boots a kernel, else TCG), kvm or tcg
@@ -78,7 +87,10 @@ Options:
   --transfer-timeout SEC
                      limit for one client run inside the VM (default $TRANSFER_TIMEOUT); after
                      one of our transfers hits it, the later ones are not started
-  --mem MB           guest memory (default $MEM)
+  --oci DIR          the image for the container check, as an OCI layout (tag rdma-container)
+                     made by scripts/container-test.sh --oci-out DIR (env SOFTROCE_VM_OCI;
+                     default: run scripts/container-test.sh to make one in the cache)
+  --mem MB           guest memory (default 1024, 2048 with the container check)
   --smp N            guest CPUs (default $SMP)
   --kernel-suite S   Debian suite for the kernel (default $KERNEL_SUITE; env
                      SOFTROCE_VM_KERNEL_SUITE); 'host' = the host's own apt sources
@@ -124,13 +136,14 @@ parse_args() {
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--transport | --checks | --binary | --accel | --timeout | --transfer-timeout | --mem | --smp | \
-			--kernel-suite | --kernel-pkg | --console)
+			--kernel-suite | --kernel-pkg | --console | --oci)
 			if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi ;;
 		esac
 		case "$1" in
 		--transport) TRANSPORT=$2; shift 2 ;;
 		--checks) CHECKS=$2; shift 2 ;;
 		--binary) BINARY=$2; shift 2 ;;
+		--oci) OCI=$2; shift 2 ;;
 		--accel) ACCEL=$2; shift 2 ;;
 		--timeout) VM_TIMEOUT=$2; shift 2 ;;
 		--transfer-timeout) TRANSFER_TIMEOUT=$2; shift 2 ;;
@@ -149,12 +162,18 @@ parse_args() {
 	case "$ACCEL" in auto | kvm | tcg) ;; *) usage_error "--accel must be auto, kvm or tcg" ;; esac
 	local c
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | doctor | baseline) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | doctor | baseline | container) ;; *) usage_error "unknown check: $c" ;; esac
 	done
+	if [ -z "$MEM" ]; then
+		MEM=1024
+		if want_check container; then MEM=2048; fi
+	fi
 	[[ "$VM_TIMEOUT" =~ ^[0-9]+$ && "$TRANSFER_TIMEOUT" =~ ^[0-9]+$ && "$MEM" =~ ^[0-9]+$ && "$SMP" =~ ^[0-9]+$ ]] ||
 		usage_error "--timeout, --transfer-timeout, --mem and --smp take whole numbers"
 	return 0
 }
+
+want_check() { [[ ",$CHECKS," == *",$1,"* ]]; }
 
 # ---------------------------------------------------------------------------------------------
 # 1. Host packages
@@ -179,6 +198,13 @@ declare -A HOST_PACKAGES=(
 
 ensure_host_packages() {
 	local pkg missing=()
+	if want_check container; then
+		# podman, conmon and runc are copied into the guest
+		HOST_PACKAGES[podman]=/usr/bin/podman
+		HOST_PACKAGES[conmon]=/usr/bin/conmon
+		HOST_PACKAGES[runc]=/usr/sbin/runc
+		HOST_PACKAGES[golang-github-containers-common]=/usr/share/containers/seccomp.json
+	fi
 	for pkg in "${!HOST_PACKAGES[@]}"; do
 		[ -e "${HOST_PACKAGES[$pkg]}" ] || missing+=("$pkg")
 	done
@@ -208,6 +234,21 @@ prepare_binary() {
 	if [ "$TRANSPORT" != tcp ] && ! grep -qw verbs <<<"$transports"; then
 		log "warning: this build has no verbs transport; the checks that need it will fail"
 	fi
+}
+
+# The image for the container check: --oci, or one made by scripts/container-test.sh from the
+# same binary (which also runs that script's host checks).
+prepare_oci() {
+	want_check container || return 0
+	if [ -z "$OCI" ]; then
+		OCI=$CACHE/oci
+		log "making the image for the container check (scripts/container-test.sh --oci-out $OCI)"
+		"$SCRIPT_DIR/container-test.sh" --binary "$BINARY" --oci-out "$OCI" --no-lint >&2 ||
+			die "scripts/container-test.sh failed: no image for the container check"
+	fi
+	[ -f "$OCI/index.json" ] || die "no OCI layout at $OCI (scripts/container-test.sh --oci-out $OCI makes one)"
+	OCI=$(cd "$OCI" && pwd)
+	log "container image: $OCI ($(du -sh "$OCI" | cut -f1))"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -398,6 +439,35 @@ GUEST_PROGRAMS=(
 	/usr/bin/jq /usr/bin/strace
 )
 
+# podman (with conmon and runc), its configuration for a guest whose root is the initramfs, and
+# the image as an OCI layout under /opt/oci.
+put_container_runtime() {
+	local p
+	for p in /usr/bin/podman /usr/bin/conmon /usr/sbin/runc /usr/bin/stat; do
+		put_elf "$p"
+	done
+	put_file /etc/containers/policy.json
+	put_file /usr/share/containers/seccomp.json
+	mkdir -p "$ROOT/etc/containers" "$ROOT/var/lib/containers" "$ROOT/var/tmp"
+	# cgroupfs: there is no systemd; file: no journald; no_pivot_root: pivot_root(2) fails on an
+	# initramfs root, so the runtime moves the root and chroots instead.
+	cat >"$ROOT/etc/containers/containers.conf" <<-EOF
+		[engine]
+		cgroup_manager = "cgroupfs"
+		events_logger = "file"
+		no_pivot_root = true
+		runtime = "runc"
+	EOF
+	cat >"$ROOT/etc/containers/storage.conf" <<-EOF
+		[storage]
+		driver = "overlay"
+		graphroot = "/var/lib/containers/storage"
+		runroot = "/run/containers/storage"
+	EOF
+	mkdir -p "$ROOT/opt"
+	cp -r "$OCI" "$ROOT/opt/oci"
+}
+
 build_initramfs() {
 	ROOT=$RUN_DIR/root
 	local d a
@@ -437,8 +507,10 @@ build_initramfs() {
 	strip --strip-debug "$ROOT/usr/local/bin/rdma-container" 2>/dev/null || true
 	mkdir -p "$ROOT/usr/lib/modules/$KERNEL_RELEASE"
 	cp "$KERNEL_DIR"/modules/*.ko "$KERNEL_DIR/modules.order" "$ROOT/usr/lib/modules/$KERNEL_RELEASE/"
+	if want_check container; then put_container_runtime; fi
 	install -m 0755 "$GUEST_DIR/guest-init.sh" "$ROOT/init"
 	install -m 0644 "$GUEST_DIR/guest-checks.sh" "$ROOT/etc/softroce-vm/checks.sh"
+	install -m 0644 "$GUEST_DIR/guest-container.sh" "$ROOT/etc/softroce-vm/container.sh"
 	cat >"$ROOT/etc/softroce-vm/config" <<-EOF
 		TRANSPORT=$TRANSPORT
 		CHECKS="${CHECKS//,/ }"
@@ -585,6 +657,7 @@ main() {
 	mkdir -p "$CACHE/runs"
 	ensure_host_packages
 	prepare_binary
+	prepare_oci
 
 	local t
 	t=$(now)

@@ -22,6 +22,7 @@ fn scripts() -> Vec<PathBuf> {
         root.join("scripts/softroce-vm.sh"),
         root.join("scripts/softroce-vm/guest-init.sh"),
         root.join("scripts/softroce-vm/guest-checks.sh"),
+        root.join("scripts/softroce-vm/guest-container.sh"),
     ]
 }
 
@@ -75,6 +76,8 @@ fn help_describes_the_checks_and_options() {
         "peer-lost",
         "doctor",
         "baseline",
+        "container",
+        "--oci",
         "--transport",
         "--binary",
         "--accel",
@@ -97,6 +100,7 @@ fn bad_options_exit_with_the_usage_status() {
         &["--accel", "hvf"],
         &["--timeout", "soon"],
         &["--binary"],
+        &["--oci"],
     ] {
         let out = host_script(args);
         assert_eq!(

@@ -39,6 +39,7 @@ declare -gA CHECK_RESULTS=(
 	[peer-lost]="peer_lost"
 	[doctor]="doctor_text doctor_json"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
+	[container]="container_load container_session container_nodev container_nonroot"
 )
 
 # ---------------------------------------------------------------------------------------------

@@ -108,6 +108,8 @@ main() {
 	say "init started: Linux $(uname -r), transport $TRANSPORT, checks: $CHECKS"
 	# shellcheck source=scripts/softroce-vm/guest-checks.sh
 	. /etc/softroce-vm/checks.sh
+	# shellcheck source=scripts/softroce-vm/guest-container.sh
+	. /etc/softroce-vm/container.sh
 	local c
 	PLAN=setup
 	for c in $CHECKS; do PLAN="$PLAN ${CHECK_RESULTS[$c]:-$c}"; done
@@ -128,6 +130,7 @@ main() {
 		peer-lost) check_peer_lost ;;
 		doctor) check_doctor ;;
 		baseline) check_baseline ;;
+		container) check_container ;;
 		*) result "$c" FAIL "unknown check" ;;
 		esac
 	done
