@@ -450,8 +450,8 @@ check_hadolint() {
 export_oci() {
 	rm -rf "$OCI_OUT"
 	mkdir -p "$(dirname "$OCI_OUT")"
-	skopeo copy --quiet "containers-storage:$IMAGE" "oci:$OCI_OUT:rdma-container" >/dev/null ||
-		die "skopeo copy to $OCI_OUT failed"
+	skopeo copy --quiet "containers-storage:$IMAGE" "oci:$OCI_OUT:rdma-container" >"$WORK/skopeo.log" 2>&1 ||
+		{ show "$WORK/skopeo.log" >&2; die "skopeo copy to $OCI_OUT failed"; }
 	log "OCI layout: $OCI_OUT ($(du -sh "$OCI_OUT" | cut -f1))"
 }
 

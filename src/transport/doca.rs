@@ -60,8 +60,9 @@ const RNR_RETRY_COUNT: u8 = 6;
 /// match the older SDKs; an older runtime never returns it.
 pub(crate) const DOCA_ERROR_DEVICE_FATAL_ERROR: doca_error_t = doca_error(31);
 const MEMLOCK_HINT: &str =
-    "memory registration needs CAP_IPC_LOCK or a higher memlock limit: run the container \
-with --cap-add=IPC_LOCK or ulimit -l unlimited";
+    "memory registration needs CAP_IPC_LOCK or a memlock limit above the slot memory: in a \
+container add --cap-add=IPC_LOCK (root) or --ulimit memlock=-1 (any user); on a host run as root \
+or raise ulimit -l";
 const DEVICE_HINT: &str =
     "DOCA lists no such device: check `rdma-container doctor` and the --device nodes \
 passed to the container";

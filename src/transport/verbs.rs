@@ -723,8 +723,9 @@ fn gid_text(gid: &[u8; 16]) -> String {
 }
 
 const MEMLOCK_HINT: &str =
-    "memory registration needs CAP_IPC_LOCK or a memlock limit above the slot memory: \
-run with --cap-add=IPC_LOCK or ulimit -l unlimited";
+    "memory registration needs CAP_IPC_LOCK or a memlock limit above the slot memory: in a \
+container add --cap-add=IPC_LOCK (root) or --ulimit memlock=-1 (any user); on a host run as root \
+or raise ulimit -l";
 
 /// A verbs-sys failure as our error, keeping its errno.
 fn verb(verb: &'static str, e: verbs_sys::Error, hint: Option<&'static str>) -> Error {
