@@ -35,7 +35,7 @@ PIN_SERVER=() PIN_CLIENT=()
 # so that the host can name the ones missing when the VM dies half-way).
 # shellcheck disable=SC2034 # used by guest-init.sh
 declare -gA CHECK_RESULTS=(
-	[messages]="messages_10k session_line rxe_traffic messages_64k"
+	[messages]="messages_10k session_line rxe_traffic messages_64k messages_content"
 	[peer-lost]="peer_lost"
 	[doctor]="doctor_text doctor_json"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
@@ -122,6 +122,46 @@ counter() { # dev name
 	echo "${v:-0}"
 }
 
+# rxe's error counters: after a session that ended normally every one of them must be unchanged
+# (our protocol posts every receive before it announces the credit, so not even a
+# receiver-not-ready NAK may happen, although the QP's rnr_retry would hide it).
+RXE_ERROR_COUNTERS=(duplicate_request out_of_seq_request rcvd_rnr_err send_rnr_err rcvd_seq_err
+	retry_exceeded_err retry_rnr_exceeded_err completer_retry_err send_err link_downed)
+
+# All counters of both rxe devices, one "dev name value" line each, into FILE.
+snapshot_counters() { # file
+	local dev
+	for dev in "$RXE_A" "$RXE_B"; do
+		rdma statistic show link "$dev/1" 2>/dev/null | tr ' ' '\n' | grep -v '^$' |
+			awk -v d="$dev" 'NR >= 4 && NR % 2 == 0 { print d, prev, $0 } { prev = $0 }'
+	done >"$1"
+}
+
+# Counter deltas since snapshot FILE: sets COUNTER_ERRORS (the error counters that moved, empty
+# when none did) and DELTA[dev.name] for every counter.
+declare -gA DELTA=()
+counter_deltas() { # file
+	local now dev name v old
+	now=$(mktemp)
+	snapshot_counters "$now"
+	DELTA=()
+	declare -A before=()
+	while read -r dev name v; do before[$dev.$name]=$v; done <"$1"
+	while read -r dev name v; do
+		old=${before[$dev.$name]:-0}
+		DELTA[$dev.$name]=$((v - old))
+	done <"$now"
+	rm -f "$now"
+	COUNTER_ERRORS=""
+	for dev in "$RXE_A" "$RXE_B"; do
+		for name in "${RXE_ERROR_COUNTERS[@]}"; do
+			v=${DELTA[$dev.$name]:-0}
+			[ "$v" = 0 ] || COUNTER_ERRORS="$COUNTER_ERRORS $dev $name +$v;"
+		done
+	done
+	COUNTER_ERRORS=${COUNTER_ERRORS# }
+}
+
 # Waits until something in NS listens on TCP PORT; fails early when PID (the server) exits.
 wait_listening() { # ns port pid
 	local hex i
@@ -197,6 +237,7 @@ session() { # name [client args...]
 		SESSION_FAIL="not run: $HUNG hung"
 		return 1
 	fi
+	snapshot_counters "/tmp/$name.counters"
 	if ! start_server "$name" "${SERVER_ARGS[@]}"; then
 		SESSION_FAIL="server did not start ($(status_text "$WAIT_RC" 1)): $(why "$SERVER_ERR")"
 		show "$SERVER_ERR"
@@ -210,9 +251,25 @@ session() { # name [client args...]
 		HUNG=$name
 		echo "$name hit its time limit: later transfers are not started"
 	fi
-	[ "$server_rc" = 0 ] && [ "$CLIENT_RC" = 0 ] && return 0
-	SESSION_FAIL="server $(status_text "$server_rc" "$T_STEP"), client $(status_text "$CLIENT_RC" "$T_RUN"): $(why "$SERVER_ERR" "$CLIENT_ERR")"
-	return 1
+	if [ "$server_rc" != 0 ] || [ "$CLIENT_RC" != 0 ]; then
+		SESSION_FAIL="server $(status_text "$server_rc" "$T_STEP"), client $(status_text "$CLIENT_RC" "$T_RUN"): $(why "$SERVER_ERR" "$CLIENT_ERR")"
+		return 1
+	fi
+	counter_deltas "/tmp/$name.counters"
+	if [ -n "$COUNTER_ERRORS" ]; then
+		SESSION_FAIL="rxe error counters moved during the session: $COUNTER_ERRORS"
+		return 1
+	fi
+}
+
+# The server's stdout for COUNT messages of SIZE bytes from our client (cli/output.rs
+# fill_payload): message i is its decimal digits, then a..z repeated from 'a', one per line.
+expected_payloads() { # size count
+	awk -v size="$1" -v count="$2" 'BEGIN {
+		p = "abcdefghijklmnopqrstuvwxyz"
+		while (length(p) < size) p = p p
+		for (i = 0; i < count; i++) { d = i ""; printf "%s%s\n", d, substr(p, 1, size - length(d)) }
+	}'
 }
 
 # Parses the summary line "N messages, B bytes in T s (R msg/s, X MiB/s, Y Gb/s)" of FILE
@@ -338,6 +395,37 @@ check_messages() {
 		result messages_64k FAIL "server summary says '${SUM_MSGS:-?} messages, ${SUM_BYTES:-?} bytes', expected 1999 messages, $((1999 * 65536)) bytes"
 	else
 		result messages_64k PASS "1999 x 64 KiB, 16 credits: server summary $SUM_MSGS messages, $SUM_BYTES bytes in $SUM_SECS s ($SUM_MIBS MiB/s)"
+	fi
+
+	# Content above the inline limit: the NIC reads registered slots, so a wrong lkey, slot
+	# offset or a stale slot changes what arrives. Every byte of every message is compared
+	# (sha256 of the server's stdout against the payloads generated here), at sizes up to the
+	# 10 MiB default maximum, odd sizes and several credit counts. And the rxe counters must
+	# show exactly one RDMA send per message.
+	local spec size count credits detail="" fail="" want got sends recvs
+	for spec in 4096:300:4 65537:100:16 1048579:20:2 10485760:6:2; do
+		IFS=: read -r size count credits <<<"$spec"
+		SERVER_ARGS=(--max-msg-size "$size" --credits "$credits")
+		if ! session "content_$size" --size "$size" --count "$count" --max-msg-size "$size" --credits "$credits"; then
+			fail="$fail ${count} x $size B: $SESSION_FAIL;"
+			continue
+		fi
+		want=$(expected_payloads "$size" "$count" | sha256sum | cut -c1-16)
+		got=$(sha256sum <"$SERVER_OUT" | cut -c1-16)
+		rm -f "$SERVER_OUT"
+		sends=${DELTA[$RXE_A.rdma_sends]:-?} recvs=${DELTA[$RXE_B.rdma_recvs]:-?}
+		if [ "$want" != "$got" ]; then
+			fail="$fail ${count} x $size B, $credits credits: content differs (sha256 $got, expected $want);"
+		elif [ "$TRANSPORT" != tcp ] && { [ "$sends" != "$count" ] || [ "$recvs" != "$count" ]; }; then
+			fail="$fail ${count} x $size B: $RXE_A made $sends RDMA sends and $RXE_B $recvs receives, expected $count each;"
+		else
+			detail="$detail ${count} x $size B ($credits credits) sha256 $got;"
+		fi
+	done
+	if [ -n "$fail" ]; then
+		result messages_content FAIL "${fail% ;}"
+	else
+		result messages_content PASS "every byte as sent:${detail%;}; one RDMA send per message, rxe error counters unchanged"
 	fi
 }
 

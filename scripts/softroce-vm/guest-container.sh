@@ -55,6 +55,7 @@ ctr_session() { # name count server-flags... -- client-flags...
 	SERVER_OUT=/tmp/$name.server.out SERVER_ERR=/tmp/$name.server.err
 	CLIENT_OUT=/tmp/$name.client.out CLIENT_ERR=/tmp/$name.client.err
 	CTR_FAIL=""
+	snapshot_counters "/tmp/$name.counters"
 	timeout "$T_CTR" bash -c 'ctr_run "$@"' sh "$NS_B" --network host "${sflags[@]}" "$IMAGE" \
 		--server "$IP_B:$PORT" --once --transport verbs >"$SERVER_OUT" 2>"$SERVER_ERR" &
 	spid=$!
@@ -76,6 +77,11 @@ ctr_session() { # name count server-flags... -- client-flags...
 	fi
 	if ! seq 0 $((count - 1)) | cmp -s - "$SERVER_OUT"; then
 		CTR_FAIL="server stdout ($(wc -l <"$SERVER_OUT") lines) differs from seq 0 $((count - 1))"
+		return 1
+	fi
+	counter_deltas "/tmp/$name.counters"
+	if [ -n "$COUNTER_ERRORS" ]; then
+		CTR_FAIL="rxe error counters moved during the session: $COUNTER_ERRORS"
 		return 1
 	fi
 }

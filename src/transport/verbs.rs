@@ -477,7 +477,10 @@ impl Transport for VerbsTransport {
         let mut rts = zeroed_qp_attr();
         rts.qp_state = ffi::IBV_QPS_RTS;
         rts.sq_psn = peer.psn;
-        rts.timeout = 14;
+        // ACK timeout 4.096 us x 2^18 = 1.07 s (NCCL's default too). 14 (67 ms) made a
+        // stalled host, or an emulated one, retransmit packets that were only late (seen as
+        // duplicate_request / completer_retry_err in the soft-RoCE VM's counters).
+        rts.timeout = 18;
         rts.retry_cnt = 7;
         rts.rnr_retry = 7;
         rts.max_rd_atomic = 0;
