@@ -78,15 +78,17 @@ COPY --from=roce-binary /rdma-container /usr/local/bin/rdma-container
 COPY docker/entrypoint.sh /usr/local/bin/rdma-container-entrypoint.sh
 # The same checks as the DOCA runtime stage, minus DOCA: every linked library resolves, the
 # dlopen'd rdma-core libraries are in the loader cache, the mlx5 and rxe providers are there,
-# and the binary is the one without DOCA.
+# and the binary is the one without DOCA. (pipefail is on: no `grep -q` that could close a
+# pipe early, and no pipeline whose first command may fail on a missing directory.)
 RUN if ldd /usr/local/bin/rdma-container | grep 'not found'; then \
         echo "the base image lacks the libraries above" >&2; exit 1; \
     fi \
  && for lib in libibverbs.so.1 librdmacm.so.1; do \
-        if ! ldconfig -p | grep -q "$lib"; then echo "the image lacks $lib (rdma-core)" >&2; exit 1; fi; \
+        if ! ldconfig -p | grep -F "$lib" >/dev/null; then echo "the image lacks $lib (rdma-core)" >&2; exit 1; fi; \
     done \
  && for provider in mlx5 rxe; do \
-        if ! find /usr/lib /usr/lib64 -name "lib${provider}-rdmav*.so" | grep -q .; then \
+        found=$(find /usr/lib* -name "lib${provider}-rdmav*.so" 2>/dev/null || true); \
+        if [ -z "$found" ]; then \
             echo "the image has no libibverbs $provider provider (ibverbs-providers)" >&2; exit 1; \
         fi; \
     done \
@@ -166,13 +168,15 @@ RUN if ldd /usr/local/bin/rdma-container | grep 'not found'; then \
         echo "the runtime image lacks the libraries above: use DOCA_RUNTIME_FLAVOR=full-rt" >&2; exit 1; \
     fi \
  && for lib in libibverbs.so.1 librdmacm.so.1 libmlx5.so.1; do \
-        if ! ldconfig -p | grep -q "$lib"; then \
+        if ! ldconfig -p | grep -F "$lib" >/dev/null; then \
             echo "the runtime image lacks $lib (rdma-core): use DOCA_RUNTIME_FLAVOR=full-rt" >&2; exit 1; \
         fi; \
     done \
- && if ! find /usr/lib /usr/lib64 /opt/mellanox -name 'libmlx5-rdmav*.so' 2>/dev/null | grep .; then \
+ && found=$(find /usr/lib* /opt/mellanox -name 'libmlx5-rdmav*.so' 2>/dev/null || true) \
+ && if [ -z "$found" ]; then \
         echo "the runtime image has no libibverbs mlx5 provider (rdma-core's ibverbs-providers): use DOCA_RUNTIME_FLAVOR=full-rt" >&2; exit 1; \
     fi \
+ && echo "mlx5 provider: $found" \
  && /usr/local/bin/rdma-container --version
 
 # The binary ends a session cleanly on SIGINT (exit 130); as PID 1 it would ignore SIGTERM, so

@@ -35,6 +35,7 @@ TRANSPORT=${SOFTROCE_VM_TRANSPORT:-verbs}
 CHECKS=messages,peer-lost,doctor,baseline
 BINARY=
 OCI=${SOFTROCE_VM_OCI:-}
+TEST_BINARY=
 ACCEL=auto
 VM_TIMEOUT=900
 TRANSFER_TIMEOUT=300
@@ -77,11 +78,14 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               rxe counters moved; without --device it refuses to start; as uid 1000 with only
               IPC_LOCK or only a memlock limit it works, with neither it fails naming them.
               Not in the default set: .ci/run adds it (--checks ...,container)
+  rnr         sessions (10,000 x 1 credit, 2000 x 4 KiB, 1999 x 64 KiB x 16 credits) with a
+              test build (--features test-hooks) whose QPs have rnr_retry 0: a receive-not-
+              ready race fails instead of being retried. Not in the default set (.ci/run adds it)
 
 Options:
   --transport T      verbs (default), auto or tcp: what the server and client are run with
                      (env SOFTROCE_VM_TRANSPORT)
-  --checks LIST      comma-separated subset of: messages,peer-lost,doctor,baseline,container
+  --checks LIST      comma-separated subset of: messages,peer-lost,doctor,baseline,container,rnr
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
@@ -90,6 +94,8 @@ Options:
   --transfer-timeout SEC
                      limit for one client run inside the VM (default $TRANSFER_TIMEOUT); after
                      one of our transfers hits it, the later ones are not started
+  --test-binary PATH the test build for the rnr check (default: cargo build --release --features
+                     test-hooks, in <cache>/test-hooks-target)
   --oci DIR          the image for the container check, as an OCI layout (tag rdma-container)
                      made by scripts/container-test.sh --oci-out DIR (env SOFTROCE_VM_OCI;
                      default: run scripts/container-test.sh to make one in the cache)
@@ -140,7 +146,7 @@ parse_args() {
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--transport | --checks | --binary | --accel | --timeout | --transfer-timeout | --mem | --smp | \
-			--kernel-suite | --kernel-pkg | --console | --oci)
+			--kernel-suite | --kernel-pkg | --console | --oci | --test-binary)
 			if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi ;;
 		esac
 		case "$1" in
@@ -148,6 +154,7 @@ parse_args() {
 		--checks) CHECKS=$2; shift 2 ;;
 		--binary) BINARY=$2; shift 2 ;;
 		--oci) OCI=$2; shift 2 ;;
+		--test-binary) TEST_BINARY=$2; shift 2 ;;
 		--accel) ACCEL=$2; shift 2 ;;
 		--timeout) VM_TIMEOUT=$2; shift 2 ;;
 		--transfer-timeout) TRANSFER_TIMEOUT=$2; shift 2 ;;
@@ -166,7 +173,7 @@ parse_args() {
 	case "$ACCEL" in auto | kvm | tcg) ;; *) usage_error "--accel must be auto, kvm or tcg" ;; esac
 	local c
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | doctor | baseline | container) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | doctor | baseline | container | rnr) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -z "$MEM" ]; then
 		MEM=1024
@@ -238,6 +245,21 @@ prepare_binary() {
 	if [ "$TRANSPORT" != tcp ] && ! grep -qw verbs <<<"$transports"; then
 		log "warning: this build has no verbs transport; the checks that need it will fail"
 	fi
+}
+
+# The test build for the rnr check: --test-binary, or built here (its own target directory, so
+# that the release binary of the default features stays as it is).
+prepare_test_binary() {
+	want_check rnr || return 0
+	if [ -z "$TEST_BINARY" ]; then
+		log "building the test build (cargo build --release --locked --features test-hooks)"
+		(cd "$REPO_ROOT" && cargo build --release --locked --quiet --features test-hooks \
+			--target-dir "$CACHE/test-hooks-target") || die "cargo build --features test-hooks failed"
+		TEST_BINARY=$CACHE/test-hooks-target/release/rdma-container
+	fi
+	[ -x "$TEST_BINARY" ] || die "no executable test build at $TEST_BINARY"
+	"$TEST_BINARY" --version 2>/dev/null | grep -q '^test hooks: on' ||
+		die "$TEST_BINARY is not a test build (--features test-hooks): its --version has no 'test hooks: on'"
 }
 
 # The image for the container check: --oci, or one made by scripts/container-test.sh from the
@@ -523,6 +545,10 @@ build_initramfs() {
 	mkdir -p "$ROOT/usr/lib/modules/$KERNEL_RELEASE"
 	cp "$KERNEL_DIR"/modules/*.ko "$KERNEL_DIR/modules.order" "$ROOT/usr/lib/modules/$KERNEL_RELEASE/"
 	if want_check container; then put_container_runtime; fi
+	if want_check rnr; then
+		put_elf "$TEST_BINARY" /usr/local/bin/rdma-container-test-hooks
+		strip --strip-debug "$ROOT/usr/local/bin/rdma-container-test-hooks" 2>/dev/null || true
+	fi
 	install -m 0755 "$GUEST_DIR/guest-init.sh" "$ROOT/init"
 	install -m 0644 "$GUEST_DIR/guest-checks.sh" "$ROOT/etc/softroce-vm/checks.sh"
 	install -m 0644 "$GUEST_DIR/guest-container.sh" "$ROOT/etc/softroce-vm/container.sh"
@@ -680,6 +706,7 @@ main() {
 	mkdir -p "$CACHE/runs"
 	ensure_host_packages
 	prepare_binary
+	prepare_test_binary
 	prepare_oci
 
 	local t

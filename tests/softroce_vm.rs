@@ -77,7 +77,9 @@ fn help_describes_the_checks_and_options() {
         "doctor",
         "baseline",
         "container",
+        "rnr",
         "--oci",
+        "--test-binary",
         "--transport",
         "--binary",
         "--accel",
@@ -101,6 +103,8 @@ fn bad_options_exit_with_the_usage_status() {
         &["--timeout", "soon"],
         &["--binary"],
         &["--oci"],
+        &["--test-binary"],
+        &["--checks", "messages,rnr,bogus"],
     ] {
         let out = host_script(args);
         assert_eq!(

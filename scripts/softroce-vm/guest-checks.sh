@@ -40,6 +40,7 @@ declare -gA CHECK_RESULTS=(
 	[doctor]="doctor_text doctor_json"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[container]="container_load container_session container_nodev container_nonroot"
+	[rnr]="rnr_strict"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -426,6 +427,44 @@ check_messages() {
 		result messages_content FAIL "${fail% ;}"
 	else
 		result messages_content PASS "every byte as sent:${detail%;}; one RDMA send per message, rxe error counters unchanged"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# rnr: sessions in which a receive-not-ready race would fail instead of being retried
+# ---------------------------------------------------------------------------------------------
+# The test build (--features test-hooks) takes RDMA_CONTAINER_TEST_RNR_RETRY: with 0 the QP
+# does not retry after a receiver-not-ready NAK, so a credit announced before its receive was
+# posted ends the session with an error. Both ends must confirm that the hook took effect.
+check_rnr() {
+	local hooks=/usr/local/bin/rdma-container-test-hooks spec count size credits fail="" detail=""
+	if [ ! -x "$hooks" ]; then
+		result rnr_strict FAIL "no test-hooks build in the guest (scripts/softroce-vm.sh --test-binary)"
+		return
+	fi
+	local BIN=$hooks
+	export RDMA_CONTAINER_TEST_RNR_RETRY=0
+	for spec in 10000:0:1 2000:4096:2 1999:65536:16; do
+		IFS=: read -r count size credits <<<"$spec"
+		local size_args=()
+		[ "$size" = 0 ] || size_args=(--size "$size" --max-msg-size "$size")
+		SERVER_ARGS=(--quiet --credits "$credits" "${size_args[@]}")
+		if ! session "rnr_$credits" --count "$count" --credits "$credits" "${size_args[@]}"; then
+			fail="$fail $count messages, $credits credit(s): $SESSION_FAIL;"
+		elif ! grep -q 'test hook: verbs rnr_retry 0' "$SERVER_ERR" || ! grep -q 'test hook: verbs rnr_retry 0' "$CLIENT_ERR"; then
+			fail="$fail $count messages, $credits credit(s): an end did not log 'test hook: verbs rnr_retry 0';"
+		elif ! parse_summary "$SERVER_ERR" || [ "$SUM_MSGS" != "$count" ]; then
+			fail="$fail $count messages, $credits credit(s): the server received ${SUM_MSGS:-?};"
+		else
+			if [ "$size" = 0 ]; then size="\"0\"..\"$((count - 1))\""; else size="$size B"; fi
+			detail="$detail $count x $size with $credits credit(s);"
+		fi
+	done
+	unset RDMA_CONTAINER_TEST_RNR_RETRY
+	if [ -n "$fail" ]; then
+		result rnr_strict FAIL "${fail% ;}"
+	else
+		result rnr_strict PASS "rnr_retry 0 on both ends (test hook confirmed):${detail%;}; no RNR NAK, rxe error counters unchanged"
 	fi
 }
 

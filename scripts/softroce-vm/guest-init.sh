@@ -131,6 +131,7 @@ main() {
 		doctor) check_doctor ;;
 		baseline) check_baseline ;;
 		container) check_container ;;
+		rnr) check_rnr ;;
 		*) result "$c" FAIL "unknown check" ;;
 		esac
 	done

@@ -197,11 +197,19 @@ impl std::str::FromStr for Seconds {
 }
 
 fn long_version() -> &'static str {
-    concat!(
+    const TEXT: &str = concat!(
         env!("CARGO_PKG_VERSION"),
         "\ntransports: ",
         env!("RDMA_CONTAINER_TRANSPORTS"),
         "\nDOCA: ",
         env!("RDMA_CONTAINER_DOCA_VERSION")
-    )
+    );
+    if cfg!(feature = "test-hooks") {
+        static WITH_HOOKS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        WITH_HOOKS.get_or_init(|| {
+            format!("{TEXT}\ntest hooks: on (RDMA_CONTAINER_TEST_*: a test build, never ship it)")
+        })
+    } else {
+        TEXT
+    }
 }

@@ -482,7 +482,7 @@ impl Transport for VerbsTransport {
         // duplicate_request / completer_retry_err in the soft-RoCE VM's counters).
         rts.timeout = 18;
         rts.retry_cnt = 7;
-        rts.rnr_retry = 7;
+        rts.rnr_retry = rnr_retry();
         rts.max_rd_atomic = 0;
         self.qp
             .modify(
@@ -723,6 +723,24 @@ fn gid_text(gid: &[u8; 16]) -> String {
         .map(|p| format!("{:02x}{:02x}", p[0], p[1]))
         .collect::<Vec<_>>()
         .join(":")
+}
+
+/// The QP's receive-not-ready retry count: 7 retries for ever. Our protocol posts every receive
+/// before it announces the credit, so no RNR NAK should ever come (the soft-RoCE VM asserts
+/// rxe's RNR counters stay 0). Test builds (`--features test-hooks`) take
+/// `RDMA_CONTAINER_TEST_RNR_RETRY` (0-7) instead, so that the VM can run sessions in which a race
+/// fails the session rather than being retried.
+fn rnr_retry() -> u8 {
+    #[cfg(feature = "test-hooks")]
+    if let Some(n) = std::env::var("RDMA_CONTAINER_TEST_RNR_RETRY")
+        .ok()
+        .and_then(|v| v.parse::<u8>().ok())
+        .filter(|n| *n <= 7)
+    {
+        log::info!("test hook: verbs rnr_retry {n} (RDMA_CONTAINER_TEST_RNR_RETRY)");
+        return n;
+    }
+    7
 }
 
 const MEMLOCK_HINT: &str =
