@@ -78,6 +78,10 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               rxe counters moved; without --device it refuses to start; as uid 1000 with only
               IPC_LOCK or only a memlock limit it works, with neither it fails naming them.
               Not in the default set: .ci/run adds it (--checks ...,container)
+  suite       the behavioural test suites (tests/process.rs, tests/alloc.rs, built with
+              cargo test --no-run) run inside the guest over verbs: RDMA_TEST_TRANSPORT=verbs,
+              RDMA_TEST_ADDR=198.18.1.2 (both ends on rxeB), RDMA_TEST_STRICT=1. Not in the
+              default set (.ci/run adds it)
   rnr         sessions (10,000 x 1 credit, 2000 x 4 KiB, 1999 x 64 KiB x 16 credits) with a
               test build (--features test-hooks) whose QPs have rnr_retry 0: a receive-not-
               ready race fails instead of being retried. Not in the default set (.ci/run adds it)
@@ -85,7 +89,8 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
 Options:
   --transport T      verbs (default), auto or tcp: what the server and client are run with
                      (env SOFTROCE_VM_TRANSPORT)
-  --checks LIST      comma-separated subset of: messages,peer-lost,doctor,baseline,container,rnr
+  --checks LIST      comma-separated subset of: messages,peer-lost,doctor,baseline,container,rnr,
+                     suite
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
@@ -173,7 +178,7 @@ parse_args() {
 	case "$ACCEL" in auto | kvm | tcg) ;; *) usage_error "--accel must be auto, kvm or tcg" ;; esac
 	local c
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | doctor | baseline | container | rnr) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | doctor | baseline | container | rnr | suite) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -z "$MEM" ]; then
 		MEM=1024
@@ -260,6 +265,25 @@ prepare_test_binary() {
 	[ -x "$TEST_BINARY" ] || die "no executable test build at $TEST_BINARY"
 	"$TEST_BINARY" --version 2>/dev/null | grep -q '^test hooks: on' ||
 		die "$TEST_BINARY is not a test build (--features test-hooks): its --version has no 'test hooks: on'"
+}
+
+# The test executables for the suite check, and the debug binary they run (its path is compiled
+# into them, so the guest gets it at the same path).
+SUITE_TESTS=(process session alloc)
+SUITE_EXES=()
+prepare_suite() {
+	want_check suite || return 0
+	local kind name exe args=()
+	for name in "${SUITE_TESTS[@]}"; do args+=(--test "$name"); done
+	log "building the test suites for the guest (cargo test --no-run ${args[*]})"
+	while read -r kind name exe; do
+		if [ -z "$exe" ] || [ "$exe" = null ]; then continue; fi
+		SUITE_EXES+=("$exe")
+		[ "$kind" = bin ] && log "suite binary: $exe"
+	done < <(cd "$REPO_ROOT" && cargo test --locked --no-run --quiet --message-format=json "${args[@]}" 2>/dev/null |
+		jq -r 'select(.reason == "compiler-artifact" and .executable != null) | "\(.target.kind[0]) \(.target.name) \(.executable)"')
+	[ ${#SUITE_EXES[@]} -eq $((${#SUITE_TESTS[@]} + 1)) ] ||
+		die "cargo test --no-run gave ${#SUITE_EXES[@]} executables, expected the ${SUITE_TESTS[*]} tests and the binary"
 }
 
 # The image for the container check: --oci, or one made by scripts/container-test.sh from the
@@ -545,6 +569,11 @@ build_initramfs() {
 	mkdir -p "$ROOT/usr/lib/modules/$KERNEL_RELEASE"
 	cp "$KERNEL_DIR"/modules/*.ko "$KERNEL_DIR/modules.order" "$ROOT/usr/lib/modules/$KERNEL_RELEASE/"
 	if want_check container; then put_container_runtime; fi
+	local exe suite_tests=""
+	for exe in "${SUITE_EXES[@]}"; do
+		put_elf "$exe" "$exe"
+		case "$exe" in */deps/*) suite_tests="$suite_tests $exe" ;; esac
+	done
 	if want_check rnr; then
 		put_elf "$TEST_BINARY" /usr/local/bin/rdma-container-test-hooks
 		strip --strip-debug "$ROOT/usr/local/bin/rdma-container-test-hooks" 2>/dev/null || true
@@ -557,6 +586,7 @@ build_initramfs() {
 		CHECKS="${CHECKS//,/ }"
 		SHELL_AT_END=$SHELL_AT_END
 		T_RUN=$TRANSFER_TIMEOUT
+		SUITE_TESTS="${suite_tests# }"
 	EOF
 
 	INITRD=$RUN_DIR/initramfs.cpio
@@ -707,6 +737,7 @@ main() {
 	ensure_host_packages
 	prepare_binary
 	prepare_test_binary
+	prepare_suite
 	prepare_oci
 
 	local t

@@ -81,7 +81,11 @@ fn session_allocations(credits: u16, size: usize, fixture: &std::path::Path) -> 
         // The simulator reads it once per process: the same directory for every session.
         std::env::set_var("DOCA_SIM_DIR", fixture);
     }
-    let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &config).unwrap();
+    // 127.0.0.1, or RDMA_TEST_ADDR where a RoCE address is given (verbs in the soft-RoCE VM).
+    let ip: std::net::IpAddr = rdma_test_support::test_ip()
+        .parse()
+        .expect("RDMA_TEST_ADDR is an IP address");
+    let listener = Listener::bind(SocketAddr::new(ip, 0), &config).unwrap();
     let addr = listener.local_addr();
     // Both ends pass the barrier after the warm-up and before the end of the measured part.
     let barrier = Arc::new(Barrier::new(2));

@@ -78,6 +78,7 @@ fn help_describes_the_checks_and_options() {
         "baseline",
         "container",
         "rnr",
+        "suite",
         "--oci",
         "--test-binary",
         "--transport",

@@ -41,6 +41,7 @@ declare -gA CHECK_RESULTS=(
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[container]="container_load container_session container_nodev container_nonroot"
 	[rnr]="rnr_strict"
+	[suite]="suite_process suite_session suite_alloc"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -428,6 +429,50 @@ check_messages() {
 	else
 		result messages_content PASS "every byte as sent:${detail%;}; one RDMA send per message, rxe error counters unchanged"
 	fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# suite: the behavioural test suites over verbs
+# ---------------------------------------------------------------------------------------------
+# tests/process.rs (the real binary as server and client: Ctrl-C on either end, busy, zero-length
+# messages, oversize, garbage, a killed peer, doctor, demo, ...) and tests/alloc.rs (no allocation
+# per message), built on the host with `cargo test --no-run`, run in nsB with
+# RDMA_TEST_TRANSPORT=verbs and RDMA_TEST_ADDR=$IP_B: both ends on rxeB (rxe loops the packets
+# back inside the device). RDMA_TEST_STRICT=1: a test that cannot run fails.
+T_SUITE=600
+check_suite() {
+	local exe name out line passed failed ignored
+	if [ -z "${SUITE_TESTS:-}" ]; then
+		result suite_process FAIL "no test executables in the guest"
+		return
+	fi
+	for exe in $SUITE_TESTS; do
+		name=${exe##*/}
+		name=${name%-*}
+		out=/tmp/suite_$name.out
+		mkdir -p "${exe%/deps/*}/tmp"
+		say "suite: $name over verbs"
+		snapshot_counters "/tmp/suite_$name.counters"
+		timeout "$T_SUITE" ip netns exec "$NS_B" env RDMA_TEST_TRANSPORT=verbs RDMA_TEST_ADDR="$IP_B" \
+			RDMA_TEST_STRICT=1 RUST_BACKTRACE=0 "$exe" --test-threads=2 >"$out" 2>&1
+		local rc=$?
+		grep -E '^test |^failures|panicked|^---- ' "$out" | sed 's/^/  | /' | head -n 80
+		line=$(grep -m 1 '^test result:' "$out")
+		passed=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")
+		failed=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")
+		ignored=$(sed -nE 's/.* ([0-9]+) ignored.*/\1/p' <<<"$line")
+		# The sessions really ran over rxe (loopback on rxeB: its packets count as sent and received).
+		counter_deltas "/tmp/suite_$name.counters"
+		local pkts=${DELTA[$RXE_B.sent_pkts]:-0}
+		if [ "$rc" = 0 ] && [ "${failed:-1}" = 0 ] && [ "${passed:-0}" -gt 0 ] && [ "$pkts" -gt 0 ]; then
+			result "suite_$name" PASS "$passed passed, $ignored ignored over verbs (RDMA_TEST_TRANSPORT=verbs, RDMA_TEST_ADDR=$IP_B, strict); $RXE_B sent $pkts RoCE packets"
+		elif [ "$rc" = 0 ] && [ "$pkts" = 0 ]; then
+			result "suite_$name" FAIL "$passed passed, but $RXE_B sent no RoCE packet: the sessions did not run over verbs"
+		else
+			show "$out"
+			result "suite_$name" FAIL "$(status_text "$rc" "$T_SUITE"): ${line:-no test result line}; failed: $(grep -E '^test .* FAILED$' "$out" | awk '{ print $2 }' | tr '\n' ' ')"
+		fi
+	done
 }
 
 # ---------------------------------------------------------------------------------------------

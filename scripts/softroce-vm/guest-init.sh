@@ -17,6 +17,7 @@ umask 022
 # ---- settings (the host's config file overrides them)
 TRANSPORT=verbs
 CHECKS="messages peer-lost doctor baseline"
+SUITE_TESTS=""
 SHELL_AT_END=0
 NS_A=nsA NS_B=nsB
 IP_A=198.18.1.1 IP_B=198.18.1.2
@@ -132,6 +133,7 @@ main() {
 		baseline) check_baseline ;;
 		container) check_container ;;
 		rnr) check_rnr ;;
+		suite) check_suite ;;
 		*) result "$c" FAIL "unknown check" ;;
 		esac
 	done

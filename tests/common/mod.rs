@@ -112,3 +112,47 @@ pub fn transport_args(addresses: &[[u8; 4]]) -> Vec<String> {
         other => vec!["--transport".to_owned(), other.to_owned()],
     }
 }
+
+/// A library [`rdma_container::Config`] for the transport under test: what
+/// [`transport_args`] gives the binary (nothing by default; `--transport verbs`; doca on the
+/// simulator's mlx5_0 in a fixture sysfs), applied to `config`.
+pub fn test_config(mut config: rdma_container::Config) -> rdma_container::Config {
+    use rdma_container::TransportChoice;
+    let args = transport_args(&[]);
+    for pair in args.chunks(2) {
+        let [flag, value] = pair else {
+            panic!("transport_args gave an odd list: {args:?}")
+        };
+        match flag.as_str() {
+            "--transport" => {
+                config.transport = match value.as_str() {
+                    "tcp" => TransportChoice::Tcp,
+                    "verbs" => TransportChoice::Verbs,
+                    "doca" => TransportChoice::Doca,
+                    "auto" => TransportChoice::Auto,
+                    other => panic!("RDMA_TEST_TRANSPORT={other} is not a transport"),
+                }
+            }
+            "--device" => config.overrides.device = Some(value.clone()),
+            "--sysfs-root" => config.sysfs_root = PathBuf::from(value),
+            other => panic!("transport_args gave {other}, which test_config does not know"),
+        }
+    }
+    config
+}
+
+/// The address library tests listen on: [`test_ip`] (127.0.0.1 unless `RDMA_TEST_ADDR`), any port.
+pub fn test_listen_addr() -> std::net::SocketAddr {
+    let ip: std::net::IpAddr = test_ip().parse().expect("RDMA_TEST_ADDR is an IP address");
+    std::net::SocketAddr::new(ip, 0)
+}
+
+/// The transport a session under test must report: `RDMA_TEST_TRANSPORT`, TCP by default
+/// (127.0.0.1 owns no RoCE GID, so auto picks TCP).
+pub fn expected_transport() -> &'static str {
+    match std::env::var("RDMA_TEST_TRANSPORT").as_deref() {
+        Ok("verbs") => "verbs",
+        Ok("doca") => "doca",
+        _ => "tcp",
+    }
+}
