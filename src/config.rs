@@ -65,6 +65,8 @@ use crate::{Error, Result};
 pub const DEFAULT_MAX_MSG_SIZE: usize = 10 * 1024 * 1024;
 /// Default receive slots (and so credits).
 pub const DEFAULT_CREDITS: u16 = 2;
+/// The most credits (slots) a hello may carry.
+pub const MAX_CREDITS: u16 = crate::proto::MAX_CREDITS;
 
 /// Which transport to use: a [`crate::TransportKind`], or `Auto` to let the route decide. (The
 /// kind is what runs and what the hello carries; this is what the user asks for.)

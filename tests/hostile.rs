@@ -59,29 +59,32 @@ fn server(port: u16, extra: &[&str]) -> Proc {
     p
 }
 
-/// CPU seconds (user + system) the process has used so far.
-fn cpu_seconds(pid: i32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+/// CPU seconds (user + system) the process has used so far. A process whose /proc entry cannot
+/// be read or parsed fails the test: a probe that read 0 would make "not spinning" pass without
+/// measuring anything.
+fn cpu_seconds(p: &Proc) -> f64 {
+    let pid = p.pid().as_raw();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/stat ({e}):\n{}", p.report()));
+    // Fields after the command: state is 0, utime is 11, stime is 12.
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
-    let ticks = |i: usize| {
+    let ticks = |i: usize| -> f64 {
         fields
             .get(i)
             .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
+            .unwrap_or_else(|| panic!("/proc/{pid}/stat has no field {i}: {stat}"))
     };
-    // Fields after the command: state is 0, utime is 11, stime is 12.
     (ticks(11) + ticks(12)) / 100.0
 }
 
 /// Fails when the process burns more than half a core over `window` (a busy loop).
 fn assert_not_spinning(p: &Proc, window: Duration) {
-    let pid = p.pid().as_raw();
-    let before = cpu_seconds(pid);
+    let before = cpu_seconds(p);
     std::thread::sleep(window);
-    let used = cpu_seconds(pid) - before;
+    let used = cpu_seconds(p) - before;
     assert!(
         used < window.as_secs_f64() / 2.0,
         "{used:.2} s of CPU in {window:?}: a busy loop\n{}",
@@ -368,14 +371,16 @@ fn server_with_nofile(port: u16, nofile: u64) -> Proc {
     s
 }
 
+/// The process's thread count; an unreadable /proc entry fails the test (never a vacuous 0).
 fn thread_count(p: &Proc) -> usize {
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", p.pid().as_raw())).unwrap_or_default();
+    let pid = p.pid().as_raw();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/status ({e}):\n{}", p.report()));
     status
         .lines()
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(0)
+        .unwrap_or_else(|| panic!("/proc/{pid}/status has no Threads: line:\n{status}"))
 }
 
 #[test]
@@ -464,14 +469,18 @@ fn errors_do_not_repeat_their_cause() {
         1,
         "the cause must be said once: {err}"
     );
-    let mut p = common::start("client", &["--client", "127.0.0.1:1", "--credits", "0"]);
-    assert_ne!(p.wait_code(SHORT), 0);
+    // A value the library's validation refuses (--credits 0 is refused by the parser now).
+    let mut p = common::start(
+        "client",
+        &["--client", "127.0.0.1:1", "--max-msg-size", "0"],
+    );
+    assert_eq!(p.wait_code(SHORT), 1);
     let err = p.stderr();
     let line = err
         .lines()
         .find(|l| l.contains("ERROR"))
         .unwrap_or_default();
-    assert_eq!(line.matches("credits").count(), 1, "{err}");
+    assert_eq!(line.matches("max message size").count(), 1, "{err}");
 }
 
 #[test]

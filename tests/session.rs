@@ -339,6 +339,20 @@ fn mid_size_messages_on_tcp_do_not_wait_for_delayed_acknowledgements() {
     );
 }
 
+/// Accepts one sender and collects every message until the end of stream, on a thread.
+fn receive_all(
+    accept: impl FnOnce() -> Incoming + Send + 'static,
+) -> thread::JoinHandle<Vec<Vec<u8>>> {
+    thread::spawn(move || {
+        let mut src = accept().accept_src().unwrap();
+        let mut got = Vec::new();
+        while let Some(m) = src.recv().unwrap() {
+            got.push(m.to_vec());
+        }
+        got
+    })
+}
+
 /// Both credit extremes the hello allows, with a mix of sizes: every message arrives as sent.
 #[test]
 fn one_credit_and_1024_credits_deliver_every_message_in_order() {
@@ -349,14 +363,7 @@ fn one_credit_and_1024_credits_deliver_every_message_in_order() {
             ..config()
         };
         let (addr, accept) = server(cfg());
-        let rx = thread::spawn(move || {
-            let mut src = accept().accept_src().unwrap();
-            let mut got = Vec::new();
-            while let Some(m) = src.recv().unwrap() {
-                got.push(m.to_vec());
-            }
-            got
-        });
+        let rx = receive_all(accept);
         let mut sink = RdmaSink::connect(addr, &cfg()).unwrap();
         let sent: Vec<Vec<u8>> = (0..3000u32)
             .map(|i| vec![(i % 251) as u8; (i as usize * 7) % 513])
@@ -379,14 +386,7 @@ fn zero_length_messages_arrive_alone_mixed_and_last() {
         ..config()
     };
     let (addr, accept) = server(cfg());
-    let rx = thread::spawn(move || {
-        let mut src = accept().accept_src().unwrap();
-        let mut got = Vec::new();
-        while let Some(m) = src.recv().unwrap() {
-            got.push(m.to_vec());
-        }
-        got
-    });
+    let rx = receive_all(accept);
     let mut sink = RdmaSink::connect(addr, &cfg()).unwrap();
     let mut sent: Vec<Vec<u8>> = vec![Vec::new(); 3];
     sent.extend((0..997u32).map(|i| {

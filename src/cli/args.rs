@@ -75,8 +75,13 @@ pub struct SessionArgs {
     #[arg(long, default_value_t = rdma_container::config::DEFAULT_MAX_MSG_SIZE, value_name = "BYTES")]
     pub max_msg_size: usize,
 
-    /// Receive slots on the receiver = messages the sender may have in flight.
-    #[arg(long, default_value_t = rdma_container::config::DEFAULT_CREDITS, value_name = "N")]
+    /// Receive slots on the receiver = messages the sender may have in flight (1 to 1024).
+    #[arg(
+        long,
+        default_value_t = rdma_container::config::DEFAULT_CREDITS,
+        value_name = "N",
+        value_parser = clap::value_parser!(u16).range(1..=i64::from(rdma_container::config::MAX_CREDITS))
+    )]
     pub credits: u16,
 
     /// Data path: auto picks RDMA when a RoCE v2 GID owns the source address and an RDMA

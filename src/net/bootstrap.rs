@@ -1,7 +1,7 @@
 //! The bootstrap TCP connection: connect with retry, listen, accept, socket options.
 
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,20 @@ pub(crate) fn tune_stream(stream: &TcpStream) -> Result<()> {
     Ok(())
 }
 
+/// Refuses an IPv6 bootstrap address at once, before anything listens or connects: the RoCE v2
+/// device and GID come from the IPv4 route between the ends, and the hello carries IPv4-mapped
+/// addresses, so every transport (TCP included) bootstraps over IPv4. An IPv4-mapped IPv6
+/// address (`::ffff:a.b.c.d`) is an IPv4 address.
+pub(crate) fn ipv4_only(addr: SocketAddr) -> Result<()> {
+    match addr.ip() {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => Err(Error::InvalidConfig(format!(
+            "{addr} is an IPv6 address: rdma-container bootstraps over IPv4 only (the RoCE v2 \
+device and GID come from the IPv4 route to the peer); use an IPv4 address of the RoCE interface"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Connects to `addr`, retrying with exponential backoff (50 ms doubling to 1 s) until
 /// `timeout` has passed or `stop` is set. Each attempt is itself bounded by the time left.
 pub(crate) fn connect(
@@ -44,6 +58,7 @@ pub(crate) fn connect(
     timeout: Duration,
     stop: Option<&AtomicBool>,
 ) -> Result<TcpStream> {
+    ipv4_only(addr)?;
     let deadline = crate::session_core::deadline_after(Instant::now(), timeout);
     let mut backoff = Duration::from_millis(50);
     let mut attempts = 0u32;
@@ -88,6 +103,7 @@ pub(crate) fn connect(
 
 /// Listens on `addr` (SO_REUSEADDR set, so a restarted server can bind at once).
 pub(crate) fn listen(addr: SocketAddr) -> Result<TcpListener> {
+    ipv4_only(addr)?;
     let err = |source| Error::Listen { addr, source };
     let socket =
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;

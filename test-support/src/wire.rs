@@ -29,15 +29,34 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A Hello frame (version 2, tcp, 1 MiB messages, 2 credits, the GID of 127.0.0.1).
+/// Hello transport byte of doca.
+pub const TRANSPORT_DOCA: u8 = 2;
+/// Hello transport byte of verbs.
+pub const TRANSPORT_VERBS: u8 = 3;
+/// The protocol version these encoders speak.
+pub const VERSION: u16 = 2;
+
+/// A Hello frame (version 2, tcp, 2 credits, the GID of 127.0.0.1).
 pub fn hello(role: u8, max_msg_size: u32, blob: &[u8]) -> Vec<u8> {
+    hello_with(VERSION, role, TRANSPORT_TCP, max_msg_size, 2, blob)
+}
+
+/// A Hello frame with every field chosen (the GID of 127.0.0.1).
+pub fn hello_with(
+    version: u16,
+    role: u8,
+    transport: u8,
+    max_msg_size: u32,
+    credits: u16,
+    blob: &[u8],
+) -> Vec<u8> {
     let mut b = vec![KIND_HELLO];
     b.extend_from_slice(b"RDMC");
-    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&version.to_le_bytes());
     b.push(role);
-    b.push(TRANSPORT_TCP);
+    b.push(transport);
     b.extend_from_slice(&max_msg_size.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&credits.to_le_bytes());
     b.extend_from_slice(&[0u8; 10]);
     b.extend_from_slice(&[0xff, 0xff, 127, 0, 0, 1]);
     b.extend_from_slice(&(blob.len() as u16).to_le_bytes());
