@@ -113,6 +113,14 @@ impl RdmaSrc {
         self.abort_inner(reason);
     }
 
+    /// Aborts the session like [`RdmaSrc::abort`] but keeps the object, and with it the memory
+    /// of the slice the last `recv` returned, until it is dropped; later calls return
+    /// [`Error::Closed`]. For bindings (Python) in which a view of the last message may
+    /// outlive the session.
+    pub fn abort_in_place(&mut self, reason: &str) {
+        self.abort_inner(reason);
+    }
+
     fn abort_inner(&mut self, reason: &str) {
         if self.core.is_open() {
             self.core.fail();

@@ -111,7 +111,7 @@ impl Session {
     /// session in which we play `role`.
     pub(crate) fn connect(addr: SocketAddr, role: Role, config: &Config) -> Result<Session> {
         config.validate()?;
-        let stream = bootstrap::connect(addr, config.connect_timeout, config.stop.as_deref())?;
+        let stream = bootstrap::connect(addr, config.connect_timeout, &|| config.stopped())?;
         let mut control = ControlChannel::new(stream)?;
         let deadline = deadline_after(Instant::now(), config.handshake_timeout);
         let prepared = match Prepared::new(&control, BootstrapSide::Client, role, config) {

@@ -2,7 +2,6 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
@@ -38,11 +37,12 @@ pub(crate) fn tune_stream(stream: &TcpStream) -> Result<()> {
 }
 
 /// Connects to `addr`, retrying with exponential backoff (50 ms doubling to 1 s) until
-/// `timeout` has passed or `stop` is set. Each attempt is itself bounded by the time left.
+/// `timeout` has passed or `stopped` says to stop (asked at least every 50 ms). Each attempt is
+/// itself bounded by the time left.
 pub(crate) fn connect(
     addr: SocketAddr,
     timeout: Duration,
-    stop: Option<&AtomicBool>,
+    stopped: &dyn Fn() -> bool,
 ) -> Result<TcpStream> {
     let deadline = crate::session_core::deadline_after(Instant::now(), timeout);
     let mut backoff = Duration::from_millis(50);
@@ -58,7 +58,7 @@ pub(crate) fn connect(
             }
             Err(e) => e,
         };
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+        if stopped() {
             return Err(Error::Interrupted);
         }
         let Some(left) = remaining(deadline) else {
@@ -77,7 +77,7 @@ pub(crate) fn connect(
         // Sleep in short steps so Ctrl-C is noticed at once.
         let wake = Instant::now() + backoff.min(left);
         while let Some(step) = remaining(wake) {
-            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            if stopped() {
                 return Err(Error::Interrupted);
             }
             std::thread::sleep(step.min(Duration::from_millis(50)));
