@@ -16,6 +16,7 @@ mod options;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
@@ -537,11 +538,17 @@ impl Incoming {
     }
 }
 
+/// How long one `Listener.accept` slice holds the listener.
+const ACCEPT_SLICE: Duration = Duration::from_millis(100);
+
 /// Listens for clients on one address (use the RoCE network's address: the device is chosen
 /// from it). Hellos are read in the background; `accept()` returns the next client.
 #[pyclass(frozen, module = "rdma_container")]
 struct Listener {
     inner: Mutex<Option<rdma::Listener>>,
+    /// `(host, port)` the listener is bound to (the real port when bound to port 0).
+    #[pyo3(get)]
+    local_addr: (String, u16),
 }
 
 impl Listener {
@@ -572,28 +579,40 @@ impl Listener {
         let listener = py
             .detach(|| rdma::Listener::bind(addr, &config))
             .map_err(|e| raise(py, e))?;
+        let bound = listener.local_addr();
         Ok(Self {
             inner: Mutex::new(Some(listener)),
+            local_addr: (bound.ip().to_string(), bound.port()),
         })
     }
 
     /// Waits for the next client; with `timeout` (seconds), returns None when none came.
+    /// Waits in short slices, so that `close()` from another thread is not held up.
     #[pyo3(signature = (timeout = None))]
     fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Incoming>> {
-        let timeout = timeout.map(options::seconds).transpose()?;
-        let incoming = self.with_listener(py, |l| match timeout {
-            Some(t) => l.accept_timeout(t),
-            None => l.accept().map(Some),
-        })?;
-        Ok(incoming.map(|i| {
-            let peer = i.peer_addr();
-            Incoming {
-                peer_addr: (peer.ip().to_string(), peer.port()),
-                peer_role: i.peer_role().to_string(),
-                peer_credits: i.peer_credits(),
-                peer_max_message_size: i.peer_max_message_size(),
-                inner: Mutex::new(Some(i)),
+        let deadline = timeout
+            .map(options::seconds)
+            .transpose()?
+            .map(|t| Instant::now() + t);
+        let incoming = loop {
+            let slice = deadline.map_or(ACCEPT_SLICE, |d| {
+                d.saturating_duration_since(Instant::now())
+                    .min(ACCEPT_SLICE)
+            });
+            if let Some(i) = self.with_listener(py, |l| l.accept_timeout(slice))? {
+                break i;
             }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+        };
+        let peer = incoming.peer_addr();
+        Ok(Some(Incoming {
+            peer_addr: (peer.ip().to_string(), peer.port()),
+            peer_role: incoming.peer_role().to_string(),
+            peer_credits: incoming.peer_credits(),
+            peer_max_message_size: incoming.peer_max_message_size(),
+            inner: Mutex::new(Some(incoming)),
         }))
     }
 
@@ -602,17 +621,6 @@ impl Listener {
     fn accept_duplex(&self, py: Python<'_>) -> PyResult<(RdmaSink, RdmaSrc)> {
         let (sink, src) = self.with_listener(py, |l| l.accept_duplex())?;
         Ok((RdmaSink::wrap(py, sink)?, RdmaSrc::wrap(py, src)?))
-    }
-
-    /// `(host, port)` the listener is bound to (the real port when bound to port 0).
-    #[getter]
-    fn local_addr(&self, py: Python<'_>) -> PyResult<(String, u16)> {
-        let guard = lock(py, &self.inner)?;
-        let listener = guard
-            .as_ref()
-            .ok_or_else(|| PyRuntimeError::new_err("the listener is closed"))?;
-        let a = listener.local_addr();
-        Ok((a.ip().to_string(), a.port()))
     }
 
     /// Stops listening (clients waiting for `accept` are dropped).
