@@ -54,6 +54,18 @@ def interrupt_and_time(child: "subprocess.Popen[str]") -> float:
     return time.monotonic() - started
 
 
+def interrupt_expecting(child: "subprocess.Popen[str]", line: str, unblock: threading.Event) -> None:
+    """Waits for the child to block, sends SIGINT, lets the server go on, and checks that the
+    child caught KeyboardInterrupt (exit 3, ``line`` printed) promptly."""
+    assert read_line(child) == "blocking"
+    took = interrupt_and_time(child)
+    unblock.set()
+    out, err = child.communicate(timeout=JOIN_TIMEOUT)
+    assert child.returncode == 3, (out, err)
+    assert line in out
+    assert took < PROMPTLY, f"SIGINT took {took:.2f} s to end the call"
+
+
 def test_ctrl_c_in_a_blocking_recv_raises_keyboard_interrupt_and_aborts_the_session(serve, opts):
     interrupted = threading.Event()
 
@@ -80,13 +92,7 @@ except KeyboardInterrupt:
 print("recv returned", flush=True)
 """
     )
-    assert read_line(child) == "blocking"
-    took = interrupt_and_time(child)
-    interrupted.set()
-    out, err = child.communicate(timeout=JOIN_TIMEOUT)
-    assert child.returncode == 3, (out, err)
-    assert "KeyboardInterrupt" in out
-    assert took < PROMPTLY, f"SIGINT took {took:.2f} s to end recv()"
+    interrupt_expecting(child, "KeyboardInterrupt", interrupted)
     assert "interrupted" in server.join()
 
 
@@ -115,13 +121,7 @@ except KeyboardInterrupt:
     sys.exit(3)
 """
     )
-    assert read_line(child) == "blocking"
-    took = interrupt_and_time(child)
-    release.set()
-    out, err = child.communicate(timeout=JOIN_TIMEOUT)
-    assert child.returncode == 3, (out, err)
-    assert "KeyboardInterrupt True" in out
-    assert took < PROMPTLY
+    interrupt_expecting(child, "KeyboardInterrupt True", release)
     assert "interrupted" in server.join()
 
     child = start_child(

@@ -14,6 +14,13 @@ except ImportError:
     np = None
 
 
+def rejection_reason(src: rc.RdmaSrc) -> str:
+    """Reads until the sender's abort, which must come; returns its reason."""
+    with pytest.raises(rc.Rejected) as rejected:
+        collect(src)
+    return rejected.value.reason
+
+
 def collect(src: rc.RdmaSrc) -> List[bytes]:
     """Every message to the end of the stream, as bytes."""
     out = []
@@ -255,12 +262,7 @@ def test_a_message_larger_than_the_session_carries_raises_and_sends_nothing(serv
 
 
 def test_an_exception_in_the_sink_block_aborts_and_the_receiver_sees_rejected(serve, opts):
-    def receive(src: rc.RdmaSrc) -> Any:
-        with pytest.raises(rc.Rejected) as rejected:
-            collect(src)
-        return rejected.value.reason
-
-    server = serve("src", receive)
+    server = serve("src", rejection_reason)
     with pytest.raises(KeyError):
         with rc.RdmaSink.connect(server.addr, **opts) as sink:
             sink.send(b"one")
@@ -300,12 +302,7 @@ def test_send_in_place_fills_the_registered_slot(serve, opts):
 
 
 def test_a_failing_fill_function_aborts_the_session(serve, opts):
-    def receive(src: rc.RdmaSrc) -> str:
-        with pytest.raises(rc.Rejected) as rejected:
-            collect(src)
-        return rejected.value.reason
-
-    server = serve("src", receive)
+    server = serve("src", rejection_reason)
     sink = rc.RdmaSink.connect(server.addr, **opts)
 
     def fail(slot: Any) -> None:
