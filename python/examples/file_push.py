@@ -35,7 +35,7 @@ def push(sink: rdma.RdmaSink, root: Path) -> int:
     for path in files:
         sink.send(np.frombuffer(str(path.relative_to(root)).encode(), dtype=np.uint8))
         with open(path, "rb") as f:
-            n = f.readinto(memoryview(buf))
+            n = f.readinto(buf.data)
             if f.read(1):
                 raise SystemExit(f"{path} is larger than {MAX_MSG} bytes")
         sink.send(buf[:n])  # zero-length content is data, not the end of the list
@@ -92,7 +92,7 @@ def main() -> None:
     print(f"node {opts.node}: {sink.info.transport} both ways", flush=True)
 
     opts.recv.mkdir(parents=True, exist_ok=True)
-    result = {}
+    result: "dict[str, int]" = {}
     sender = threading.Thread(target=lambda: result.update(sent=push(sink, opts.send)))
     sender.start()
     result["received"] = pull(src, opts.recv)

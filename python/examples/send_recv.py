@@ -17,6 +17,7 @@ import rdma_container as rc
 
 def receive(listener: rc.Listener, count: int) -> int:
     incoming = listener.accept()
+    assert incoming is not None  # accept() without a timeout waits for a client
     print(f"client {incoming.peer_addr} wants to be the {incoming.peer_role}")
     src = incoming.accept_src()
     print(src.info.description)
@@ -32,8 +33,8 @@ def receive(listener: rc.Listener, count: int) -> int:
     return expected
 
 
-def send(addr, count: int, transport: str) -> int:
-    with rc.RdmaSink.connect(addr, transport=transport) as sink:
+def send(addr: "str | tuple[str, int]", count: int, transport: str) -> int:
+    with rc.RdmaSink.connect(addr, transport=transport) as sink:  # type: ignore[arg-type]
         for i in range(count):
             sink.send(str(i).encode())
         return sink.finish()
@@ -53,7 +54,7 @@ def main() -> None:
         print(f"sent {send(args.client, args.count, args.transport)} messages")
     else:
         with rc.Listener("127.0.0.1:0", transport=args.transport) as listener:
-            result = {}
+            result: "dict[str, int]" = {}
             server = threading.Thread(target=lambda: result.update(n=receive(listener, args.count)))
             server.start()
             sent = send(listener.local_addr, args.count, args.transport)

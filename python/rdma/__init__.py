@@ -38,10 +38,11 @@ from __future__ import annotations
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Tuple
 
 import rdma_container as _rc
 
+_np: Any
 try:
     import numpy as _np
 except ImportError:  # numpy is optional: recv() then returns bytes
@@ -226,7 +227,7 @@ class RdmaSrc:
         """What was chosen and negotiated."""
         return self._src.info
 
-    def recv(self) -> Union["_np.ndarray", bytes]:
+    def recv(self) -> Any:
         """The next message as a fresh, writable ``uint8`` numpy array (``bytes`` without
         numpy): a copy, so that arrays the application keeps are never overwritten. Empty at
         the end of the stream (then ``ended`` is True), as with the reference."""
