@@ -115,6 +115,9 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
             memlock.unwrap_or(0) / 1024
         ));
     }
+    if let Some(why) = verbs_unavailable() {
+        problems.push(format!("the verbs transport cannot run here: {why}"));
+    }
     let dev_infiniband = list_dev_infiniband();
     if dev_infiniband.is_empty() {
         problems.push(
@@ -174,6 +177,19 @@ fn source_path(request: &DoctorRequest, problems: &mut Vec<String>) -> Option<Pa
             None
         }
     }
+}
+
+/// Why the verbs transport (compiled in) cannot load rdma-core's `libibverbs.so.1`, if so.
+#[cfg(feature = "verbs")]
+fn verbs_unavailable() -> Option<String> {
+    verbs_sys::Library::get()
+        .err()
+        .map(|e| e.to_string())
+}
+
+#[cfg(not(feature = "verbs"))]
+fn verbs_unavailable() -> Option<String> {
+    None
 }
 
 /// The soft memlock limit in bytes; `None` when unlimited.
