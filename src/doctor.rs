@@ -182,9 +182,7 @@ fn source_path(request: &DoctorRequest, problems: &mut Vec<String>) -> Option<Pa
 /// Why the verbs transport (compiled in) cannot load rdma-core's `libibverbs.so.1`, if so.
 #[cfg(feature = "verbs")]
 fn verbs_unavailable() -> Option<String> {
-    verbs_sys::Library::get()
-        .err()
-        .map(|e| e.to_string())
+    verbs_sys::Library::get().err().map(|e| e.to_string())
 }
 
 #[cfg(not(feature = "verbs"))]
