@@ -161,25 +161,34 @@ def test_peer_loss_raises_instead_of_hanging():
     server_args = args_for(0, False)
     host, port = rdma.ensure_listener(server_args)
     result: Dict[str, Any] = {}
+    first_arrived = threading.Event()
 
     def server() -> None:
         src = rdma.RdmaSrc(server_args)
+        result["first"] = src.recv().tobytes()
+        first_arrived.set()
         try:
-            while True:
-                src.recv()
+            src.recv()
         except rc.Error as e:
             result["error"] = e
 
     thread = threading.Thread(target=server, daemon=True)
     thread.start()
     code = f"""
-import os, rdma
+import os, sys, rdma
 sink = rdma.RdmaSink(rdma.RdmaArgs(ip="127.0.0.1", port={port}, is_client=True, transport="tcp"))
 sink.send(b"one")
+sys.stdin.readline()  # until the server has the message
 os._exit(0)
 """
-    subprocess.run([sys.executable, "-c", code], timeout=JOIN_TIMEOUT, check=True)
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
+    try:
+        assert first_arrived.wait(JOIN_TIMEOUT)
+        child.communicate(b"die\n", timeout=JOIN_TIMEOUT)
+    finally:
+        child.kill()
     thread.join(JOIN_TIMEOUT)
     assert not thread.is_alive()
+    assert result["first"] == b"one"
     assert isinstance(result.get("error"), rc.PeerLost)
     assert result["error"].received == 1

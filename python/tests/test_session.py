@@ -206,31 +206,39 @@ def test_peer_loss_raises_peer_lost_with_the_count_of_messages_that_arrived(serv
     import subprocess
     import sys
 
+    # The child sends 5 messages, waits until the receiver has them all (a line on its stdin),
+    # then vanishes: no finish, no abort.
     child_code = f"""
-import os, rdma_container as rc
+import os, sys, rdma_container as rc
 sink = rc.RdmaSink.connect({{addr!r}}, **{opts!r})
 for i in range(5):
     sink.send(b"m")
-os._exit(0)  # vanishes: no finish, no abort
+sys.stdin.readline()
+os._exit(0)
 """
+    five_arrived = threading.Event()
 
-    def lose(src: rc.RdmaSrc) -> int:
-        got = 0
+    def lose(src: rc.RdmaSrc) -> Any:
+        got = [src.recv_bytes() for _ in range(5)]
+        five_arrived.set()
         with pytest.raises(rc.PeerLost) as lost:
-            while src.recv_bytes() is not None:
-                got += 1
-        assert got == 5
+            src.recv_bytes()
         assert isinstance(lost.value, rc.Error)
-        return lost.value.received
+        return got, lost.value.received
 
     server = serve("src", lose)
-    child = subprocess.run(
+    child = subprocess.Popen(
         [sys.executable, "-c", child_code.replace("{addr!r}", repr(server.addr))],
-        timeout=60,
+        stdin=subprocess.PIPE,
         env=dict(os.environ),
     )
+    try:
+        assert five_arrived.wait(60), "the child's messages did not arrive"
+        child.communicate(b"die\n", timeout=60)
+    finally:
+        child.kill()
     assert child.returncode == 0
-    assert server.join() == 5
+    assert server.join() == ([b"m"] * 5, 5)
 
 
 def test_refused_client_sees_rejected_with_the_servers_reason(serve, opts):
@@ -380,7 +388,11 @@ with rc.Listener("127.0.0.1:0", transport="tcp", handshake_timeout=10.0) as list
         print(type(e).__name__, e)
     got = []
     # A tcp session on the same host works.
-    t = threading.Thread(target=lambda: got.append(listener.accept(timeout=30).accept_src().recv_bytes()))
+    def serve():
+        src = listener.accept(timeout=30).accept_src()
+        while (data := src.recv_bytes()) is not None:
+            got.append(data)
+    t = threading.Thread(target=serve)
     t.start()
     with rc.RdmaSink.connect(listener.local_addr, transport="auto", connect_timeout=10.0) as sink:
         assert sink.info.transport == "tcp"
