@@ -59,35 +59,44 @@ cleanup() {
 trap cleanup EXIT
 port=$((20000 + RANDOM % 20000))
 
+# cpu FILE CMD...: runs CMD and writes its CPU seconds (user + system) to FILE.
+cpu() {
+	"$python" -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[2:])
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write(str(u.ru_utime + u.ru_stime))
+sys.exit(r.returncode)' "$@"
+}
+
 json_field() { "$python" -c 'import json, sys; print(eval(sys.argv[1], {}, json.load(sys.stdin)))' "$1"; }
 
 # rust SIZE COUNT CREDITS: prints "msg/s MiB/s"
 rust() {
 	port=$((port + 1))
-	"${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" --transport tcp >"$work/rs.log" 2>&1 &
+	cpu "$work/cpu-rs" "${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" --transport tcp >"$work/rs.log" 2>&1 &
 	pids+=($!)
 	sleep 0.3
-	"${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
+	cpu "$work/cpu-rc" "${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
 		-s "$1" -n "$2" --credits "$3" --json 2>"$work/rc.log" |
-		json_field 'f"{results[0][\"msg_rate_mpps\"] * 1e6} {results[0][\"bw_average\"]}"'
+		json_field 'str(results[0]["msg_rate_mpps"] * 1e6) + " " + str(results[0]["bw_average"])'
 	wait "${pids[-1]}" 2>/dev/null || true
 }
 
 # python SIZE COUNT CREDITS: prints "msg/s MiB/s"
 py() {
 	port=$((port + 1))
-	"${server_pin[@]}" "$python" python/benchmarks/pybench.py --server "127.0.0.1:$port" \
+	cpu "$work/cpu-ps" "${server_pin[@]}" "$python" python/benchmarks/pybench.py --server "127.0.0.1:$port" \
 		--credits "$3" >"$work/ps.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 100); do grep -q listening "$work/ps.log" 2>/dev/null && break; sleep 0.05; done
-	"${client_pin[@]}" "$python" python/benchmarks/pybench.py --client "127.0.0.1:$port" \
+	cpu "$work/cpu-pc" "${client_pin[@]}" "$python" python/benchmarks/pybench.py --client "127.0.0.1:$port" \
 		--size "$1" --count "$2" 2>"$work/pc.log" |
-		json_field 'f"{msg_per_s} {mib_per_s}"'
+		json_field 'str(msg_per_s) + " " + str(mib_per_s)'
 	wait "${pids[-1]}" 2>/dev/null || true
 }
 
 echo "python-bench: rdma_container (Python) vs rdma-container bench, tcp on 127.0.0.1, $(nproc) CPU(s), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-printf '%-26s %14s %14s %7s %8s %s\n' "" "rust bench" "python" "ratio" "target" "python cost/msg"
+printf '%-26s %14s %14s %7s %8s %s\n' "" "rust bench" "python" "ratio" "target" "python layer's cost"
 status=0
 # measure NAME SIZE COUNT CREDITS FIELD(1: msg/s, 2: MiB/s) UNIT TARGET
 measure() {
@@ -96,6 +105,11 @@ measure() {
 	p=$(py "$2" "$3" "$4")
 	read -r r_rate r_bw <<<"$r"
 	read -r p_rate p_bw <<<"$p"
+	if [ -z "$r_bw" ] || [ -z "$p_bw" ]; then
+		echo "python-bench: $1: a run produced no number (rust: '$r', python: '$p')" >&2
+		status=1
+		return
+	fi
 	if [ "$5" = 1 ]; then
 		ratio=$(awk -v a="$p_rate" -v b="$r_rate" 'BEGIN { printf "%.2f", a / b }')
 		printf -v shown_r '%.0f %s' "$r_rate" "$6"
@@ -105,7 +119,10 @@ measure() {
 		printf -v shown_r '%.0f %s' "$r_bw" "$6"
 		printf -v shown_p '%.0f %s' "$p_bw" "$6"
 	fi
-	cost=$(awk -v a="$p_rate" -v b="$r_rate" 'BEGIN { printf "%.2f us", 1e6 / a - 1e6 / b }')
+	# The Python layer's cost: CPU time per message, Python minus Rust, sender and receiver.
+	cost=$(awk -v n="$3" -v pc="$(cat "$work/cpu-pc")" -v rc="$(cat "$work/cpu-rc")" \
+		-v ps="$(cat "$work/cpu-ps")" -v rs="$(cat "$work/cpu-rs")" \
+		'BEGIN { printf "send %+.2f us, recv %+.2f us (CPU/msg)", (pc - rc) * 1e6 / n, (ps - rs) * 1e6 / n }')
 	holds=$(awk -v r="$ratio" -v t="$7" 'BEGIN { print (r >= t) ? "holds" : "MISSED" }')
 	[ "$holds" = holds ] || status=1
 	printf '%-26s %14s %14s %7s %8s %s\n' "$1" "$shown_r" "$shown_p" "$ratio" ">= $7 $holds" "$cost"
