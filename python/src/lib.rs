@@ -331,14 +331,17 @@ impl RdmaSrc {
     }
 
     /// Receives the next message with the GIL released and hands it to `take` (with the GIL
-    /// held, the slot still leased to the library): `None` at the end of the stream.
+    /// and the session's lock held, so no other recv can reuse the slot meanwhile): `None` at
+    /// the end of the stream.
     fn next_with<T>(
         &self,
         py: Python<'_>,
         take: impl FnOnce(Python<'_>, &[u8]) -> PyResult<T>,
     ) -> PyResult<Option<T>> {
-        self.end_lease(py)?;
+        // The session's lock first, then the lease's (always in this order): between ending
+        // the last lease and handing out the next message no other thread's recv can run.
         let mut src = lock(py, &self.inner)?;
+        self.end_lease(py)?;
         let received = {
             let src = &mut *src;
             py.detach(move || {
@@ -387,13 +390,12 @@ impl RdmaSrc {
     fn recv(slf: &Bound<'_, Self>) -> PyResult<Option<Message>> {
         let py = slf.py();
         let this = slf.get();
-        let message = this.next_with(py, |_py, bytes| {
-            Ok(Message::new(slf.clone().unbind(), bytes))
-        })?;
-        if let Some(m) = &message {
-            *lock(py, &this.lease)? = Some(m.lease());
-        }
-        Ok(message)
+        // The lease is recorded while the session's lock is held (inside next_with).
+        this.next_with(py, |py, bytes| {
+            let message = Message::new(slf.clone().unbind(), bytes);
+            *lock(py, &this.lease)? = Some(message.lease());
+            Ok(message)
+        })
     }
 
     /// The next message as bytes (a copy), or None at the end of the stream.
