@@ -139,3 +139,22 @@ except KeyboardInterrupt:
     took = interrupt_and_time(child)
     assert child.returncode == 3
     assert took < PROMPTLY
+
+
+def test_ctrl_c_while_the_server_has_not_accepted_yet_raises_keyboard_interrupt():
+    # The client's hello waits in a listener that never accepts: the handshake wait (up to
+    # handshake_timeout) must see Ctrl-C too. This is the drop-in's client waiting for the
+    # server to create its object.
+    with rc.Listener("127.0.0.1:0", transport="tcp") as listener:
+        child = start_child(
+            f"""
+import sys, rdma_container as rc
+print("blocking", flush=True)
+try:
+    rc.RdmaSrc.connect({listener.local_addr!r}, transport="tcp", handshake_timeout=60.0)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    sys.exit(3)
+"""
+        )
+        interrupt_expecting(child, "KeyboardInterrupt", threading.Event())
