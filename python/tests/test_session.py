@@ -424,3 +424,14 @@ def test_threads_use_sessions_at_once_with_the_gil_released(serve, opts):
     assert not t.is_alive()
     assert results["sent"] == 2000
     assert len(server.join()) == 2000
+
+
+def test_a_fill_function_that_keeps_a_view_of_the_slot_raises_and_aborts(serve, opts):
+    server = serve("src", rejection_reason)
+    sink = rc.RdmaSink.connect(server.addr, **opts)
+    views: List[memoryview] = []
+    with pytest.raises(BufferError):
+        sink.send_in_place(4, lambda slot: views.append(memoryview(slot)))
+    assert sink.closed
+    assert len(views[0]) == 4  # still readable memory: the slot is never freed
+    assert "view of its send slot" in server.join()
