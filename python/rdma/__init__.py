@@ -15,7 +15,8 @@ The reference's users write::
 and that code runs unchanged. What differs from the reference, and why (docs/python.md):
 
 - ``recv()`` returns a fresh array holding a copy of the message (one memcpy of the message
-  and one allocation), not a view of the receive slot: the reference's view is overwritten by
+  and one allocation: about 0.3 us at 64 B, 0.4 to 1 ms at 10 MiB), not a view of the receive
+  slot: the reference's view is overwritten by
   the NIC two messages later while the application may still hold it. For zero-copy with a
   guard, use ``rdma_container.RdmaSrc`` (``Message``) directly.
 - A zero-length message is data. The end of the stream (the sender's ``close()``, or its
