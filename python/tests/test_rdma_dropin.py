@@ -21,6 +21,13 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 np = pytest.importorskip("numpy")  # python-test.sh installs numpy: never skipped in CI
 
 
+@pytest.fixture(autouse=True)
+def own_listeners():
+    """Each test starts without the listeners (kept per process) of the tests before it."""
+    yield
+    rdma.close_listeners()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
