@@ -121,6 +121,34 @@ pub struct Config {
     pub busy_poll: Option<Duration>,
     /// Set from a signal handler to make every blocking wait return [`Error::Interrupted`].
     pub stop: Option<Arc<AtomicBool>>,
+    /// Asked once per wait slice (at least every 100 ms while a call blocks) whether to stop;
+    /// `true` makes the wait return [`Error::Interrupted`] as the stop flag does. For callers
+    /// that cannot set a flag from a signal handler (the Python module runs Python's signal
+    /// handlers here).
+    pub interrupt: Option<InterruptCheck>,
+}
+
+/// A callback that says whether a blocking wait should stop (see [`Config::interrupt`]).
+/// It runs on the thread that waits, so it must be quick.
+#[derive(Clone)]
+pub struct InterruptCheck(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl InterruptCheck {
+    /// Wraps `check`, which returns `true` to interrupt the wait.
+    pub fn new(check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(check))
+    }
+
+    /// Calls the check.
+    pub fn should_stop(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for InterruptCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InterruptCheck(..)")
+    }
 }
 
 impl Default for Config {
@@ -136,6 +164,7 @@ impl Default for Config {
             idle_timeout: None,
             busy_poll: None,
             stop: None,
+            interrupt: None,
         }
     }
 }
@@ -160,11 +189,15 @@ impl Config {
         Ok(())
     }
 
-    /// True once the stop flag is set.
+    /// True once the stop flag is set or the interrupt check says to stop.
     pub fn stopped(&self) -> bool {
         self.stop
             .as_ref()
             .is_some_and(|s| s.load(Ordering::Relaxed))
+            || self
+                .interrupt
+                .as_ref()
+                .is_some_and(InterruptCheck::should_stop)
     }
 }
 

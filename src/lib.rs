@@ -34,6 +34,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod config;
+pub mod doctor;
 pub mod duplex;
 mod error;
 mod listener;
@@ -46,7 +47,7 @@ mod session;
 mod session_core;
 pub(crate) mod transport;
 
-pub use config::{Config, TransportChoice};
+pub use config::{Config, InterruptCheck, TransportChoice};
 pub use error::{Error, ProtocolViolation, Result};
 pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
 pub use proto::{Role, TransportKind};

@@ -31,6 +31,9 @@ pub const MAX_PENDING_HANDSHAKES: usize = 64;
 pub const MAX_QUEUED: usize = 16;
 /// How often the acceptor looks at its stop flag, and the longest back-off.
 const SLICE: Duration = Duration::from_millis(200);
+/// How often [`Listener::accept`] asks the configuration whether to stop (Ctrl-C is seen within
+/// this time).
+const ACCEPT_SLICE: Duration = Duration::from_millis(100);
 /// Repeated acceptor problems are logged at most this often.
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -108,7 +111,7 @@ impl Listener {
     /// [`Error::Interrupted`] when the configuration's stop flag is set.
     pub fn accept(&self) -> Result<Incoming> {
         loop {
-            if let Some(incoming) = self.accept_timeout(SLICE)? {
+            if let Some(incoming) = self.accept_timeout(ACCEPT_SLICE)? {
                 return Ok(incoming);
             }
         }
@@ -125,14 +128,14 @@ impl Listener {
                 return Err(Error::Interrupted);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.incoming.recv_timeout(left.min(SLICE)) {
+            match self.incoming.recv_timeout(left.min(ACCEPT_SLICE)) {
                 Ok(pending) => {
                     return Ok(Some(Incoming {
                         pending,
                         config: self.config.clone(),
                     }))
                 }
-                Err(RecvTimeoutError::Timeout) if left <= SLICE => return Ok(None),
+                Err(RecvTimeoutError::Timeout) if left <= ACCEPT_SLICE => return Ok(None),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(Error::Internal("the acceptor thread stopped".to_owned()))

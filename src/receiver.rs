@@ -113,6 +113,14 @@ impl RdmaSrc {
         self.abort_inner(reason);
     }
 
+    /// Aborts the session like [`RdmaSrc::abort`] but keeps the object, and with it the memory
+    /// of the slice the last `recv` returned, until it is dropped; later calls return
+    /// [`Error::Closed`]. For bindings (Python) in which a view of the last message may
+    /// outlive the session.
+    pub fn abort_in_place(&mut self, reason: &str) {
+        self.abort_inner(reason);
+    }
+
     fn abort_inner(&mut self, reason: &str) {
         if self.core.is_open() {
             self.core.fail();
@@ -185,11 +193,22 @@ impl RdmaSrc {
         }
         match self.session.control.send(&Message::Credit { released }) {
             Ok(()) => Ok(()),
-            Err(Error::PeerLost { reason, .. }) => Err(Error::PeerLost {
-                reason,
-                messages: self.core.arrived(),
-            }),
+            Err(Error::PeerLost { reason, .. }) => Err(self.rejected_or_lost(reason)),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The sender closed the control connection while we wrote to it: a sender that aborts
+    /// sends Reject first, and its words may still be waiting to be read.
+    fn rejected_or_lost(&mut self, reason: String) -> Error {
+        while let Ok(Some(msg)) = self.session.control.try_recv() {
+            if let Message::Reject { reason } = msg {
+                return Error::Rejected(reason);
+            }
+        }
+        Error::PeerLost {
+            reason,
+            messages: self.core.arrived(),
         }
     }
 

@@ -240,6 +240,13 @@ impl RdmaSink {
         self.abort_inner(reason);
     }
 
+    /// Aborts the session like [`RdmaSink::abort`] but keeps the object (and its staging
+    /// slots' memory) until it is dropped; later calls return [`Error::Closed`]. For bindings
+    /// (Python) that lent a slot's memory to code that may still hold it.
+    pub fn abort_in_place(&mut self, reason: &str) {
+        self.abort_inner(reason);
+    }
+
     fn abort_inner(&mut self, reason: &str) {
         if self.core.is_open() {
             self.core.fail();

@@ -22,7 +22,8 @@ use crate::session_core::{deadline_after, ProtocolViolation};
 use crate::transport::{self, BootstrapSide, SetupParams, Transport};
 use crate::{Error, Result};
 
-/// How long one wait slice lasts before the stop flag is checked again.
+/// How long one wait slice lasts before the stop flag is checked again (also while a handshake
+/// waits for the peer's hello or Ready).
 const WAIT_SLICE: Duration = Duration::from_millis(100);
 /// How long a data-path failure waits for the control channel to say why.
 const EXPLAIN_WAIT: Duration = Duration::from_millis(500);
@@ -111,7 +112,7 @@ impl Session {
     /// session in which we play `role`.
     pub(crate) fn connect(addr: SocketAddr, role: Role, config: &Config) -> Result<Session> {
         config.validate()?;
-        let stream = bootstrap::connect(addr, config.connect_timeout, config.stop.as_deref())?;
+        let stream = bootstrap::connect(addr, config.connect_timeout, &|| config.stopped())?;
         let mut control = ControlChannel::new(stream)?;
         let deadline = deadline_after(Instant::now(), config.handshake_timeout);
         let prepared = match Prepared::new(&control, BootstrapSide::Client, role, config) {
@@ -285,9 +286,18 @@ fn expect(
     deadline: Instant,
     config: &Config,
 ) -> Result<Got> {
-    let msg = match control.recv_until(deadline)? {
-        Some(msg) => msg,
-        None => return Err(timeout(control, config, step.describe())),
+    // In slices, so that the stop flag (Ctrl-C) is seen within one slice, not at the deadline.
+    let msg = loop {
+        let slice_end = deadline.min(Instant::now() + WAIT_SLICE);
+        if let Some(msg) = control.recv_until(slice_end)? {
+            break msg;
+        }
+        if remaining(deadline).is_none() {
+            return Err(timeout(control, config, step.describe()));
+        }
+        if config.stopped() {
+            return Err(Error::Interrupted);
+        }
     };
     handshake::on_message(step, msg).inspect_err(|e| {
         if let Error::Protocol(v) = e {

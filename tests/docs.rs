@@ -50,6 +50,7 @@ fn readme_is_short_and_has_the_two_setup_commands() {
         "docs/doca.md",
         "docs/softroce-vm.md",
         "docs/troubleshooting.md",
+        "docs/python.md",
     ] {
         assert!(readme.contains(doc), "README does not link {doc}");
     }

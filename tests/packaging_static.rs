@@ -65,6 +65,8 @@ fn shellcheck_passes_on_every_script() {
         "scripts/check-minimal-build.sh",
         "scripts/bench-compare.sh",
         "scripts/container-test.sh",
+        "scripts/python-test.sh",
+        "scripts/python-bench.sh",
     ]);
     let out = run(cmd);
     assert_eq!(out.code, Some(0), "shellcheck:\n{}", out.show());

@@ -35,6 +35,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
             .filter(|&us| us > 0)
             .map(std::time::Duration::from_micros),
         stop: Some(stop.clone()),
+        interrupt: None,
     };
     config.validate()?;
     if let Some(size) = args.size {

@@ -2,7 +2,6 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
@@ -52,11 +51,12 @@ device and GID come from the IPv4 route to the peer); use an IPv4 address of the
 }
 
 /// Connects to `addr`, retrying with exponential backoff (50 ms doubling to 1 s) until
-/// `timeout` has passed or `stop` is set. Each attempt is itself bounded by the time left.
+/// `timeout` has passed or `stopped` says to stop (asked at least every 50 ms). Each attempt is
+/// itself bounded by the time left.
 pub(crate) fn connect(
     addr: SocketAddr,
     timeout: Duration,
-    stop: Option<&AtomicBool>,
+    stopped: &dyn Fn() -> bool,
 ) -> Result<TcpStream> {
     ipv4_only(addr)?;
     let deadline = crate::session_core::deadline_after(Instant::now(), timeout);
@@ -73,7 +73,7 @@ pub(crate) fn connect(
             }
             Err(e) => e,
         };
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+        if stopped() {
             return Err(Error::Interrupted);
         }
         let Some(left) = remaining(deadline) else {
@@ -92,7 +92,7 @@ pub(crate) fn connect(
         // Sleep in short steps so Ctrl-C is noticed at once.
         let wake = Instant::now() + backoff.min(left);
         while let Some(step) = remaining(wake) {
-            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            if stopped() {
                 return Err(Error::Interrupted);
             }
             std::thread::sleep(step.min(Duration::from_millis(50)));

@@ -1,0 +1,63 @@
+//! Keyword arguments to [`rdma_container::Config`]: one name per `Config` field.
+
+use std::time::Duration;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rdma_container::{Config, TransportChoice};
+
+/// Seconds as a float (finite, not negative) to a duration.
+pub(crate) fn seconds(value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|e| PyValueError::new_err(format!("bad duration {value} s: {e}")))
+}
+
+fn optional_seconds(value: &Bound<'_, PyAny>) -> PyResult<Option<Duration>> {
+    value.extract::<Option<f64>>()?.map(seconds).transpose()
+}
+
+fn transport(name: &str) -> PyResult<TransportChoice> {
+    match name {
+        "auto" => Ok(TransportChoice::Auto),
+        "tcp" => Ok(TransportChoice::Tcp),
+        "verbs" => Ok(TransportChoice::Verbs),
+        "doca" => Ok(TransportChoice::Doca),
+        other => Err(PyValueError::new_err(format!(
+            "transport must be auto, tcp, verbs or doca, not {other:?}"
+        ))),
+    }
+}
+
+/// The session configuration from `connect(..., **options)`; unknown names are a TypeError.
+pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
+    let mut config = Config {
+        interrupt: Some(crate::interrupt::check()),
+        ..Config::default()
+    };
+    for (key, value) in options.into_iter().flat_map(|d| d.iter()) {
+        let key: String = key.extract()?;
+        match key.as_str() {
+            "transport" => config.transport = transport(&value.extract::<String>()?)?,
+            "credits" => config.credits = value.extract()?,
+            "max_msg_size" => config.max_msg_size = value.extract()?,
+            "device" => config.overrides.device = value.extract()?,
+            "ib_port" => config.overrides.port = value.extract()?,
+            "gid_index" => config.overrides.gid_index = value.extract()?,
+            "sysfs_root" => config.sysfs_root = value.extract::<String>()?.into(),
+            "connect_timeout" => config.connect_timeout = seconds(value.extract()?)?,
+            "handshake_timeout" => config.handshake_timeout = seconds(value.extract()?)?,
+            "idle_timeout" => config.idle_timeout = optional_seconds(&value)?,
+            "busy_poll" => config.busy_poll = optional_seconds(&value)?,
+            other => {
+                return Err(PyTypeError::new_err(format!(
+                    "unexpected keyword argument {other:?} (known: transport, credits, \
+                     max_msg_size, device, ib_port, gid_index, sysfs_root, connect_timeout, \
+                     handshake_timeout, idle_timeout, busy_poll)"
+                )))
+            }
+        }
+    }
+    config.validate().map_err(|e| crate::errors::raise(py, e))?;
+    Ok(config)
+}
