@@ -191,7 +191,7 @@ fn verbs_unavailable() -> Option<String> {
 }
 
 /// The soft memlock limit in bytes; `None` when unlimited.
-fn memlock_limit() -> Option<u64> {
+pub(crate) fn memlock_limit() -> Option<u64> {
     match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK) {
         Ok((soft, _)) if soft == nix::sys::resource::RLIM_INFINITY => None,
         Ok((soft, _)) => Some(soft),
@@ -200,7 +200,7 @@ fn memlock_limit() -> Option<u64> {
 }
 
 /// Whether CAP_IPC_LOCK is in the effective set (from /proc/self/status).
-fn has_cap_ipc_lock() -> Option<bool> {
+pub(crate) fn has_cap_ipc_lock() -> Option<bool> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let hex = status
         .lines()

@@ -71,6 +71,7 @@ struct Net {
     ns1: String,
     ns2: String,
     veth1: String,
+    veth2: String,
     addr1: String,
     addr2: String,
     octets: ([u8; 4], [u8; 4]),
@@ -114,6 +115,7 @@ fn make_net(tag: &str) -> Option<Net> {
         ns1,
         ns2,
         veth1,
+        veth2,
         addr1,
         addr2,
         octets,
@@ -271,4 +273,52 @@ fn auto_falls_back_to_tcp_when_libibverbs_is_absent() {
     if let Err(e) = check_counting(&server.stdout(), 100) {
         panic!("server stdout: {e}\n{}", server.report());
     }
+}
+
+/// The bound docs/design.md promises for noticing a host that vanished without a word: TCP
+/// keepalive after 5 s idle, 3 probes 2 s apart, and TCP_USER_TIMEOUT 15 s for unacknowledged
+/// data, plus the one-second slices in which the ends look, and slack for a loaded machine.
+const VANISHED_PEER_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A client whose link goes down mid-stream (no FIN, no RST: its host just vanished) is reported
+/// by the server as "peer lost" with the count of what arrived, within the keepalive bound.
+#[test]
+fn a_peer_that_vanishes_silently_is_reported_lost_within_the_keepalive_bound() {
+    let Some(net) = make_net("d") else { return };
+    let transport = transport_args(&[net.octets.0, net.octets.1]);
+    let transport: Vec<&str> = transport.iter().map(String::as_str).collect();
+    let listen = format!("{}:{PORT}", net.addr1);
+    let mut server_args = vec!["--server", listen.as_str(), "--once"];
+    server_args.extend(&transport);
+    let mut server = in_netns("server", &net.ns1, &server_args);
+    server.wait_for_stderr("listening on", SHORT);
+    let mut client_args = vec!["--client", listen.as_str(), "--count", "100000000"];
+    client_args.extend(&transport);
+    let mut client = in_netns("client", &net.ns2, &client_args);
+    server.wait_for_stdout_lines(1000, SHORT);
+
+    // The client's side of the link goes down: from the server's side it just goes quiet.
+    ip_ok(&["-n", &net.ns2, "link", "set", &net.veth2, "down"]);
+    let vanished = std::time::Instant::now();
+    let code = server.wait_code(VANISHED_PEER_BOUND + SHORT);
+    let took = vanished.elapsed();
+    assert_eq!(code, 1, "{}", server.report());
+    let err = server.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("peer lost"))
+        .unwrap_or_else(|| panic!("no \"peer lost\" line\n{}", server.report()));
+    // "peer lost (...) after N message(s) had arrived"
+    let arrived: u64 = line
+        .rsplit_once(") after ")
+        .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("the peer-lost line has no count: {line}"));
+    let printed = server.stdout().lines().count() as u64;
+    assert_eq!(arrived, printed, "{line}\n{}", server.report());
+    assert!(
+        took < VANISHED_PEER_BOUND,
+        "the server took {took:?} to notice (bound {VANISHED_PEER_BOUND:?})\n{}",
+        server.report()
+    );
+    client.kill();
 }

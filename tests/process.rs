@@ -258,32 +258,30 @@ fn garbage_gets_a_reject_or_a_close_and_the_server_keeps_serving() {
 #[test]
 fn silent_connection_does_not_block_a_real_client_and_times_out() {
     let port = free_port();
-    // Debug level, to see when the server has accepted the silent connection.
-    let mut s = server_logging("server", port, &["--handshake-timeout", "2"], "debug");
+    // Debug level, to see when the server has accepted the silent connection. The handshake
+    // timeout leaves the real client room even on an emulated machine (the VM's suite).
+    let mut s = server_logging("server", port, &["--handshake-timeout", "8"], "debug");
 
     let mut silent = connect(port);
     let local = silent.local_addr().expect("local addr");
     s.wait_for_stderr(&format!("connection from {local}"), SHORT);
-    let accepted = Instant::now();
-
     run_good_client(port, 100);
-    eprintln!(
-        "real client done {:?} after the silent connection was accepted",
-        accepted.elapsed()
-    );
-    silent.set_nonblocking(true).expect("non-blocking");
-    match silent.peek(&mut [0u8; 1]) {
-        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-        other => panic!(
-            "the silent connection should still be open while the real client ran, got {other:?}\n{}",
-            s.report()
-        ),
-    }
-    silent.set_nonblocking(false).expect("blocking");
     s.wait_for_stderr("received 100 messages", SHORT);
     s.wait_for_stdout_lines(100, SHORT);
 
     s.wait_for_stderr(&format!("handshake with {local} timed out"), SHORT);
+    // The real client was served while the silent connection still held its handshake slot:
+    // its session ended before the silent one timed out (the server's own order of events).
+    let log = s.stderr();
+    let served = log.find("received 100 messages").expect("seen above");
+    let timed_out = log
+        .find(&format!("handshake with {local} timed out"))
+        .expect("seen above");
+    assert!(
+        served < timed_out,
+        "the real client was served only after the silent connection timed out\n{}",
+        s.report()
+    );
     let (got, how) = read_until_closed(&mut silent, SHORT);
     assert_reject_or_nothing("silent connection", &got, how);
     if let Err(e) = check_counting(&s.stdout(), 100) {

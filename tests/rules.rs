@@ -260,3 +260,33 @@ fn an_ipv6_bootstrap_is_refused_at_once_in_one_clear_line() {
         );
     }
 }
+
+/// Slot memory beyond what the machine has (1,024 credits of 1 GiB) ends in one clear error
+/// naming both values, before anything is allocated: never an allocation abort or the OOM killer.
+#[test]
+fn slot_memory_beyond_the_machine_is_refused_naming_credits_and_size() {
+    let port = free_port();
+    let addr = format!("{}:{port}", test_ip());
+    let transport = common::transport_args(&[]);
+    let mut server_args = vec!["--server", addr.as_str(), "--once"];
+    server_args.extend(transport.iter().map(String::as_str));
+    let mut s = start("server", &server_args);
+    s.wait_for_stderr("listening on", SHORT);
+    let mut client_args = vec![
+        "--client",
+        addr.as_str(),
+        "--credits",
+        "1024",
+        "--max-msg-size",
+        "1073741824",
+    ];
+    client_args.extend(transport.iter().map(String::as_str));
+    let (code, _, err) = run(&client_args, SHORT);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("1024 slots of 1073741824 bytes")
+            && err.contains("--credits or --max-msg-size"),
+        "{err}"
+    );
+    s.kill();
+}

@@ -459,3 +459,33 @@ fn a_receiver_abort_reaches_the_sender_with_its_reason() {
         other => panic!("expected the receiver's reason, got {other:?}"),
     }
 }
+
+/// The size edges at the default maximum (10 MiB): max - 1 and max arrive byte for byte, max + 1
+/// is refused before anything is sent, and the session goes on.
+#[test]
+fn max_minus_one_and_max_arrive_and_max_plus_one_is_refused() {
+    let max = rdma_container::config::DEFAULT_MAX_MSG_SIZE;
+    let (addr, accept) = server(config());
+    let rx = receive_all(accept);
+    let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+    assert_eq!(sink.max_message_size(), max);
+    let pattern = |len: usize, seed: u8| -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    };
+    let (below, at) = (pattern(max - 1, 1), pattern(max, 2));
+    sink.send(&below).unwrap();
+    sink.send(&at).unwrap();
+    match sink.send(&pattern(max + 1, 3)) {
+        Err(Error::MessageTooLarge { .. }) => {}
+        other => panic!("max + 1 bytes: {other:?}"),
+    }
+    sink.send(b"after").unwrap();
+    assert_eq!(sink.finish().unwrap(), 3);
+    let got = rx.join().unwrap();
+    assert_eq!(got.len(), 3);
+    assert!(got[0] == below, "max - 1 bytes arrived changed");
+    assert!(got[1] == at, "max bytes arrived changed");
+    assert_eq!(got[2], b"after");
+}

@@ -41,7 +41,7 @@ declare -gA CHECK_RESULTS=(
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[container]="container_load container_session container_nodev container_nonroot"
 	[rnr]="rnr_strict"
-	[suite]="suite_process suite_session suite_rules suite_alloc"
+	[suite]="suite_process suite_session suite_rules suite_soak suite_alloc"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -440,6 +440,8 @@ check_messages() {
 # RDMA_TEST_TRANSPORT=verbs and RDMA_TEST_ADDR=$IP_B: both ends on rxeB (rxe loops the packets
 # back inside the device). RDMA_TEST_STRICT=1: a test that cannot run fails.
 T_SUITE=600
+# The soak test prints what it measured (fds, threads, RSS, rdma resources): shown on PASS too.
+declare -A SUITE_NOCAPTURE=([soak]=--nocapture)
 check_suite() {
 	local exe name out line passed failed ignored
 	if [ -z "${SUITE_TESTS:-}" ]; then
@@ -454,7 +456,8 @@ check_suite() {
 		say "suite: $name over verbs"
 		snapshot_counters "/tmp/suite_$name.counters"
 		timeout "$T_SUITE" ip netns exec "$NS_B" env RDMA_TEST_TRANSPORT=verbs RDMA_TEST_ADDR="$IP_B" \
-			RDMA_TEST_STRICT=1 RUST_BACKTRACE=0 "$exe" --test-threads=2 >"$out" 2>&1
+			RDMA_TEST_STRICT=1 RDMA_TEST_SOAK_SESSIONS=150 RUST_BACKTRACE=0 "$exe" --test-threads=2 \
+			${SUITE_NOCAPTURE[$name]:-} >"$out" 2>&1
 		local rc=$?
 		grep -E '^test |^failures|panicked|^---- ' "$out" | sed 's/^/  | /' | head -n 80
 		line=$(grep -m 1 '^test result:' "$out")
@@ -465,7 +468,7 @@ check_suite() {
 		counter_deltas "/tmp/suite_$name.counters"
 		local pkts=${DELTA[$RXE_B.sent_pkts]:-0}
 		if [ "$rc" = 0 ] && [ "${failed:-1}" = 0 ] && [ "${passed:-0}" -gt 0 ] && [ "$pkts" -gt 0 ]; then
-			result "suite_$name" PASS "$passed passed, $ignored ignored over verbs (RDMA_TEST_TRANSPORT=verbs, RDMA_TEST_ADDR=$IP_B, strict); $RXE_B sent $pkts RoCE packets"
+			result "suite_$name" PASS "$passed passed, $ignored ignored over verbs (RDMA_TEST_TRANSPORT=verbs, RDMA_TEST_ADDR=$IP_B, strict); $RXE_B sent $pkts RoCE packets$(grep -m 1 -o '[0-9]* sessions: fds.*' "$out" | sed 's/^/; /')"
 		elif [ "$rc" = 0 ] && [ "$pkts" = 0 ]; then
 			result "suite_$name" FAIL "$passed passed, but $RXE_B sent no RoCE packet: the sessions did not run over verbs"
 		else

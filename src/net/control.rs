@@ -194,6 +194,11 @@ fn io_to_lost(e: io::Error) -> Error {
         io::ErrorKind::TimedOut => lost(&format!(
             "control connection timed out, keepalive got no answer ({e})"
         )),
+        // The kernel gave up on the peer's host while retransmitting or probing (its link went
+        // down, its neighbour entry failed): a vanished peer as much as a timeout is.
+        io::ErrorKind::HostUnreachable | io::ErrorKind::NetworkUnreachable => lost(&format!(
+            "control connection: the peer's host became unreachable ({e})"
+        )),
         _ => Error::ControlIo(e),
     }
 }

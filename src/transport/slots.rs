@@ -13,17 +13,68 @@ pub(crate) struct SlotMemory {
     size: usize,
 }
 
+/// Checks that `count` slots of `size` bytes can be had before anything is allocated, so that
+/// a large `--credits` x `--max-msg-size` ends in an error that names both, never in an
+/// allocation failure (an abort) or the OOM killer: the total must fit in the memory the machine
+/// has available, and memory that will be registered (`pinned`) must fit in the memlock limit
+/// unless CAP_IPC_LOCK lifts it. Returns the total in bytes.
+pub(crate) fn check_slot_memory(count: usize, size: usize, pinned: bool) -> Result<usize> {
+    let total = count
+        .checked_mul(size)
+        .ok_or_else(|| Error::InvalidConfig(format!("{count} slots of {size} bytes overflow")))?;
+    let what = || format!("{count} slots of {size} bytes ({} MiB)", total >> 20);
+    if let Some(available) = mem_available() {
+        if total as u64 > available {
+            return Err(Error::InvalidConfig(format!(
+                "{} are more than the {} MiB of memory this machine has available: lower \
+--credits or --max-msg-size",
+                what(),
+                available >> 20
+            )));
+        }
+    }
+    if pinned && crate::doctor::has_cap_ipc_lock() != Some(true) {
+        if let Some(limit) = crate::doctor::memlock_limit() {
+            if total as u64 > limit {
+                return Err(Error::InvalidConfig(format!(
+                    "{} cannot be registered: the memlock limit is {} KiB and CAP_IPC_LOCK is not \
+in effect; lower --credits or --max-msg-size, or raise the limit (in a container: \
+--cap-add=IPC_LOCK or --ulimit memlock=-1; on a host: root or ulimit -l)",
+                    what(),
+                    limit >> 10
+                )));
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes (`None` where it cannot be read).
+fn mem_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 impl SlotMemory {
-    /// Allocates the slots (zeroed; at least one byte, so the buffer always has an address).
+    /// Allocates the slots for registration (zeroed; at least one byte, so the buffer always has
+    /// an address), after [`check_slot_memory`].
     pub(crate) fn new(count: usize, size: usize) -> Result<Self> {
-        let total = count.checked_mul(size).ok_or_else(|| {
-            Error::InvalidConfig(format!("{count} slots of {size} bytes overflow"))
+        let total = check_slot_memory(count, size, true)?;
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(total.max(1)).map_err(|_| {
+            Error::InvalidConfig(format!(
+                "cannot allocate {count} slots of {size} bytes: lower --credits or --max-msg-size"
+            ))
         })?;
-        Ok(Self {
-            bytes: vec![0u8; total.max(1)],
-            count,
-            size,
-        })
+        bytes.resize(total.max(1), 0);
+        Ok(Self { bytes, count, size })
     }
 
     /// Number of slots.

@@ -99,9 +99,12 @@ impl TcpTransport {
             token: random_token(),
             listener,
             stream: None,
-            slots: (0..params.slots)
-                .map(|_| vec![0u8; params.slot_size])
-                .collect(),
+            slots: {
+                super::slots::check_slot_memory(params.slots, params.slot_size, false)?;
+                (0..params.slots)
+                    .map(|_| vec![0u8; params.slot_size])
+                    .collect()
+            },
             slot_size: params.slot_size,
             posted: VecDeque::with_capacity(params.slots),
             rx: match params.role {
