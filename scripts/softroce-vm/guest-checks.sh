@@ -440,8 +440,6 @@ check_messages() {
 # RDMA_TEST_TRANSPORT=verbs and RDMA_TEST_ADDR=$IP_B: both ends on rxeB (rxe loops the packets
 # back inside the device). RDMA_TEST_STRICT=1: a test that cannot run fails.
 T_SUITE=600
-# The soak test prints what it measured (fds, threads, RSS, rdma resources): shown on PASS too.
-declare -A SUITE_NOCAPTURE=([soak]=--nocapture)
 check_suite() {
 	local exe name out line passed failed ignored
 	if [ -z "${SUITE_TESTS:-}" ]; then
@@ -454,10 +452,14 @@ check_suite() {
 		out=/tmp/suite_$name.out
 		mkdir -p "${exe%/deps/*}/tmp"
 		say "suite: $name over verbs"
+		# The soak test prints what it measured (fds, threads, RSS, rdma resources): shown on
+		# PASS too.
+		local extra=()
+		if [ "$name" = soak ]; then extra=(--nocapture); fi
 		snapshot_counters "/tmp/suite_$name.counters"
 		timeout "$T_SUITE" ip netns exec "$NS_B" env RDMA_TEST_TRANSPORT=verbs RDMA_TEST_ADDR="$IP_B" \
 			RDMA_TEST_STRICT=1 RDMA_TEST_SOAK_SESSIONS=150 RUST_BACKTRACE=0 "$exe" --test-threads=2 \
-			${SUITE_NOCAPTURE[$name]:-} >"$out" 2>&1
+			"${extra[@]}" >"$out" 2>&1
 		local rc=$?
 		grep -E '^test |^failures|panicked|^---- ' "$out" | sed 's/^/  | /' | head -n 80
 		line=$(grep -m 1 '^test result:' "$out")

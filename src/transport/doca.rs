@@ -637,11 +637,15 @@ impl DocaTransport {
         Ok(())
     }
 
-    /// Arms the notification (the handle becomes readable once progress is possible).
-    fn arm(&mut self) {
+    /// Arms the notification (the handle becomes readable once progress is possible). A
+    /// failure is the session's error: without the notification a wait could sleep through a
+    /// completion.
+    fn arm(&mut self) -> Result<()> {
         // SAFETY: the PE is alive.
-        unsafe { sys::doca_pe_request_notification(self.pe) };
+        let rc = unsafe { sys::doca_pe_request_notification(self.pe) };
+        check("doca_pe_request_notification", rc, None)?;
         self.armed = true;
+        Ok(())
     }
 
     /// Selective event mode only: clears the notification if it was raised (doca_pe.h: call
@@ -932,7 +936,7 @@ impl Transport for DocaTransport {
         if self.role == Role::Sender {
             self.post_credit_receives()?;
         }
-        self.arm();
+        self.arm()?;
         Ok(())
     }
 
@@ -1006,7 +1010,7 @@ impl Transport for DocaTransport {
         // Always leave the notification armed: the caller may sleep even after a poll that
         // returned something (just not what it waits for). Progressing once more after arming
         // closes the race with a completion that arrived in between.
-        self.arm();
+        self.arm()?;
         self.progress();
         let inbox = self.inbox();
         out.append(&mut inbox.done);
@@ -1019,7 +1023,7 @@ impl Transport for DocaTransport {
         if self.role == Role::Sender {
             self.post_credit_receives()?;
             // A re-posted receive may complete at once: keep the notification armed.
-            self.arm();
+            self.arm()?;
         }
         Ok(())
     }
