@@ -665,3 +665,22 @@ fn destroy_failure_at_teardown_is_logged_and_accounted() {
         "{leaked}"
     );
 }
+
+/// The send tasks (the receiver sends its credits in band) cannot be allocated at setup.
+#[test]
+fn send_task_allocation_failure_at_setup_is_backpressure() {
+    server_setup_fault(
+        "doca_rdma_task_send_allocate_init:1:DOCA_ERROR_NO_MEMORY",
+        "backpressure",
+    );
+}
+
+/// The buffer inventory has no buffer for a slot at setup (the SDK's inline
+/// `doca_buf_inventory_buf_get_by_addr` calls `doca_buf_inventory_buf_get_by_args`).
+#[test]
+fn inventory_failure_at_setup_is_named() {
+    server_setup_fault(
+        "doca_buf_inventory_buf_get_by_args:1:DOCA_ERROR_NO_MEMORY",
+        "doca_buf_inventory_buf_get_by_addr",
+    );
+}

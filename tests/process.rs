@@ -235,6 +235,41 @@ fn killed_client_is_detected_and_the_server_keeps_serving() {
     assert!(s.try_status().is_none(), "server exited\n{}", s.report());
 }
 
+/// The receiver (the server) killed mid-stream: the sender does not hang, exits 1 with
+/// "peer lost" and how many of its messages had been received, at least what the server printed.
+#[test]
+fn killed_server_is_reported_by_the_client_with_the_count() {
+    let port = free_port();
+    let mut s = server("server", port, &["--once"]);
+    let mut c = client("client", port, &["--count", ENDLESS]);
+    s.wait_for_stdout_lines(100, SHORT);
+    std::thread::sleep(MID_STREAM);
+    s.signal(Signal::SIGKILL);
+    s.wait(SHORT);
+    let printed = s.stdout().lines().count() as u64;
+    assert_eq!(c.wait_code(SHORT), 1, "{}", c.report());
+    let err = c.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("ERROR") && l.contains("peer lost"))
+        .unwrap_or_else(|| panic!("no peer-lost error\n{}", c.report()));
+    // "sending message S failed: peer lost (...) after N message(s) had arrived": N is what
+    // the receiver released (delivered to its application), never more than was sent (S), and
+    // at least what reached its stdout (the server prints a message, then releases it on its
+    // next recv; SIGKILL loses what its stdout buffer still held, so it can be more).
+    let count_after = |text: &str, marker: &str| -> u64 {
+        text.split_once(marker)
+            .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no number after {marker:?} in {line}"))
+    };
+    let sent = count_after(line, "sending message ");
+    let released = count_after(line, ") after ");
+    assert!(
+        released <= sent && printed <= released + 1 && printed >= 100,
+        "sent {sent}, released {released}, printed {printed}: {line}"
+    );
+}
+
 #[test]
 fn garbage_gets_a_reject_or_a_close_and_the_server_keeps_serving() {
     let port = free_port();
