@@ -50,7 +50,11 @@ impl BusyPoll {
             return Spin::Again;
         }
         let now = Instant::now();
-        if now < *self.until.get_or_insert_with(|| now + limit) {
+        // Saturating: a limit as long as Duration::MAX polls "for ever", it does not overflow.
+        let until = *self
+            .until
+            .get_or_insert_with(|| crate::session_core::deadline_after(now, limit));
+        if now < until {
             Spin::AgainChecked(now)
         } else {
             Spin::Sleep

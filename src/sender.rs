@@ -6,6 +6,7 @@
 //! credit is missing.
 
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use crate::config::{BusyPoll, Config, Spin};
@@ -139,13 +140,13 @@ impl RdmaSink {
     /// Waits for a credit and a staging slot, lets `fill` write the message, posts it.
     fn send_filled(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
         let mut busy = BusyPoll::new(self.session.config.busy_poll);
-        let slot = loop {
-            if let Some((_seq, slot)) = self.core.try_take()? {
-                break slot;
+        let (seq, slot) = loop {
+            if let Some(taken) = self.core.try_take()? {
+                break taken;
             }
             self.progress()?;
-            if let Some((_seq, slot)) = self.core.try_take()? {
-                break slot;
+            if let Some(taken) = self.core.try_take()? {
+                break taken;
             }
             if busy.next_round() != Spin::Sleep {
                 continue;
@@ -156,7 +157,13 @@ impl RdmaSink {
                 self.session
                     .wait(until, !self.core.control_closed(), true, true)?;
         };
-        fill(&mut self.session.transport.send_buf(slot)[..len]);
+        // A fill that panics (and is caught by the application) sent nothing: its credit and
+        // slot go back, so the count a later Finish announces stays exact.
+        let buf = &mut self.session.transport.send_buf(slot)[..len];
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| fill(buf))) {
+            self.core.give_back(seq, slot)?;
+            std::panic::resume_unwind(panic);
+        }
         if let Err(e) = self.session.transport.post_send(slot, len) {
             return Err(self.explain(e));
         }

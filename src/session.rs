@@ -224,6 +224,14 @@ impl Session {
                 reason: e.to_string(),
                 messages,
             },
+            // The kernel gave up on the peer's host (keepalive or retransmissions unanswered,
+            // its link down): the data path's way of saying the peer vanished.
+            Error::TransportIo { ref source, .. } if peer_vanished(source.kind()) => {
+                Error::PeerLost {
+                    reason: format!("{e}: {source}"),
+                    messages,
+                }
+            }
             other => other,
         }
     }
@@ -534,6 +542,18 @@ fn log_warnings(sel: &roce::Selection) {
     for w in &sel.warnings {
         log::warn!("{w}");
     }
+}
+
+/// Socket errors that mean the peer's host stopped answering (not a local failure).
+fn peer_vanished(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        kind,
+        ErrorKind::TimedOut
+            | ErrorKind::HostUnreachable
+            | ErrorKind::NetworkUnreachable
+            | ErrorKind::ConnectionAborted
+    )
 }
 
 fn ipv4(ip: IpAddr) -> Result<Ipv4Addr> {

@@ -313,6 +313,8 @@ fn a_peer_that_vanishes_silently_is_reported_lost_within_the_keepalive_bound() {
         .rsplit_once(") after ")
         .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("the peer-lost line has no count: {line}"));
+    // Every message counted as arrived was printed (our reader of the pipe may lag behind).
+    server.wait_for_stdout_lines(arrived as usize, SHORT);
     let printed = server.stdout().lines().count() as u64;
     assert_eq!(arrived, printed, "{line}\n{}", server.report());
     assert!(

@@ -489,3 +489,41 @@ fn max_minus_one_and_max_arrive_and_max_plus_one_is_refused() {
     assert!(got[1] == at, "max bytes arrived changed");
     assert_eq!(got[2], b"after");
 }
+
+/// A fill closure that panics (and is caught by the application) sent nothing: the session
+/// goes on, and Finish announces exactly the messages that were sent.
+#[test]
+fn a_panicking_fill_sends_nothing_and_the_count_stays_exact() {
+    let (addr, accept) = server(config());
+    let rx = receive_all(accept);
+    let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+    sink.send(b"first").unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sink.send_in_place(5, |_| panic!("the application's fill failed"))
+    }));
+    assert!(caught.is_err(), "the panic reaches the caller");
+    for _ in 0..10 {
+        sink.send(b"after").unwrap();
+    }
+    assert_eq!(sink.finish().unwrap(), 11);
+    let got = rx.join().unwrap();
+    assert_eq!(got.len(), 11);
+    assert_eq!(got[0], b"first");
+}
+
+/// Busy polling "for ever" (Duration::MAX) is a valid setting, not an overflow.
+#[test]
+fn busy_polling_for_the_longest_duration_works() {
+    let cfg = || Config {
+        busy_poll: Some(Duration::MAX),
+        ..config()
+    };
+    let (addr, accept) = server(cfg());
+    let rx = receive_all(accept);
+    let mut sink = RdmaSink::connect(addr, &cfg()).unwrap();
+    for i in 0..200u32 {
+        sink.send(&i.to_le_bytes()).unwrap();
+    }
+    assert_eq!(sink.finish().unwrap(), 200);
+    assert_eq!(rx.join().unwrap().len(), 200);
+}

@@ -86,6 +86,16 @@ impl SendWindow {
         Some(seq)
     }
 
+    /// Gives back the credit of the last [`CreditWindow::try_take`] (sequence `seq`), for a
+    /// message that was never sent. False (nothing changed) when `seq` is not the last taken.
+    pub(crate) fn untake(&mut self, seq: u64) -> bool {
+        if self.sent == 0 || seq != self.sent - 1 || self.in_flight() == 0 {
+            return false;
+        }
+        self.sent -= 1;
+        true
+    }
+
     /// Applies a Credit message; returns how many credits it opened.
     pub(crate) fn on_credit(&mut self, released: u64) -> Result<u64, CreditError> {
         if released > self.sent {

@@ -16,7 +16,9 @@
 //!   more than half the window is unannounced (the property tests check it);
 //! - after Finish nothing more is announced, and waiting is bounded by [`FINISH_PROGRESS`]
 //!   without an arrival; after the data path closed without Finish, by [`FINISH_GRACE`];
-//! - with an idle timeout, a session without any arrival for that long ends.
+//! - with an idle timeout, a session without any arrival for that long ends;
+//! - a loss (the control connection or the data path gone before Finish) is reported only after
+//!   every message that had arrived was delivered: nothing that arrived is dropped.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -67,6 +69,9 @@ pub(crate) struct ReceiverCore {
     /// Announce once this many releases are unannounced.
     batch: u64,
     control_closed: bool,
+    /// The control connection was lost before Finish (why): reported once every message that
+    /// had arrived was delivered.
+    control_lost: Option<String>,
     data_closed_at: Option<Instant>,
     last_arrival: Instant,
     idle_timeout: Option<Duration>,
@@ -86,6 +91,7 @@ impl ReceiverCore {
             announced: 0,
             batch: u64::from(slots.div_ceil(2).max(1)),
             control_closed: false,
+            control_lost: None,
             data_closed_at: None,
             last_arrival: now,
             idle_timeout,
@@ -204,7 +210,13 @@ impl ReceiverCore {
             // The sender may go once it said Finish; the messages it counted are on their way.
             return Ok(());
         }
-        Err(self.lost(reason))
+        // Lost before Finish. Nothing that already arrived is dropped: `next` delivers it
+        // first, then reports the loss (as after a closed data path).
+        if self.ready.is_empty() {
+            return Err(self.lost(reason));
+        }
+        self.control_lost.get_or_insert_with(|| reason.to_owned());
+        Ok(())
     }
 
     /// The data path closed (the peer closed it, or it failed as a closed path does).
@@ -229,7 +241,8 @@ impl ReceiverCore {
     /// The cumulative release count to announce now, if any: once half the window (rounded
     /// up) is released and unannounced. After Finish nothing is announced.
     pub(crate) fn credit_due(&mut self) -> Option<u64> {
-        if self.finish.is_some() || self.phase != Phase::Open {
+        // Nobody to tell after Finish, or once the sender is lost.
+        if self.finish.is_some() || self.control_lost.is_some() || self.phase != Phase::Open {
             return None;
         }
         let released = self.window.released();
@@ -269,6 +282,9 @@ impl ReceiverCore {
                 self.phase = Phase::Ended;
                 return Ok(RecvStep::End);
             }
+        }
+        if let Some(reason) = &self.control_lost {
+            return Err(self.lost(reason));
         }
         let mut until = None;
         if let Some(closed) = self.data_closed_at {
@@ -465,12 +481,31 @@ mod tests {
     }
 
     #[test]
+    fn messages_that_arrived_before_a_loss_are_delivered_then_the_loss_is_reported() {
+        let now = t0();
+        let mut c = ReceiverCore::new(2, None, now);
+        c.on_arrival(0, 3, now).unwrap();
+        c.on_arrival(1, 4, now).unwrap();
+        c.on_control_closed("reset").unwrap();
+        assert_eq!(c.next(now).unwrap(), RecvStep::Deliver { slot: 0, len: 3 });
+        c.release().unwrap();
+        assert_eq!(
+            c.credit_due(),
+            None,
+            "nothing is announced to a lost sender"
+        );
+        assert_eq!(c.next(now).unwrap(), RecvStep::Deliver { slot: 1, len: 4 });
+        c.release().unwrap();
+        let e = c.next(now).unwrap_err();
+        assert!(matches!(e, Error::PeerLost { messages: 2, .. }), "{e}");
+    }
+
+    #[test]
     fn control_close_before_finish_is_peer_loss_after_finish_it_is_fine() {
         let now = t0();
         let mut c = ReceiverCore::new(2, None, now);
-        c.on_arrival(0, 1, now).unwrap();
         let e = c.on_control_closed("closed").unwrap_err();
-        assert!(matches!(e, Error::PeerLost { messages: 1, .. }), "{e}");
+        assert!(matches!(e, Error::PeerLost { messages: 0, .. }), "{e}");
         let mut c = ReceiverCore::new(2, None, now);
         c.on_control(Message::Finish { count: 0 }).unwrap();
         c.on_control_closed("closed").unwrap();

@@ -196,6 +196,22 @@ impl SenderCore {
         }
     }
 
+    /// Returns what [`SenderCore::try_take`] gave (`seq`, `slot`) for a message that was never
+    /// posted (the application's fill panicked): the credit is open again, the staging slot
+    /// free, and the count a later Finish announces does not include it.
+    pub(crate) fn give_back(&mut self, seq: u64, slot: usize) -> Result<(), Error> {
+        if slot >= self.staging_slots
+            || self.free_staging.contains(&slot)
+            || !self.window.untake(seq)
+        {
+            return Err(Error::Internal(format!(
+                "give_back of message {seq} in slot {slot}, which was not the last taken"
+            )));
+        }
+        self.free_staging.push(slot);
+        Ok(())
+    }
+
     /// Whether the sender is blocked for want of credit (the control channel must be read).
     pub(crate) fn out_of_credit(&self) -> bool {
         self.window.available() == 0
@@ -335,6 +351,22 @@ mod tests {
         s.on_finish_sent(now);
         s.on_control_closed("closed").unwrap();
         assert_eq!(s.finish_step(now).unwrap(), FinishStep::Done);
+    }
+
+    #[test]
+    fn a_message_given_back_is_not_counted_and_its_credit_and_slot_are_free_again() {
+        let now = Instant::now();
+        let mut s = SenderCore::new(2, 2, None, now);
+        let (seq0, _) = s.try_take().unwrap().unwrap();
+        let (seq1, slot1) = s.try_take().unwrap().unwrap();
+        assert_eq!((seq0, seq1), (0, 1));
+        assert_eq!(s.try_take().unwrap(), None, "both credits taken");
+        // Only the last one taken can come back, and only once.
+        assert!(s.give_back(seq0, slot1).is_err());
+        s.give_back(seq1, slot1).unwrap();
+        assert!(s.give_back(seq1, slot1).is_err());
+        assert_eq!(s.sent(), 1);
+        assert_eq!(s.try_take().unwrap(), Some((1, slot1)));
     }
 
     #[test]

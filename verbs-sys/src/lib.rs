@@ -37,8 +37,40 @@ pub use verbs::{
 pub const LIBRARY: &str = "libibverbs.so.1";
 
 /// Environment variable naming another file to load instead of [`LIBRARY`] (tests use it to
-/// play a host without rdma-core).
+/// play a host without rdma-core). A set-uid, set-gid or file-capability process (secure
+/// execution: `AT_SECURE`) ignores it, as the dynamic loader ignores `LD_LIBRARY_PATH` there:
+/// the environment must not choose the code such a process runs.
 pub const LIBRARY_ENV: &str = "VERBS_SYS_LIBIBVERBS";
+
+/// Whether this process runs in secure-execution mode (set-uid/set-gid/file capabilities).
+fn secure_execution() -> bool {
+    // SAFETY: getauxval only reads the auxiliary vector the kernel gave this process.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
+/// The file to load: [`LIBRARY`], or what [`LIBRARY_ENV`] says (`from_env`) outside secure
+/// execution.
+fn library_name(from_env: Option<std::ffi::OsString>, secure: bool) -> std::ffi::OsString {
+    match from_env {
+        Some(name) if !secure => name,
+        _ => LIBRARY.into(),
+    }
+}
+
+#[cfg(test)]
+mod library_name_tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_chooses_the_library_only_outside_secure_execution() {
+        let other = Some(std::ffi::OsString::from("/tmp/evil.so"));
+        assert_eq!(library_name(other.clone(), false), "/tmp/evil.so");
+        assert_eq!(library_name(other, true), LIBRARY);
+        assert_eq!(library_name(None, false), LIBRARY);
+        // This test process is not set-uid.
+        assert!(!secure_execution());
+    }
+}
 
 /// What to install when the library is missing.
 pub const INSTALL_HINT: &str = "install rdma-core: apt-get install libibverbs1 ibverbs-providers";
@@ -128,7 +160,7 @@ impl Library {
     }
 
     fn load() -> std::result::Result<Library, String> {
-        let name = std::env::var_os(LIBRARY_ENV).unwrap_or_else(|| LIBRARY.into());
+        let name = library_name(std::env::var_os(LIBRARY_ENV), secure_execution());
         // SAFETY: loading libibverbs runs its initialisers, which are sound to run at any time
         // (rdma-core is loaded with dlopen by many programs, e.g. through librdmacm).
         let lib = unsafe { libloading::Library::new(&name) }.map_err(|e| {
