@@ -318,7 +318,7 @@ fn connection_dropped_mid_stream() {
             .find(|l| l.contains("ERROR") && l.contains("peer lost"))
             .map(str::to_owned)
             .unwrap_or_else(|| panic!("{who}: no peer-lost error\n{}", stderr(out)));
-        let n = arrived_count(&line).unwrap_or_else(|| panic!("{who}: no count in {line}"));
+        let n = common::lost_after(&line).unwrap_or_else(|| panic!("{who}: no count in {line}"));
         assert!((48..=52).contains(&n), "{who}: {line}");
         if who == "server" {
             assert_eq!(received_count(&stderr(out)), n, "{}", stderr(out));
@@ -499,15 +499,6 @@ fn missing_task_capability_names_the_device() {
         "doca_rdma_cap_task_send_is_supported:1:DOCA_ERROR_NOT_SUPPORTED",
         "device mlx5_0 cannot run RDMA send tasks",
     );
-}
-
-/// N from "peer lost (...) after N message(s) had arrived", else the summary's "received N".
-fn arrived_count(text: &str) -> Option<u64> {
-    if let Some((_, rest)) = text.rsplit_once(") after ") {
-        return rest.split(' ').next()?.parse().ok();
-    }
-    let at = text.find("received ")? + "received ".len();
-    text[at..].split(' ').next()?.parse().ok()
 }
 
 /// A receive completion that fails mid-stream (the 50th): both ends end with status 1, the

@@ -308,10 +308,7 @@ fn a_peer_that_vanishes_silently_is_reported_lost_within_the_keepalive_bound() {
         .lines()
         .find(|l| l.contains("peer lost"))
         .unwrap_or_else(|| panic!("no \"peer lost\" line\n{}", server.report()));
-    // "peer lost (...) after N message(s) had arrived"
-    let arrived: u64 = line
-        .rsplit_once(") after ")
-        .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
+    let arrived = common::lost_after(line)
         .unwrap_or_else(|| panic!("the peer-lost line has no count: {line}"));
     // Every message counted as arrived was printed (our reader of the pipe may lag behind).
     server.wait_for_stdout_lines(arrived as usize, SHORT);

@@ -257,13 +257,11 @@ fn killed_server_is_reported_by_the_client_with_the_count() {
     // the receiver released (delivered to its application), never more than was sent (S), and
     // at least what reached its stdout (the server prints a message, then releases it on its
     // next recv; SIGKILL loses what its stdout buffer still held, so it can be more).
-    let count_after = |text: &str, marker: &str| -> u64 {
-        text.split_once(marker)
-            .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no number after {marker:?} in {line}"))
-    };
-    let sent = count_after(line, "sending message ");
-    let released = count_after(line, ") after ");
+    let sent: u64 = line
+        .split_once("sending message ")
+        .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no message number in {line}"));
+    let released = common::lost_after(line).unwrap_or_else(|| panic!("no count in {line}"));
     assert!(
         released <= sent && printed <= released + 1 && printed >= 100,
         "sent {sent}, released {released}, printed {printed}: {line}"

@@ -19,6 +19,13 @@ pub fn check_counting(text: &str, n: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// N in "peer lost (...) after N message(s) had arrived" (the count a peer-lost error carries),
+/// from the last such phrase in `text`.
+pub fn lost_after(text: &str) -> Option<u64> {
+    let (_, rest) = text.rsplit_once(") after ")?;
+    rest.split(' ').next()?.parse().ok()
+}
+
 /// The number N in the first "`verb` N messages" of `text` (e.g. "sent 10 messages").
 pub fn messages_after(text: &str, verb: &str) -> Option<u64> {
     let prefix = format!("{verb} ");
@@ -29,4 +36,16 @@ pub fn messages_after(text: &str, verb: &str) -> Option<u64> {
             .then(|| digits.parse().ok())
             .flatten()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_of_a_peer_lost_line_is_read() {
+        let line = "sending message 52 failed: peer lost (reset (os error 104)) after 50 message(s) had arrived";
+        assert_eq!(lost_after(line), Some(50));
+        assert_eq!(lost_after("peer rejected the session: busy"), None);
+    }
 }
