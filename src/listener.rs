@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::net::bootstrap;
 use crate::net::wait::{wait_any, Interest};
 use crate::proto::Role;
+use crate::session::handshake::read_hello;
 use crate::session::{PendingHello, Session};
 use crate::session_core::deadline_after;
 use crate::{Error, RdmaSink, RdmaSrc, Result};
@@ -227,7 +228,7 @@ impl Incoming {
     /// The client does not send, the transports do not match, or the setup failed; the
     /// client is told why.
     pub fn accept_src(self) -> Result<RdmaSrc> {
-        RdmaSrc::from_session(Session::accept(self.pending, Role::Receiver, &self.config)?)
+        RdmaSrc::from_session(Session::accept(self.pending, &self.config)?)
     }
 
     /// Accepts the client as its sender (the client receives).
@@ -235,7 +236,7 @@ impl Incoming {
     /// # Errors
     /// As for [`Incoming::accept_src`].
     pub fn accept_sink(self) -> Result<RdmaSink> {
-        RdmaSink::from_session(Session::accept(self.pending, Role::Sender, &self.config)?)
+        RdmaSink::from_session(Session::accept(self.pending, &self.config)?)
     }
 
     /// Refuses the client, telling it why (it sees [`Error::Rejected`]).
@@ -333,7 +334,7 @@ impl Acceptor {
         let spawned = std::thread::Builder::new()
             .name(format!("hello-{peer}"))
             .spawn(move || {
-                match Session::read_hello(stream, &config) {
+                match read_hello(stream, &config) {
                     Ok(hello) => match queue.try_send(hello) {
                         Ok(()) => {}
                         Err(TrySendError::Full(mut hello)) => {

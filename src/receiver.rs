@@ -8,10 +8,11 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use crate::config::{BusyPoll, Config, Spin};
+use crate::net::control::Received;
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};
-use crate::session_core::receiving::{ReceiverCore, RecvStep};
-use crate::transport::Completion;
+use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
+use crate::transport::{Arrived, RecvPath};
 use crate::{Error, Result};
 
 /// Receives messages from one [`crate::RdmaSink`] into `credits` registered slots.
@@ -20,9 +21,9 @@ use crate::{Error, Result};
 /// the next `recv`, which hands the slot back to the transport and returns its credit.
 #[derive(Debug)]
 pub struct RdmaSrc {
-    session: Session,
+    session: Session<dyn RecvPath>,
     core: ReceiverCore,
-    completions: Vec<Completion>,
+    arrivals: Vec<Arrived>,
     /// A wait said the control channel is readable (or we have not looked yet).
     control_readable: bool,
 }
@@ -33,24 +34,22 @@ impl RdmaSrc {
     /// # Errors
     /// Connecting, the handshake or the transport setup failed, or the server refused us.
     pub fn connect(addr: SocketAddr, config: &Config) -> Result<Self> {
-        Self::from_session(Session::connect(addr, Role::Receiver, config)?)
+        Self::from_session(Session::connect(addr, config)?)
     }
 
-    /// Wraps an established session whose local role is [`Role::Receiver`].
-    pub(crate) fn from_session(session: Session) -> Result<Self> {
-        if session.info.local.role != Role::Receiver {
-            return Err(Error::Internal(
-                "RdmaSrc needs a session with the receiver role".to_owned(),
-            ));
-        }
-        let slots = u32::try_from(session.transport.slot_count())
-            .map_err(|_| Error::Internal("more slots than a u32 counts".to_owned()))?;
-        let core = ReceiverCore::new(slots, session.config.idle_timeout, Instant::now());
-        let completions = Vec::with_capacity(session.transport.slot_count() + 16);
+    /// Wraps an established session in which we receive (every slot posted).
+    pub(crate) fn from_session(session: Session<dyn RecvPath>) -> Result<Self> {
+        let slots = u32::from(session.info.local.credits);
+        let core = ReceiverCore::new(
+            slots,
+            session.transport.credit_route(),
+            session.config.idle_timeout,
+            Instant::now(),
+        );
         Ok(Self {
             session,
             core,
-            completions,
+            arrivals: Vec::with_capacity(slots as usize + 16),
             control_readable: true,
         })
     }
@@ -86,31 +85,22 @@ impl RdmaSrc {
         if !self.core.is_open() {
             return Err(Error::Closed);
         }
-        match self.next_message() {
-            Ok(Some((slot, len))) => Ok(Some(self.session.transport.recv_buf(slot, len))),
-            Ok(None) => {
-                self.session.control.shutdown_write();
-                self.session.transport.close();
-                Ok(None)
-            }
-            Err(e) => {
-                match &e {
-                    Error::Interrupted => {}
-                    Error::PeerLost { .. } | Error::Rejected(_) | Error::Closed => {
-                        self.core.fail();
-                        self.session.transport.close();
-                    }
-                    Error::Protocol(v) => self.abort_inner(&format!("protocol violation: {v}")),
-                    other => self.abort_inner(&format!("the receiver failed: {other}")),
-                }
-                Err(e)
-            }
+        let result = self.next_message();
+        if let Err(e) = &result {
+            self.core.on_error(e);
         }
+        let ran = self.run_actions();
+        let delivered = result?;
+        ran?;
+        Ok(match (delivered, self.core.held()) {
+            (true, Some(msg)) => Some(self.session.transport.message(msg)),
+            _ => None,
+        })
     }
 
     /// Aborts the session, telling the sender why (it sees [`Error::Rejected`]).
     pub fn abort(mut self, reason: &str) {
-        self.abort_inner(reason);
+        self.abort_in_place(reason);
     }
 
     /// Aborts the session like [`RdmaSrc::abort`] but keeps the object, and with it the memory
@@ -118,90 +108,92 @@ impl RdmaSrc {
     /// [`Error::Closed`]. For bindings (Python) in which a view of the last message may
     /// outlive the session.
     pub fn abort_in_place(&mut self, reason: &str) {
-        self.abort_inner(reason);
+        self.core.abort(reason);
+        let _ = self.run_actions();
     }
 
-    fn abort_inner(&mut self, reason: &str) {
-        if self.core.is_open() {
-            self.core.fail();
-            self.session.control.reject(reason);
-            self.session.transport.close();
-        }
-    }
-
-    fn next_message(&mut self) -> Result<Option<(usize, usize)>> {
-        if let Some(slot) = self.core.release()? {
-            if let Err(e) = self.session.transport.post_recv(slot) {
+    /// Carries out what the core asked for.
+    fn run_actions(&mut self) -> Result<()> {
+        while let Some(action) = self.core.poll_action() {
+            let done = match action {
+                ReceiverAction::Repost(slot) => self.session.transport.post_recv(slot),
+                ReceiverAction::ReturnCredits { count } => {
+                    self.session.transport.return_credits(count)
+                }
+                ReceiverAction::AnnounceCredit { released } => {
+                    match self.session.control.send(&Message::Credit { released }) {
+                        Ok(()) => Ok(()),
+                        Err(Error::PeerLost { reason, .. }) => {
+                            return Err(self.rejected_or_lost(reason))
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                ReceiverAction::ShutdownControlWrite => {
+                    self.session.control.shutdown_write();
+                    Ok(())
+                }
+                ReceiverAction::Reject(reason) => {
+                    self.session.control.reject(&reason);
+                    Ok(())
+                }
+                ReceiverAction::CloseDataPath => {
+                    self.session.transport.close();
+                    Ok(())
+                }
+            };
+            if let Err(e) = done {
                 let arrived = self.core.arrived();
-                return Err(self.session.explain_transport_error(e, arrived));
+                return Err(self.session.explain(e, Role::Receiver, arrived));
             }
-            self.announce()?;
         }
+        Ok(())
+    }
+
+    /// Whether a message is delivered (`false`: end of stream).
+    fn next_message(&mut self) -> Result<bool> {
         let mut polled = false;
         let mut busy = BusyPoll::new(self.session.config.busy_poll);
-        // One clock reading per call while nothing blocks: a poll takes no time worth counting
-        // against the core's deadlines, and a clock read is a system call on some machines.
-        let mut now = Instant::now();
         loop {
-            match self.core.next(now)? {
-                RecvStep::Deliver { slot, len } => return Ok(Some((slot, len))),
-                RecvStep::End => return Ok(None),
-                RecvStep::Wait { until } => {
-                    if !polled {
-                        // Nothing buffered: look at the transport (and the control channel if
-                        // it may have news) before sleeping.
-                        polled = true;
-                        self.progress(now)?;
-                        continue;
-                    }
-                    polled = false;
-                    match busy.next_round() {
-                        Spin::Again => continue,
-                        Spin::AgainChecked(checked) => {
-                            // Now and then, the control channel too.
-                            now = checked;
-                            self.control_readable = true;
-                            continue;
-                        }
-                        Spin::Sleep => {}
-                    }
-                    self.control_readable = self.session.wait(
-                        until,
-                        !self.core.control_closed(),
-                        !self.core.data_closed(),
-                        true,
-                    )?;
-                    now = Instant::now();
+            match self.core.next()? {
+                RecvStep::Deliver => return Ok(true),
+                RecvStep::End => return Ok(false),
+                RecvStep::Wait => {}
+            }
+            // The released slot goes back to the transport before we look for more.
+            self.run_actions()?;
+            if !polled {
+                // Nothing buffered: look at the transport (and the control channel if it may
+                // have news) before sleeping.
+                polled = true;
+                self.progress()?;
+                continue;
+            }
+            polled = false;
+            match busy.next_round() {
+                Spin::Again => continue,
+                Spin::AgainChecked(_) => {
+                    // Now and then, the control channel too.
+                    self.control_readable = true;
+                    continue;
                 }
+                Spin::Sleep => {}
             }
-        }
-    }
-
-    /// Tells the sender what was released, when the core says it is time.
-    fn announce(&mut self) -> Result<()> {
-        let before = self.core.announced();
-        let Some(released) = self.core.credit_due() else {
-            return Ok(());
-        };
-        if self.session.transport.inband_credits() {
-            let count = usize::try_from(released - before).unwrap_or(usize::MAX);
-            if let Err(e) = self.session.transport.post_credits(count) {
-                let arrived = self.core.arrived();
-                return Err(self.session.explain_transport_error(e, arrived));
-            }
-            return Ok(());
-        }
-        match self.session.control.send(&Message::Credit { released }) {
-            Ok(()) => Ok(()),
-            Err(Error::PeerLost { reason, .. }) => Err(self.rejected_or_lost(reason)),
-            Err(e) => Err(e),
+            // A clock reading only when about to sleep: a poll that found work costs none.
+            self.core.handle_timeout(Instant::now())?;
+            self.control_readable = self.session.wait(
+                self.core.poll_timeout(),
+                !self.core.control_closed(),
+                !self.core.data_closed(),
+                true,
+            )?;
         }
     }
 
     /// The sender closed the control connection while we wrote to it: a sender that aborts
     /// sends Reject first, and its words may still be waiting to be read.
     fn rejected_or_lost(&mut self, reason: String) -> Error {
-        while let Ok(Some(msg)) = self.session.control.try_recv() {
+        while let Ok(Received::Message(msg)) = self.session.control.try_recv() {
             if let Message::Reject { reason } = msg {
                 return Error::Rejected(reason);
             }
@@ -213,27 +205,24 @@ impl RdmaSrc {
     }
 
     /// Feeds arrivals, the data path's close and control messages to the core.
-    fn progress(&mut self, now: Instant) -> Result<()> {
-        self.completions.clear();
+    fn progress(&mut self) -> Result<()> {
         let polled = if self.core.data_closed() {
             Ok(())
         } else {
-            self.session.transport.poll(&mut self.completions)
+            self.session.transport.poll_arrivals(&mut self.arrivals)
         };
-        for i in 0..self.completions.len() {
-            let Completion::Recv { slot, len } = self.completions[i] else {
-                return Err(Error::Internal(
-                    "send or credit completion on the receiving side".to_owned(),
-                ));
-            };
-            self.core.on_arrival(slot, len, now)?;
+        if !self.arrivals.is_empty() {
+            let now = Instant::now();
+            for msg in self.arrivals.drain(..) {
+                self.core.on_arrival(msg, now)?;
+            }
         }
         match polled {
             Ok(()) => {}
-            Err(Error::TransportClosed { .. }) => self.core.on_data_closed(now),
+            Err(Error::TransportClosed { .. }) => self.core.on_data_closed(Instant::now()),
             Err(e) => {
                 let arrived = self.core.arrived();
-                return Err(self.session.explain_transport_error(e, arrived));
+                return Err(self.session.explain(e, Role::Receiver, arrived));
             }
         }
         if self.control_readable {
@@ -245,18 +234,10 @@ impl RdmaSrc {
     /// Feeds every control message available now to the core.
     fn read_control(&mut self) -> Result<()> {
         while !self.core.control_closed() {
-            match self.session.control.try_recv() {
-                Ok(Some(msg)) => {
-                    let finish_was_known = self.core.finish_known();
-                    self.core.on_control(msg)?;
-                    if self.core.finish_known() && !finish_was_known {
-                        // Nothing more to tell the sender: let it go (once, at Finish).
-                        self.session.control.shutdown_write();
-                    }
-                }
-                Ok(None) => break,
-                Err(Error::PeerLost { reason, .. }) => self.core.on_control_closed(&reason)?,
-                Err(e) => return Err(e),
+            match self.session.control.try_recv()? {
+                Received::Message(msg) => self.core.on_control(msg)?,
+                Received::Nothing => break,
+                Received::Closed(reason) => self.core.on_control_closed(&reason)?,
             }
         }
         self.control_readable = false;
@@ -266,6 +247,6 @@ impl RdmaSrc {
 
 impl Drop for RdmaSrc {
     fn drop(&mut self) {
-        self.abort_inner("the receiver closed before the end of the stream");
+        self.abort_in_place("the receiver closed before the end of the stream");
     }
 }

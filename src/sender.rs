@@ -7,13 +7,14 @@
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::config::{BusyPoll, Config, Spin};
+use crate::net::control::Received;
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};
-use crate::session_core::sending::{FinishStep, SenderCore};
-use crate::transport::Completion;
+use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
+use crate::transport::{SendEvent, SendPath};
 use crate::{Error, Result};
 
 /// Sends messages to one [`crate::RdmaSrc`], blocking when the receiver has no free slot.
@@ -23,9 +24,9 @@ use crate::{Error, Result};
 /// without it aborts the session, which the receiver sees as an error, never as end of stream.
 #[derive(Debug)]
 pub struct RdmaSink {
-    session: Session,
+    session: Session<dyn SendPath>,
     core: SenderCore,
-    completions: Vec<Completion>,
+    events: Vec<SendEvent>,
     /// A wait said the control channel is readable (or we have not looked yet).
     control_readable: bool,
     bytes: u64,
@@ -37,16 +38,11 @@ impl RdmaSink {
     /// # Errors
     /// Connecting, the handshake or the transport setup failed, or the server refused us.
     pub fn connect(addr: SocketAddr, config: &Config) -> Result<Self> {
-        Self::from_session(Session::connect(addr, Role::Sender, config)?)
+        Self::from_session(Session::connect(addr, config)?)
     }
 
-    /// Wraps an established session whose local role is [`Role::Sender`].
-    pub(crate) fn from_session(session: Session) -> Result<Self> {
-        if session.info.local.role != Role::Sender {
-            return Err(Error::Internal(
-                "RdmaSink needs a session with the sender role".to_owned(),
-            ));
-        }
+    /// Wraps an established session in which we send.
+    pub(crate) fn from_session(mut session: Session<dyn SendPath>) -> Result<Self> {
         let max = session.info.max_msg_size() as usize;
         if session.transport.slot_size() < max {
             return Err(Error::Internal(format!(
@@ -54,17 +50,19 @@ impl RdmaSink {
                 session.transport.slot_size()
             )));
         }
+        let staging = std::mem::take(&mut session.slots);
+        let events = Vec::with_capacity(staging.len() * 2 + 16);
         let core = SenderCore::new(
             u32::from(session.info.peer.credits),
-            session.transport.slot_count(),
+            staging,
+            session.transport.credit_route(),
             session.config.idle_timeout,
             Instant::now(),
         );
-        let completions = Vec::with_capacity(session.transport.slot_count() * 2 + 16);
         Ok(Self {
             session,
             core,
-            completions,
+            events,
             control_readable: true,
             bytes: 0,
         })
@@ -99,17 +97,7 @@ impl RdmaSink {
     /// breaks the protocol; [`Error::Interrupted`] when the stop flag is set while waiting
     /// (the session stays usable); [`Error::Closed`] after the session ended.
     pub fn send(&mut self, data: &[u8]) -> Result<()> {
-        if !self.core.is_open() {
-            return Err(Error::Closed);
-        }
-        let max = self.max_message_size();
-        if data.len() > max {
-            return Err(Error::MessageTooLarge {
-                len: data.len(),
-                max,
-            });
-        }
-        self.send_inner(data).inspect_err(|e| self.fail(e))
+        self.send_in_place(data.len(), |slot| slot.copy_from_slice(data))
     }
 
     /// Sends one `len`-byte message that `fill` writes straight into the registered staging
@@ -130,17 +118,14 @@ impl RdmaSink {
         if len > max {
             return Err(Error::MessageTooLarge { len, max });
         }
-        self.send_filled(len, fill).inspect_err(|e| self.fail(e))
-    }
-
-    fn send_inner(&mut self, data: &[u8]) -> Result<()> {
-        self.send_filled(data.len(), |slot| slot.copy_from_slice(data))
+        let result = self.send_filled(len, fill);
+        self.after(result)
     }
 
     /// Waits for a credit and a staging slot, lets `fill` write the message, posts it.
     fn send_filled(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
         let mut busy = BusyPoll::new(self.session.config.busy_poll);
-        let (seq, slot) = loop {
+        let (seq, mut slot) = loop {
             if let Some(taken) = self.core.try_take()? {
                 break taken;
             }
@@ -151,15 +136,12 @@ impl RdmaSink {
             if busy.next_round() != Spin::Sleep {
                 continue;
             }
-            let now = Instant::now();
-            let until = self.core.wait_deadline(now)?;
-            self.control_readable =
-                self.session
-                    .wait(until, !self.core.control_closed(), true, true)?;
+            self.core.handle_timeout(Instant::now())?;
+            self.wait(true)?;
         };
         // A fill that panics (and is caught by the application) sent nothing: its credit and
         // slot go back, so the count a later Finish announces stays exact.
-        let buf = &mut self.session.transport.send_buf(slot)[..len];
+        let buf = &mut self.session.transport.staging(&mut slot)[..len];
         if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| fill(buf))) {
             self.core.give_back(seq, slot)?;
             std::panic::resume_unwind(panic);
@@ -171,18 +153,43 @@ impl RdmaSink {
         Ok(())
     }
 
-    /// After an error: an interruption leaves the session usable; the peer's end (loss or
-    /// Reject) closes it; anything else is reported to the peer before closing.
-    fn fail(&mut self, e: &Error) {
-        match e {
-            Error::Interrupted => {}
-            Error::PeerLost { .. } | Error::Rejected(_) | Error::Closed => {
-                self.core.fail();
-                self.session.transport.close();
-            }
-            Error::Protocol(v) => self.abort_inner(&format!("protocol violation: {v}")),
-            other => self.abort_inner(&format!("the sender failed: {other}")),
+    /// Sleeps until the transport or the control channel may have news, or the core's next
+    /// deadline (`honor_stop`: the stop flag interrupts).
+    fn wait(&mut self, honor_stop: bool) -> Result<()> {
+        let watch_data = !matches!(self.core.finish_step(), Ok(FinishStep::Linger));
+        self.control_readable = self.session.wait(
+            self.core.poll_timeout(),
+            !self.core.control_closed(),
+            watch_data,
+            honor_stop,
+        )?;
+        Ok(())
+    }
+
+    /// After an operation: on an error, the core's failure policy; then its actions.
+    fn after<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            self.core.on_error(e);
         }
+        let ran = self.run_actions();
+        // The operation's own error says more than one from telling the peer about it.
+        let value = result?;
+        ran.map(|()| value)
+    }
+
+    /// Carries out what the core asked for.
+    fn run_actions(&mut self) -> Result<()> {
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                SenderAction::SendFinish { count } => {
+                    self.session.control.send(&Message::Finish { count })?;
+                    self.core.on_finish_sent(Instant::now());
+                }
+                SenderAction::Reject(reason) => self.session.control.reject(&reason),
+                SenderAction::CloseDataPath => self.session.transport.close(),
+            }
+        }
+        Ok(())
     }
 
     /// Ends the stream: waits for every send to complete, sends Finish{count}, and waits (at
@@ -193,99 +200,62 @@ impl RdmaSink {
     /// The receiver ended or lost the session before every send completed.
     pub fn finish(mut self) -> Result<u64> {
         let result = self.finish_inner();
-        if let Err(e) = &result {
-            self.fail(e);
-        }
+        let result = self.after(result);
         self.session.transport.close();
         result
     }
 
     fn finish_inner(&mut self) -> Result<u64> {
-        if !self.core.is_open() {
-            return Err(Error::Closed);
-        }
+        self.core.begin_finish(Instant::now())?;
         loop {
-            let now = Instant::now();
-            match self.core.finish_step(now)? {
-                FinishStep::Drain { until } => {
+            // Sends Finish once the core queued it (every send completed).
+            self.run_actions()?;
+            match self.core.finish_step()? {
+                FinishStep::Done => return Ok(self.core.sent()),
+                FinishStep::Drain => {
                     if let Err(e) = self.session.transport.flush_sends() {
                         return Err(self.explain(e));
                     }
                     self.progress()?;
-                    if matches!(self.core.finish_step(now)?, FinishStep::Drain { .. }) {
-                        self.control_readable = self.session.wait(
-                            Some(until),
-                            !self.core.control_closed(),
-                            true,
-                            false,
-                        )?;
-                    }
                 }
-                FinishStep::SendFinish { count } => {
-                    self.session.control.send(&Message::Finish { count })?;
-                    self.core.on_finish_sent(now);
-                }
-                FinishStep::Linger { until } => {
-                    // The data path may be closed by now: only the control channel matters.
-                    self.read_control()?;
-                    if matches!(self.core.finish_step(now)?, FinishStep::Linger { .. }) {
-                        self.control_readable = self.session.wait(
-                            Some(until),
-                            !self.core.control_closed(),
-                            false,
-                            false,
-                        )?;
-                    }
-                }
-                FinishStep::Done => return Ok(self.core.sent()),
+                // The data path may be closed by now: only the control channel matters.
+                FinishStep::Linger => self.read_control()?,
+            }
+            if self.core.has_actions() || self.core.finish_step()? == FinishStep::Done {
+                continue;
+            }
+            self.core.handle_timeout(Instant::now())?;
+            if self.core.finish_step()? != FinishStep::Done {
+                self.wait(false)?;
             }
         }
     }
 
     /// Aborts the session, telling the receiver why (it sees [`Error::Rejected`]).
     pub fn abort(mut self, reason: &str) {
-        self.abort_inner(reason);
+        self.abort_in_place(reason);
     }
 
     /// Aborts the session like [`RdmaSink::abort`] but keeps the object (and its staging
     /// slots' memory) until it is dropped; later calls return [`Error::Closed`]. For bindings
     /// (Python) that lent a slot's memory to code that may still hold it.
     pub fn abort_in_place(&mut self, reason: &str) {
-        self.abort_inner(reason);
+        self.core.abort(reason);
+        let _ = self.run_actions();
     }
 
-    fn abort_inner(&mut self, reason: &str) {
-        if self.core.is_open() {
-            self.core.fail();
-            self.session.control.reject(reason);
-            self.session.transport.close();
-        }
-    }
-
-    /// Collects transport completions, and control messages when the channel may have some
-    /// or the sender needs a credit, without blocking.
+    /// Collects transport events, and control messages when the channel may have some or the
+    /// sender needs a credit from it, without blocking.
     fn progress(&mut self) -> Result<()> {
-        self.completions.clear();
-        let polled = self.session.transport.poll(&mut self.completions);
-        let mut now = None;
-        for i in 0..self.completions.len() {
-            match self.completions[i] {
-                Completion::Send { slot } => self.core.on_send_complete(slot)?,
-                Completion::Credit => {
-                    let now = *now.get_or_insert_with(Instant::now);
-                    self.core.on_inband_credit(now)?;
-                }
-                Completion::Recv { .. } => {
-                    return Err(Error::Internal(
-                        "receive completion on the sending side".to_owned(),
-                    ))
-                }
+        self.events.clear();
+        let polled = self.session.transport.poll_sends(&mut self.events);
+        if !self.events.is_empty() {
+            let now = Instant::now();
+            for event in self.events.drain(..) {
+                self.core.on_send_event(event, now)?;
             }
         }
-        // Out of credit, a Credit on the control channel is what we wait for, unless credits
-        // travel in band (then the control channel is read only when a wait says so).
-        let credit_on_control = !self.session.transport.inband_credits();
-        if self.control_readable || (credit_on_control && self.core.out_of_credit()) {
+        if self.control_readable || self.core.needs_control_for_credit() {
             self.read_control()?;
         }
         if let Err(e) = polled {
@@ -297,42 +267,27 @@ impl RdmaSink {
     /// Feeds every control message available now to the core.
     fn read_control(&mut self) -> Result<()> {
         while !self.core.control_closed() {
-            match self.session.control.try_recv() {
-                Ok(Some(msg)) => self.core.on_control(msg, Instant::now())?,
-                Ok(None) => break,
-                Err(Error::PeerLost { reason, .. }) => self.core.on_control_closed(&reason)?,
-                Err(e) => return Err(e),
+            match self.session.control.try_recv()? {
+                Received::Message(msg) => self.core.on_control(msg, Instant::now())?,
+                Received::Nothing => break,
+                Received::Closed(reason) => self.core.on_control_closed(&reason)?,
             }
         }
         self.control_readable = false;
         Ok(())
     }
 
-    /// A closed data path usually means the receiver ended the session: look for its words on
-    /// the control channel. So may another transport failure: a receiver that ends the session
-    /// rejects first and then tears its data path down, which an RDMA sender can see as a
-    /// failed send (DOCA reports the peer's stopped context that way). For those the sender
-    /// looks only briefly, since when the failure is its own the receiver waits for the
-    /// sender's Reject to explain its side.
+    /// A failed data path is often the visible half of the receiver ending the session: look
+    /// for its words on the control channel (how long: the core's
+    /// [`crate::session_core::explain_wait`]).
     fn explain(&mut self, e: Error) -> Error {
         let released = self.core.released();
-        match e {
-            Error::TransportClosed { .. } => self.session.explain_transport_error(e, released),
-            other => self.session.explain_transport_error_within(
-                other,
-                released,
-                OWN_FAILURE_EXPLAIN_WAIT,
-            ),
-        }
+        self.session.explain(e, Role::Sender, released)
     }
 }
 
-/// How long a sender whose send failed looks for the receiver's Reject before reporting the
-/// failure as its own (shorter than the receiver's wait for ours).
-const OWN_FAILURE_EXPLAIN_WAIT: Duration = Duration::from_millis(200);
-
 impl Drop for RdmaSink {
     fn drop(&mut self) {
-        self.abort_inner("the sender closed without finishing the stream");
+        self.abort_in_place("the sender closed without finishing the stream");
     }
 }

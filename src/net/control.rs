@@ -27,6 +27,8 @@ pub(crate) struct ControlChannel {
     /// The last read returned less than it asked for: do not read again before a wait.
     drained: bool,
     eof: bool,
+    /// Why the connection ended, when it was reset rather than closed.
+    reset: Option<String>,
 }
 
 impl ControlChannel {
@@ -46,6 +48,7 @@ impl ControlChannel {
             out: Vec::with_capacity(64),
             drained: false,
             eof: false,
+            reset: None,
         })
     }
 
@@ -95,26 +98,30 @@ impl ControlChannel {
 
     /// Returns the next complete message if one has arrived, without blocking.
     ///
-    /// EOF or a reset becomes [`Error::PeerLost`] (with a message count of 0: callers that
-    /// know better fill it in). A message that does not decode becomes [`Error::Decode`].
-    pub(crate) fn try_recv(&mut self) -> Result<Option<Message>> {
+    /// EOF or a reset is an event, [`Received::Closed`] with the reason (the session core
+    /// decides what it means and builds the error with its count). A message that does not
+    /// decode becomes [`Error::Decode`].
+    pub(crate) fn try_recv(&mut self) -> Result<Received> {
         loop {
             if let Some((msg, used)) = decode_frame(&self.buf)? {
                 self.buf.drain(..used);
-                return Ok(Some(msg));
+                return Ok(Received::Message(msg));
             }
             if self.eof {
-                return Err(lost(if self.buf.is_empty() {
-                    "control connection closed by the peer"
-                } else {
-                    "control connection closed in the middle of a message"
-                }));
+                let reason = match (&self.reset, self.buf.is_empty()) {
+                    (Some(reason), _) => reason.clone(),
+                    (None, true) => "control connection closed by the peer".to_owned(),
+                    (None, false) => {
+                        "control connection closed in the middle of a message".to_owned()
+                    }
+                };
+                return Ok(Received::Closed(reason));
             }
             if self.drained {
                 // The last read came back short: the socket had nothing more then. Let the
                 // caller wait for readability (poll is level-triggered) instead of reading again.
                 self.drained = false;
-                return Ok(None);
+                return Ok(Received::Nothing);
             }
             // Read what has arrived, up to one maximal frame in all: whole credits and the
             // frames after them come in one system call.
@@ -133,12 +140,18 @@ impl ControlChannel {
                 Err(e) => {
                     self.buf.truncate(start);
                     match e.kind() {
-                        io::ErrorKind::WouldBlock => return Ok(None),
+                        io::ErrorKind::WouldBlock => return Ok(Received::Nothing),
                         io::ErrorKind::Interrupted => {}
-                        _ => {
-                            self.eof = true;
-                            return Err(io_to_lost(e));
-                        }
+                        _ => match io_to_lost(e) {
+                            Error::PeerLost { reason, .. } => {
+                                self.eof = true;
+                                self.reset = Some(reason);
+                            }
+                            other => {
+                                self.eof = true;
+                                return Err(other);
+                            }
+                        },
                     }
                 }
             }
@@ -151,14 +164,16 @@ impl ControlChannel {
         self.eof
     }
 
-    /// Waits for the next message until `deadline`; `None` when the deadline passes first.
-    pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Option<Message>> {
+    /// Waits for the next message or the close until `deadline`; [`Received::Nothing`] when
+    /// the deadline passes first.
+    pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Received> {
         loop {
-            if let Some(msg) = self.try_recv()? {
-                return Ok(Some(msg));
+            match self.try_recv()? {
+                Received::Nothing => {}
+                other => return Ok(other),
             }
             let Some(left) = remaining(deadline) else {
-                return Ok(None);
+                return Ok(Received::Nothing);
             };
             wait_any([Interest::read(self.stream.as_fd())], left)?;
         }
@@ -177,6 +192,17 @@ impl ControlChannel {
         }
         self.shutdown_write();
     }
+}
+
+/// What reading the control channel found.
+#[derive(Debug)]
+pub(crate) enum Received {
+    /// A whole message.
+    Message(Message),
+    /// Nothing yet (wait for readability).
+    Nothing,
+    /// The peer closed or reset the connection (why); nothing more will arrive.
+    Closed(String),
 }
 
 fn lost(reason: &str) -> Error {

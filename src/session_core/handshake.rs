@@ -1,58 +1,331 @@
-//! The handshake's rules: which message each step waits for, and what ends it instead.
+//! The handshake's rules, as a state machine the session driver runs.
 //!
 //! Order: the client sends Hello; the server answers with Hello or Reject; both connect their
-//! transports with the blobs; the receiver posts every slot and sends Ready; the sender sends
-//! nothing before Ready. One deadline covers all of it (see [`crate::session`]).
+//! data paths with the blobs; the receiver posts every slot and sends Ready; the sender sends
+//! nothing before Ready. One deadline covers all of it on each side.
+//!
+//! Events in: a control message ([`Handshake::on_message`]), one that did not decode, the
+//! control connection closed, our hello ready (the server builds its own only after reading
+//! the client's), our set-up failed, the data path connected, a deadline passed. Out: actions
+//! for the driver ([`Handshake::poll_action`]: send this message, reject with this reason,
+//! connect the data path with the peer's blob, post every slot then say Ready), the deadline
+//! ([`Handshake::poll_timeout`], pure), and the end: established, or an error.
+//!
+//! Rules kept here:
+//! - each step takes only its message: the peer's Reject ends the handshake as
+//!   [`Error::Rejected`], anything else is a protocol violation, answered with a Reject;
+//! - the peers must play different roles over the same transport (else a Reject saying why,
+//!   and [`Error::Refused`]);
+//! - a client hello that does not decode is answered with a Reject;
+//! - Ready is the receiver's, sent only after its data path connected and every slot is
+//!   posted; the sender may see it before its own connect finished (tcp: the receiver's side
+//!   may finish first), never before the hellos;
+//! - the control connection closed during the handshake is the peer lost, with 0 messages;
+//! - every step ends at the one deadline.
+
+use std::collections::VecDeque;
+use std::time::Instant;
 
 use super::ProtocolViolation;
-use crate::proto::{Hello, Message};
+use crate::proto::{Hello, Message, Role};
 use crate::Error;
 
-/// A handshake step that waits for a message from the peer.
+/// Which end of the bootstrap connection we are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// The server waits for the client's Hello.
-    ClientHello,
-    /// The client waits for the server's Hello (or a Reject).
-    ServerHello,
-    /// The sender waits for the receiver's Ready.
-    Ready,
+pub(crate) enum Side {
+    /// We connected and speak first.
+    Client,
+    /// We accepted.
+    Server,
 }
 
-impl Step {
-    /// What the step waits for, as said in errors and timeouts.
-    pub(crate) fn describe(self) -> &'static str {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Server: waiting for the client's Hello.
+    ClientHello,
+    /// Server: the client's Hello is in; our own is being prepared.
+    Preparing,
+    /// Client: our Hello is out; waiting for the server's Hello or Reject.
+    ServerHello,
+    /// Both hellos are known: the data path is connecting.
+    Connecting,
+    /// Sender: connected, waiting for Ready.
+    Ready,
+    Established,
+    Failed,
+}
+
+impl Stage {
+    /// What the stage waits for, as timeouts say it.
+    fn describe(self) -> &'static str {
         match self {
-            Step::ClientHello => "the client's hello",
-            Step::ServerHello => "the server's hello",
-            Step::Ready => "Ready",
+            Stage::ClientHello => "the client's hello",
+            Stage::Preparing => "our own data path set-up",
+            Stage::ServerHello => "the server's hello",
+            Stage::Connecting => "the data path set-up",
+            Stage::Ready => "Ready",
+            Stage::Established | Stage::Failed => "nothing",
         }
     }
 }
 
-/// What a step got: a Hello (hello steps) or nothing more (Ready).
-#[derive(Debug)]
-pub(crate) enum Got {
-    /// The peer's Hello.
-    Hello(Box<Hello>),
-    /// Ready arrived.
-    Ready,
+/// What the driver must do for the handshake.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum HandshakeAction {
+    /// Send this message on the control channel.
+    Send(Message),
+    /// Tell the peer why the handshake ends (a Reject), then stop.
+    Reject(String),
+    /// Connect the data path to the peer's blob (watching the control connection), then call
+    /// [`Handshake::on_connected`].
+    ConnectDataPath {
+        /// The peer's connection data from its hello.
+        peer_blob: Vec<u8>,
+    },
+    /// Receiver: post every receive slot, then send Ready (queued right after this).
+    PostSlots,
 }
 
-/// Applies the step's rule to a message that arrived: the expected message, the peer's Reject
-/// as [`Error::Rejected`], anything else as a protocol violation (to be sent back as a Reject).
-pub(crate) fn on_message(step: Step, msg: Message) -> Result<Got, Error> {
-    match (step, msg) {
-        (Step::ClientHello | Step::ServerHello, Message::Hello(h)) => Ok(Got::Hello(Box::new(h))),
-        (Step::Ready, Message::Ready) => Ok(Got::Ready),
-        (_, Message::Reject { reason }) => Err(Error::Rejected(reason)),
-        (step, other) => Err(Error::Protocol(ProtocolViolation::Unexpected {
-            expected: match step {
-                Step::ClientHello | Step::ServerHello => "Hello",
-                Step::Ready => "Ready",
-            },
-            got: other.name(),
-        })),
+/// One end's handshake, without I/O.
+#[derive(Debug)]
+pub(crate) struct Handshake {
+    side: Side,
+    stage: Stage,
+    deadline: Instant,
+    ours: Option<Hello>,
+    peer: Option<Hello>,
+    /// Sender: Ready arrived while our data path was still connecting.
+    early_ready: bool,
+    actions: VecDeque<HandshakeAction>,
+}
+
+impl Handshake {
+    /// A client that will play `ours.role`: its Hello goes out first.
+    pub(crate) fn client(ours: Hello, deadline: Instant) -> Self {
+        let mut h = Self::new(Side::Client, Stage::ServerHello, deadline);
+        h.actions
+            .push_back(HandshakeAction::Send(Message::Hello(ours.clone())));
+        h.ours = Some(ours);
+        h
+    }
+
+    /// A server: it waits for the client's Hello first, and chooses its role after.
+    pub(crate) fn server(deadline: Instant) -> Self {
+        Self::new(Side::Server, Stage::ClientHello, deadline)
+    }
+
+    fn new(side: Side, stage: Stage, deadline: Instant) -> Self {
+        Self {
+            side,
+            stage,
+            deadline,
+            ours: None,
+            peer: None,
+            early_ready: false,
+            actions: VecDeque::new(),
+        }
+    }
+
+    fn our_role(&self) -> Option<Role> {
+        self.ours.as_ref().map(|h| h.role)
+    }
+
+    /// The next thing the driver must do, if any.
+    pub(crate) fn poll_action(&mut self) -> Option<HandshakeAction> {
+        self.actions.pop_front()
+    }
+
+    /// True once the handshake completed: the session may start.
+    pub(crate) fn is_established(&self) -> bool {
+        self.stage == Stage::Established
+    }
+
+    /// Server: the client's Hello was read and our own is not built yet.
+    pub(crate) fn awaits_our_hello(&self) -> bool {
+        self.stage == Stage::Preparing
+    }
+
+    /// The peer's Hello, once it arrived.
+    pub(crate) fn peer(&self) -> Option<&Hello> {
+        self.peer.as_ref()
+    }
+
+    /// Both hellos, once established: (ours, the peer's).
+    pub(crate) fn into_hellos(self) -> Option<(Hello, Hello)> {
+        match (self.stage, self.ours, self.peer) {
+            (Stage::Established, Some(ours), Some(peer)) => Some((ours, peer)),
+            _ => None,
+        }
+    }
+
+    /// The handshake's one deadline, while it runs. Pure.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        match self.stage {
+            Stage::Established | Stage::Failed => None,
+            _ => Some(self.deadline),
+        }
+    }
+
+    /// At `now`: `Err(what we waited for)` once the deadline passed (the driver builds the
+    /// timeout error; the peer is told nothing: it may be gone).
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Result<(), &'static str> {
+        match self.poll_timeout() {
+            Some(deadline) if now >= deadline => {
+                let what = self.stage.describe();
+                self.stage = Stage::Failed;
+                Err(what)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A message arrived on the control channel.
+    pub(crate) fn on_message(&mut self, msg: Message) -> Result<(), Error> {
+        let result = self.take_message(msg);
+        if let Err(e) = &result {
+            self.fail(e);
+        }
+        result
+    }
+
+    fn take_message(&mut self, msg: Message) -> Result<(), Error> {
+        match (self.stage, msg) {
+            (_, Message::Reject { reason }) => Err(Error::Rejected(reason)),
+            (Stage::ClientHello, Message::Hello(theirs)) => {
+                self.peer = Some(theirs);
+                self.stage = Stage::Preparing;
+                Ok(())
+            }
+            (Stage::ServerHello, Message::Hello(theirs)) => self.hellos_known(theirs),
+            (Stage::Ready, Message::Ready) => {
+                self.stage = Stage::Established;
+                Ok(())
+            }
+            (Stage::Connecting, Message::Ready)
+                if self.our_role() == Some(Role::Sender) && !self.early_ready =>
+            {
+                self.early_ready = true;
+                Ok(())
+            }
+            (stage, other) => Err(Error::Protocol(ProtocolViolation::Unexpected {
+                expected: match stage {
+                    Stage::ClientHello | Stage::ServerHello => "Hello",
+                    Stage::Ready => "Ready",
+                    _ => "nothing during the data path setup",
+                },
+                got: other.name(),
+            })),
+        }
+    }
+
+    /// Server: our data path is prepared and our Hello built; it is checked against the
+    /// client's and sent, or the client is told why not.
+    pub(crate) fn our_hello(&mut self, ours: Hello) -> Result<(), Error> {
+        if self.stage != Stage::Preparing {
+            return Err(Error::Internal(
+                "our hello offered outside the server's preparing step".to_owned(),
+            ));
+        }
+        self.ours = Some(ours);
+        let theirs = self.peer.take().ok_or_else(|| {
+            Error::Internal("the server prepared without the client's hello".to_owned())
+        })?;
+        self.hellos_known(theirs)
+    }
+
+    fn hellos_known(&mut self, theirs: Hello) -> Result<(), Error> {
+        let ours = self
+            .ours
+            .as_ref()
+            .ok_or_else(|| Error::Internal("hellos compared without ours".to_owned()))?;
+        if let Err(reason) = check_peer(ours, &theirs) {
+            self.stage = Stage::Failed;
+            self.actions
+                .push_back(HandshakeAction::Reject(reason.clone()));
+            return Err(Error::Refused(reason));
+        }
+        if self.side == Side::Server {
+            self.actions
+                .push_back(HandshakeAction::Send(Message::Hello(ours.clone())));
+        }
+        self.actions.push_back(HandshakeAction::ConnectDataPath {
+            peer_blob: theirs.blob.clone(),
+        });
+        self.peer = Some(theirs);
+        self.stage = Stage::Connecting;
+        Ok(())
+    }
+
+    /// Server: our own configuration is invalid; the client is told only that.
+    pub(crate) fn on_bad_config(&mut self) {
+        if self.stage == Stage::Preparing {
+            self.stage = Stage::Failed;
+            self.actions.push_back(HandshakeAction::Reject(
+                "server configuration error".to_owned(),
+            ));
+        }
+    }
+
+    /// The data path connected.
+    pub(crate) fn on_connected(&mut self) {
+        if self.stage != Stage::Connecting {
+            return;
+        }
+        match self.our_role().unwrap_or(Role::Sender) {
+            Role::Receiver => {
+                self.actions.push_back(HandshakeAction::PostSlots);
+                self.actions
+                    .push_back(HandshakeAction::Send(Message::Ready));
+                self.stage = Stage::Established;
+            }
+            Role::Sender if self.early_ready => self.stage = Stage::Established,
+            Role::Sender => self.stage = Stage::Ready,
+        }
+    }
+
+    /// The control connection closed (why): the peer is gone.
+    pub(crate) fn on_control_closed(&mut self, reason: &str) -> Error {
+        let during = if self.stage == Stage::Connecting {
+            " (during the data path setup)"
+        } else {
+            ""
+        };
+        self.stage = Stage::Failed;
+        Error::PeerLost {
+            reason: format!("{reason}{during}"),
+            messages: 0,
+        }
+    }
+
+    /// A message that did not decode (or another local failure: our set-up, our data path's
+    /// connect): ends the handshake, telling the peer why where it should know.
+    pub(crate) fn fail(&mut self, e: &Error) {
+        if matches!(self.stage, Stage::Failed | Stage::Established) {
+            return;
+        }
+        let stage = self.stage;
+        self.stage = Stage::Failed;
+        let reason = match (e, stage) {
+            (Error::Protocol(v), _) => format!("protocol violation: {v}"),
+            (Error::Decode(d), Stage::ClientHello) => format!("invalid hello: {d}"),
+            // Their own end, or nobody to tell, or already told (Refused).
+            (
+                Error::Rejected(_)
+                | Error::PeerLost { .. }
+                | Error::Interrupted
+                | Error::Refused(_)
+                | Error::HandshakeTimeout { .. }
+                | Error::Decode(_),
+                _,
+            ) => return,
+            (other, Stage::Connecting) => format!("data path setup failed: {other}"),
+            (other, Stage::Preparing) => {
+                format!("server could not set up its data path: {other}")
+            }
+            // A failing control connection: nothing can be told over it.
+            _ => return,
+        };
+        self.actions.push_back(HandshakeAction::Reject(reason));
     }
 }
 
@@ -74,29 +347,134 @@ pub(crate) fn check_peer(ours: &Hello, theirs: &Hello) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::proto::{TransportKind, PROTOCOL_VERSION};
+
+    pub(crate) fn hello(role: Role, transport: TransportKind) -> Hello {
+        Hello {
+            version: PROTOCOL_VERSION,
+            role,
+            transport,
+            max_msg_size: 64,
+            credits: 2,
+            gid: [0; 16],
+            blob: vec![role as u8],
+        }
+    }
+
+    fn drain(h: &mut Handshake) -> Vec<HandshakeAction> {
+        std::iter::from_fn(|| h.poll_action()).collect()
+    }
 
     #[test]
-    fn each_step_takes_only_its_message() {
+    fn a_receiving_client_says_ready_only_after_connecting_and_posting() {
+        let now = Instant::now();
+        let ours = hello(Role::Receiver, TransportKind::Tcp);
+        let mut h = Handshake::client(ours.clone(), now);
+        assert_eq!(drain(&mut h), [HandshakeAction::Send(Message::Hello(ours))]);
+        h.on_message(Message::Hello(hello(Role::Sender, TransportKind::Tcp)))
+            .unwrap();
         assert!(matches!(
-            on_message(Step::Ready, Message::Ready),
-            Ok(Got::Ready)
+            drain(&mut h)[..],
+            [HandshakeAction::ConnectDataPath { .. }]
         ));
-        let e = on_message(Step::Ready, Message::Credit { released: 1 }).unwrap_err();
+        assert!(!h.is_established());
+        h.on_connected();
+        assert_eq!(
+            drain(&mut h),
+            [
+                HandshakeAction::PostSlots,
+                HandshakeAction::Send(Message::Ready)
+            ]
+        );
+        assert!(h.is_established());
+    }
+
+    #[test]
+    fn a_sending_server_answers_then_waits_for_ready_which_may_come_before_its_connect() {
+        let now = Instant::now();
+        let mut h = Handshake::server(now);
+        h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
+            .unwrap();
+        assert!(h.awaits_our_hello());
+        h.our_hello(hello(Role::Sender, TransportKind::Tcp))
+            .unwrap();
+        let actions = drain(&mut h);
+        assert!(matches!(
+            actions[..],
+            [
+                HandshakeAction::Send(Message::Hello(_)),
+                HandshakeAction::ConnectDataPath { .. }
+            ]
+        ));
+        h.on_message(Message::Ready).unwrap();
+        assert!(!h.is_established(), "not before our own connect");
+        h.on_connected();
+        assert!(h.is_established());
+    }
+
+    #[test]
+    fn each_step_takes_only_its_message_and_violations_are_rejected() {
+        let now = Instant::now();
+        let mut h = Handshake::server(now);
+        let e = h.on_message(Message::Finish { count: 0 }).unwrap_err();
+        assert!(e.to_string().contains("expected Hello, got Finish"), "{e}");
+        assert!(
+            matches!(&drain(&mut h)[..], [HandshakeAction::Reject(r)] if r.starts_with("protocol violation"))
+        );
+
+        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now);
+        drain(&mut h);
+        let e = h.on_message(Message::reject("busy")).unwrap_err();
+        assert!(matches!(e, Error::Rejected(ref r) if r == "busy"), "{e}");
+        assert!(drain(&mut h).is_empty(), "a Reject is not answered");
+
+        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now);
+        h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
+            .unwrap();
+        h.on_connected();
+        let e = h.on_message(Message::Credit { released: 1 }).unwrap_err();
         assert_eq!(
             e.to_string(),
             "protocol violation by peer: expected Ready, got Credit"
         );
-        let e = on_message(Step::ClientHello, Message::Finish { count: 0 }).unwrap_err();
-        assert!(e.to_string().contains("expected Hello, got Finish"), "{e}");
-        let e = on_message(
-            Step::ServerHello,
-            Message::Reject {
-                reason: "busy".into(),
-            },
-        )
-        .unwrap_err();
-        assert!(matches!(e, Error::Rejected(r) if r == "busy"));
+    }
+
+    #[test]
+    fn mismatched_peers_are_refused_with_the_reason_sent() {
+        let now = Instant::now();
+        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now);
+        drain(&mut h);
+        let e = h
+            .on_message(Message::Hello(hello(Role::Sender, TransportKind::Tcp)))
+            .unwrap_err();
+        assert!(matches!(e, Error::Refused(_)), "{e}");
+        assert!(
+            matches!(&drain(&mut h)[..], [HandshakeAction::Reject(r)] if r.contains("both ends are senders"))
+        );
+        let mut h = Handshake::server(now);
+        h.on_message(Message::Hello(hello(Role::Sender, TransportKind::Verbs)))
+            .unwrap();
+        let e = h
+            .our_hello(hello(Role::Receiver, TransportKind::Tcp))
+            .unwrap_err();
+        assert!(e.to_string().contains("transport mismatch"), "{e}");
+    }
+
+    #[test]
+    fn the_one_deadline_ends_every_step() {
+        let now = Instant::now();
+        let mut h = Handshake::server(now + std::time::Duration::from_secs(1));
+        assert!(h.handle_timeout(now).is_ok());
+        assert_eq!(
+            h.handle_timeout(now + std::time::Duration::from_secs(1)),
+            Err("the client's hello")
+        );
+        assert_eq!(
+            h.poll_timeout(),
+            None,
+            "a failed handshake waits for nothing"
+        );
     }
 }

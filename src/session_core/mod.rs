@@ -3,12 +3,14 @@
 //! In the spirit of quinn-proto, the state machines here never touch a socket, a transport or
 //! a clock. Their drivers ([`crate::sender`], [`crate::receiver`], [`crate::session`]) feed
 //! them events — a control message arrived, a transport completion, the control or data path
-//! closed, the application asked for something — always together with the current time, and
-//! act on what they answer: deliver this slot, post this receive, announce these credits, wait
-//! until this deadline, or fail with this error. The rules are written down in
-//! `docs/design.md` ("The wire protocol and its rules"); each one is enforced in exactly one
-//! place below and tested without sockets or sleeps (`tests` at the end of each module and the
-//! property tests in `src/core/proptests.rs`).
+//! closed, the application asked for something, a deadline passed — always together with the
+//! current time, and carry out the actions the cores queue (send this control message, post
+//! this slot, return these credits, shut down writing, reject with this reason, close the data
+//! path). When to wake up is a pure question (`poll_timeout`), kept apart from what happens
+//! then (`handle_timeout`). The rules are written down in `docs/design.md` ("The wire protocol
+//! and its rules"); each one is enforced in exactly one place below and tested without sockets
+//! or sleeps (`tests` at the end of each module and the property tests in
+//! `src/session_core/proptests.rs`).
 
 pub(crate) mod handshake;
 #[cfg(test)]
@@ -17,6 +19,8 @@ pub(crate) mod receiving;
 pub(crate) mod sending;
 
 use std::time::{Duration, Instant};
+
+use crate::Error;
 
 /// How long the sender waits, after Finish, for the receiver to acknowledge by closing.
 pub(crate) const FINISH_LINGER: Duration = Duration::from_secs(10);
@@ -90,6 +94,52 @@ pub enum ProtocolViolation {
     /// The sender used the data path before the receiver said Ready.
     #[error("the sender sent data before Ready")]
     DataBeforeReady,
+}
+
+/// What an end does after an error ended its operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AfterFailure {
+    /// Nothing: the session stays usable (an interruption by the stop flag).
+    KeepOpen,
+    /// Close without a word: the peer ended the session (its Reject, its loss) or it was over.
+    Close,
+    /// Tell the peer why (a Reject with this reason), then close: our own failures and the
+    /// peer's violations.
+    Reject(String),
+}
+
+/// The failure policy, the same for both ends (`who` names ours in the reason).
+pub(crate) fn on_failure(e: &Error, who: &str) -> AfterFailure {
+    match e {
+        Error::Interrupted => AfterFailure::KeepOpen,
+        Error::PeerLost { .. } | Error::Rejected(_) | Error::Closed => AfterFailure::Close,
+        Error::Protocol(v) => AfterFailure::Reject(format!("protocol violation: {v}")),
+        other => AfterFailure::Reject(format!("the {who} failed: {other}")),
+    }
+}
+
+/// How long a data-path failure waits for the control channel to say why (the peer's Reject
+/// or its close, often the cause of what the data path saw).
+pub(crate) const EXPLAIN_WAIT: Duration = Duration::from_millis(500);
+/// How long a sender whose send failed (not a closed data path) looks for the receiver's
+/// Reject before reporting the failure as its own: shorter than the receiver's wait for ours.
+pub(crate) const OWN_FAILURE_EXPLAIN_WAIT: Duration = Duration::from_millis(200);
+
+/// Whether a data-path error may be explained by the peer's words on the control channel, and
+/// how long to look for them: `None` for errors that are not the data path's.
+pub(crate) fn explain_wait(e: &Error, role: crate::proto::Role) -> Option<Duration> {
+    match e {
+        Error::TransportClosed { .. } => Some(EXPLAIN_WAIT),
+        Error::TransportIo { .. }
+        | Error::TransportProtocol { .. }
+        | Error::Verbs { .. }
+        | Error::VerbsCompletion { .. }
+        | Error::Doca { .. } => Some(match role {
+            crate::proto::Role::Sender => OWN_FAILURE_EXPLAIN_WAIT,
+            crate::proto::Role::Receiver => EXPLAIN_WAIT,
+        }),
+        _ => None,
+    }
 }
 
 /// The earlier of two optional deadlines.

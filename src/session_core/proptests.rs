@@ -1,30 +1,36 @@
 //! Property tests of the core: a sender and a receiver core joined by simulated queues, driven
-//! by random interleavings of application calls, completions, control messages, loss and a
-//! hostile sender, with simulated time. No sockets, no sleeps.
+//! by random interleavings of application calls, completions, control messages, Reject and loss
+//! (of the control connection or the data path) and a hostile sender, with simulated time; and
+//! two handshakes joined by a simulated control connection, with Reject, mismatched peers and
+//! loss at any step. No sockets, no sleeps.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-use super::receiving::{ReceiverCore, RecvStep};
-use super::sending::{FinishStep, SenderCore};
+use super::handshake::{Handshake, HandshakeAction};
+use super::receiving::{ReceiverAction, ReceiverCore, RecvStep};
+use super::sending::{FinishStep, SenderAction, SenderCore};
 use super::ProtocolViolation;
-use crate::proto::Message;
+use crate::proto::{Message, Role, TransportKind};
+use crate::transport::{Arrived, CreditRoute, RecvSlot, SendEvent, StagingSlot};
 use crate::Error;
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
     /// The application sends one message (if the sender may).
     Send,
-    /// The oldest message in flight lands in the receiver's next slot.
+    /// The oldest message in flight lands in the receiver's next posted slot.
     Land,
-    /// The oldest outstanding send completes at the sender.
+    /// The oldest landed send completes at the sender.
     Complete,
     /// The receiver application asks for the next message.
     Recv,
-    /// The oldest control message reaches the sender.
-    DeliverControl,
+    /// The oldest message (or in-band credit) for the sender reaches it.
+    DeliverToSender,
+    /// The oldest control message for the receiver reaches it.
+    DeliverToReceiver,
     /// The sender application calls finish (as far as it can go without waiting).
     Finish,
     /// The oldest control message is duplicated (cumulative credits make that harmless).
@@ -33,17 +39,49 @@ enum Op {
     Tick(u8),
 }
 
+/// A fault injected once, at a random point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// The sender application aborts (Reject).
+    SenderAborts,
+    /// The receiver application aborts (Reject).
+    ReceiverAborts,
+    /// The control connection breaks (both ends see it closed).
+    ControlLost,
+    /// The data path breaks (what is in flight is gone; both ends see it closed).
+    DataLost,
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => Just(Op::Send),
         4 => Just(Op::Land),
         3 => Just(Op::Complete),
         4 => Just(Op::Recv),
-        3 => Just(Op::DeliverControl),
+        3 => Just(Op::DeliverToSender),
+        2 => Just(Op::DeliverToReceiver),
         1 => Just(Op::Finish),
         1 => Just(Op::Duplicate),
         1 => (0u8..20).prop_map(Op::Tick),
     ]
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        Just(Fault::SenderAborts),
+        Just(Fault::ReceiverAborts),
+        Just(Fault::ControlLost),
+        Just(Fault::DataLost),
+    ]
+}
+
+/// How one end finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    Running,
+    /// Receiver: end of stream. Sender: finish returned this count.
+    Clean(u64),
+    Failed(String),
 }
 
 /// Both cores and the wires between them.
@@ -51,133 +89,324 @@ struct Sim {
     now: Instant,
     tx: SenderCore,
     rx: ReceiverCore,
+    route: CreditRoute,
     credits: u32,
     /// Data in flight: (sequence, staging slot, length).
-    wire: VecDeque<(u64, usize, usize)>,
-    /// Staging slots whose send has not completed, oldest first.
-    outstanding: VecDeque<usize>,
-    /// Receiver slot per landed sequence, for checking deliveries.
-    landed: VecDeque<(u64, usize)>,
-    /// Receiver to sender control messages.
-    to_sender: VecDeque<Message>,
-    /// Sequence numbers delivered to the receiving application.
-    delivered: Vec<u64>,
-    /// Sequence numbers that the receiver's slot `i` holds.
+    wire: VecDeque<(u64, StagingSlot, usize)>,
+    /// Landed sends whose completion the sender has not seen, oldest first.
+    landed_sends: VecDeque<StagingSlot>,
+    /// Receive slots posted, in posting order.
+    posted: VecDeque<RecvSlot>,
+    /// Sequence number per receive slot, for checking deliveries.
     slot_seq: Vec<Option<u64>>,
+    /// Receiver to sender: control messages, and in-band credits not yet seen.
+    to_sender: VecDeque<Message>,
+    inband_credits: u64,
+    /// Sender to receiver control messages.
+    to_receiver: VecDeque<Message>,
+    /// The receiver shut down writing (after Finish): the sender sees the close once
+    /// everything before it was read.
+    rx_write_shut: bool,
+    data_closed: bool,
+    control_lost: bool,
+    delivered: Vec<u64>,
     finish_sent: Option<u64>,
-    ended: bool,
-    failed: bool,
+    finish_started: bool,
+    tx_out: Outcome,
+    rx_out: Outcome,
 }
 
 impl Sim {
-    fn new(credits: u32) -> Self {
+    fn new(credits: u32, route: CreditRoute) -> Self {
         let now = Instant::now();
+        let staging = (0..credits as usize).map(StagingSlot::for_test).collect();
         Self {
             now,
-            tx: SenderCore::new(credits, credits as usize, None, now),
-            rx: ReceiverCore::new(credits, None, now),
+            tx: SenderCore::new(credits, staging, route, None, now),
+            rx: ReceiverCore::new(credits, route, None, now),
+            route,
             credits,
             wire: VecDeque::new(),
-            outstanding: VecDeque::new(),
-            landed: VecDeque::new(),
-            to_sender: VecDeque::new(),
-            delivered: Vec::new(),
+            landed_sends: VecDeque::new(),
+            posted: (0..credits as usize).map(RecvSlot::for_test).collect(),
             slot_seq: vec![None; credits as usize],
+            to_sender: VecDeque::new(),
+            inband_credits: 0,
+            to_receiver: VecDeque::new(),
+            rx_write_shut: false,
+            data_closed: false,
+            control_lost: false,
+            delivered: Vec::new(),
             finish_sent: None,
-            ended: false,
-            failed: false,
+            finish_started: false,
+            tx_out: Outcome::Running,
+            rx_out: Outcome::Running,
+        }
+    }
+
+    fn tx_running(&self) -> bool {
+        self.tx_out == Outcome::Running
+    }
+
+    fn rx_running(&self) -> bool {
+        self.rx_out == Outcome::Running
+    }
+
+    /// A sender call ended in `result`: the failure policy, then its actions.
+    fn tx_result<T>(&mut self, result: Result<T, Error>) -> Option<T> {
+        let value = match result {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.tx.on_error(&e);
+                if self.tx_running() {
+                    self.tx_out = Outcome::Failed(e.to_string());
+                }
+                None
+            }
+        };
+        while let Some(action) = self.tx.poll_action() {
+            match action {
+                SenderAction::SendFinish { count } => {
+                    assert!(self.finish_sent.is_none(), "Finish queued twice");
+                    assert!(self.landed_sends.is_empty() && self.wire.is_empty());
+                    if !self.control_lost {
+                        self.to_receiver.push_back(Message::Finish { count });
+                    }
+                    self.finish_sent = Some(count);
+                    self.tx.on_finish_sent(self.now);
+                }
+                SenderAction::Reject(reason) => {
+                    if !self.control_lost {
+                        self.to_receiver.push_back(Message::Reject { reason });
+                    }
+                }
+                SenderAction::CloseDataPath => self.data_closed = true,
+            }
+        }
+        value
+    }
+
+    /// A receiver call ended in `result`: the failure policy, then its actions.
+    fn rx_result<T>(&mut self, result: Result<T, Error>) -> Option<T> {
+        let value = match result {
+            Ok(v) => Some(v),
+            Err(e) => {
+                if let Error::Protocol(v) = &e {
+                    panic!("an honest sender broke a rule: {v}");
+                }
+                self.rx.on_error(&e);
+                if self.rx_running() {
+                    self.rx_out = Outcome::Failed(e.to_string());
+                }
+                None
+            }
+        };
+        while let Some(action) = self.rx.poll_action() {
+            match action {
+                ReceiverAction::Repost(slot) => {
+                    self.slot_seq[slot.index()] = None;
+                    self.posted.push_back(slot);
+                }
+                ReceiverAction::AnnounceCredit { released } => {
+                    assert_eq!(self.route, CreditRoute::ControlChannel);
+                    if !self.control_lost {
+                        self.to_sender.push_back(Message::Credit { released });
+                    }
+                }
+                ReceiverAction::ReturnCredits { count } => {
+                    assert_eq!(self.route, CreditRoute::InBand);
+                    if !self.data_closed {
+                        self.inband_credits += count as u64;
+                    }
+                }
+                ReceiverAction::ShutdownControlWrite => self.rx_write_shut = true,
+                ReceiverAction::Reject(reason) => {
+                    if !self.control_lost {
+                        self.to_sender.push_back(Message::Reject { reason });
+                    }
+                    self.rx_write_shut = true;
+                }
+                ReceiverAction::CloseDataPath => self.data_closed = true,
+            }
+        }
+        value
+    }
+
+    fn inject(&mut self, fault: Fault) {
+        match fault {
+            Fault::SenderAborts => {
+                self.tx.abort("the application gave up");
+                self.tx_result(Ok(()));
+                if self.tx_running() {
+                    self.tx_out = Outcome::Failed("aborted".into());
+                }
+            }
+            Fault::ReceiverAborts => {
+                self.rx.abort("the application gave up");
+                self.rx_result(Ok(()));
+                if self.rx_running() {
+                    self.rx_out = Outcome::Failed("aborted".into());
+                }
+            }
+            Fault::ControlLost => {
+                self.control_lost = true;
+                self.to_sender.clear();
+                self.to_receiver.clear();
+                if self.tx_running() {
+                    let r = self.tx.on_control_closed("reset");
+                    self.tx_result(r);
+                }
+                if self.rx_running() {
+                    let r = self.rx.on_control_closed("reset");
+                    self.rx_result(r);
+                }
+            }
+            Fault::DataLost => {
+                self.data_closed = true;
+                self.wire.clear();
+                self.inband_credits = 0;
+                if self.rx_running() {
+                    self.rx.on_data_closed(self.now);
+                }
+                if self.tx_running() && !self.finish_started {
+                    // The sender's next poll fails; explained as the peer lost.
+                    let released = self.tx.released();
+                    self.tx_result::<()>(Err(Error::PeerLost {
+                        reason: "the data path closed".into(),
+                        messages: released,
+                    }));
+                }
+            }
         }
     }
 
     fn step(&mut self, op: Op) {
         match op {
             Op::Send => {
-                if self.finish_sent.is_some() || !self.tx.is_open() {
+                if self.finish_started || !self.tx_running() || self.data_closed {
                     return;
                 }
-                if let Some((seq, slot)) = self.tx.try_take().expect("sender open") {
+                let taken = self.tx.try_take();
+                if let Some(Some((seq, slot))) = self.tx_result(taken) {
                     self.wire.push_back((seq, slot, (seq % 7) as usize));
-                    self.outstanding.push_back(slot);
                 }
                 let unreleased = self.tx.sent() - self.tx.released();
                 assert!(unreleased <= u64::from(self.credits), "window exceeded");
             }
             Op::Land => {
-                if let Some((seq, _, len)) = self.wire.pop_front() {
-                    let slot = (seq % u64::from(self.credits)) as usize;
-                    assert!(self.slot_seq[slot].is_none(), "landed in an occupied slot");
-                    self.slot_seq[slot] = Some(seq);
-                    self.landed.push_back((seq, slot));
-                    if let Err(e) = self.rx.on_arrival(slot, len, self.now) {
-                        panic!("honest sender broke a rule: {e}");
+                if self.data_closed || self.posted.is_empty() {
+                    // No slot posted: the message waits (RDMA retries it).
+                    return;
+                }
+                if let Some((seq, slot, len)) = self.wire.pop_front() {
+                    self.landed_sends.push_back(slot);
+                    let rslot = self.posted.pop_front().expect("a posted slot");
+                    let index = rslot.index();
+                    assert!(self.slot_seq[index].is_none(), "landed in an occupied slot");
+                    self.slot_seq[index] = Some(seq);
+                    if self.rx_running() {
+                        let r = self.rx.on_arrival(Arrived::for_test(index, len), self.now);
+                        self.rx_result(r);
                     }
                 }
             }
             Op::Complete => {
-                // RDMA completes a send once it landed.
-                let landed = self.tx.sent() - self.wire.len() as u64;
-                let completed = self.tx.sent() - self.outstanding.len() as u64;
-                if completed < landed {
-                    if let Some(slot) = self.outstanding.pop_front() {
-                        self.tx.on_send_complete(slot).expect("completion");
+                if let Some(slot) = self.landed_sends.pop_front() {
+                    if self.tx_running() {
+                        let r = self.tx.on_send_event(SendEvent::Sent(slot), self.now);
+                        self.tx_result(r);
                     }
                 }
             }
             Op::Recv => self.recv(),
-            Op::DeliverControl => {
-                if let Some(msg) = self.to_sender.pop_front() {
-                    self.tx.on_control(msg, self.now).expect("honest credit");
+            Op::DeliverToSender => {
+                if !self.tx_running() {
+                    return;
+                }
+                if self.inband_credits > 0 {
+                    self.inband_credits -= 1;
+                    let r = self.tx.on_send_event(SendEvent::Credit, self.now);
+                    self.tx_result(r);
+                } else if let Some(msg) = self.to_sender.pop_front() {
+                    let r = self.tx.on_control(msg, self.now);
+                    self.tx_result(r);
+                } else if self.rx_write_shut && !self.tx.control_closed() {
+                    let r = self.tx.on_control_closed("closed by the peer");
+                    self.tx_result(r);
+                }
+            }
+            Op::DeliverToReceiver => {
+                if let Some(msg) = self.to_receiver.pop_front() {
+                    if self.rx_running() {
+                        let r = self.rx.on_control(msg);
+                        self.rx_result(r);
+                    }
                 }
             }
             Op::Duplicate => {
-                if let Some(msg) = self.to_sender.front().cloned() {
+                if let Some(msg @ Message::Credit { .. }) = self.to_sender.front().cloned() {
                     self.to_sender.push_front(msg);
                 }
             }
             Op::Finish => {
-                if self.finish_sent.is_none() {
-                    if let FinishStep::SendFinish { count } = self.tx.finish_step(self.now).unwrap()
-                    {
-                        self.tx.on_finish_sent(self.now);
-                        self.finish_sent = Some(count);
-                        self.rx.on_control(Message::Finish { count }).unwrap();
-                    }
+                if !self.tx_running() {
+                    return;
+                }
+                if !self.finish_started {
+                    self.finish_started = true;
+                    let r = self.tx.begin_finish(self.now);
+                    self.tx_result(r);
+                }
+                self.finish_progress();
+            }
+            Op::Tick(ms) => {
+                self.now += Duration::from_millis(u64::from(ms) * 50);
+                if self.tx_running() && self.finish_started {
+                    let r = self.tx.handle_timeout(self.now);
+                    self.tx_result(r);
+                    self.finish_progress();
+                }
+                if self.rx_running() {
+                    let r = self.rx.handle_timeout(self.now);
+                    self.rx_result(r);
                 }
             }
-            Op::Tick(ms) => self.now += Duration::from_millis(u64::from(ms)),
+        }
+    }
+
+    fn finish_progress(&mut self) {
+        if !self.tx_running() || !self.finish_started {
+            return;
+        }
+        let step = self.tx.finish_step();
+        if let Some(FinishStep::Done) = self.tx_result(step) {
+            self.tx_out = Outcome::Clean(self.tx.sent());
         }
     }
 
     fn recv(&mut self) {
-        if self.ended || self.failed {
+        if !self.rx_running() {
             return;
         }
-        if let Some(slot) = self.rx.release().unwrap() {
-            self.slot_seq[slot] = None;
-            if let Some(released) = self.rx.credit_due() {
-                self.to_sender.push_back(Message::Credit { released });
-            }
-        }
-        match self.rx.next(self.now) {
-            Ok(RecvStep::Deliver { slot, .. }) => {
-                let (seq, landed_slot) = self.landed.pop_front().expect("a landed message");
-                assert_eq!(slot, landed_slot);
-                assert_eq!(self.slot_seq[slot], Some(seq));
+        let next = self.rx.next();
+        match self.rx_result(next) {
+            Some(RecvStep::Deliver) => {
+                let held = self.rx.held().expect("a held message");
+                let seq = self.slot_seq[held.slot_index()].expect("a landed message");
                 self.delivered.push(seq);
             }
-            Ok(RecvStep::End) => self.ended = true,
-            Ok(RecvStep::Wait { .. }) => {}
-            Err(Error::PeerLost { .. }) => self.failed = true,
-            Err(e) => panic!("receiver failed on an honest sender: {e}"),
+            Some(RecvStep::End) => self.rx_out = Outcome::Clean(self.rx.delivered()),
+            Some(RecvStep::Wait) | None => {}
         }
     }
 
     /// Sends `more` messages (the sender must never starve for good: credits come back
-    /// without any flush), then lets every queue drain so an honest session must end.
+    /// without any flush), then lets every queue drain and time pass, so that every session
+    /// must end, cleanly when nothing was injected.
     fn settle(&mut self, more: u64) {
         let target = self.tx.sent() + more;
-        for _ in 0..10_000 {
-            if self.ended || self.failed {
+        for round in 0..20_000 {
+            if !self.tx_running() && !self.rx_running() {
                 return;
             }
             if self.tx.sent() < target {
@@ -185,39 +414,90 @@ impl Sim {
             }
             self.step(Op::Land);
             self.step(Op::Complete);
-            self.step(Op::DeliverControl);
+            self.step(Op::DeliverToSender);
+            self.step(Op::DeliverToReceiver);
             self.step(Op::Recv);
-            if self.tx.sent() >= target {
+            if self.tx.sent() >= target || !self.tx.is_open() {
                 self.step(Op::Finish);
+            }
+            if round % 16 == 15 {
+                self.step(Op::Tick(20));
             }
         }
         panic!(
-            "the session did not end (sent {} of {target})",
-            self.tx.sent()
+            "the session did not end (sent {} of {target}; sender {:?}, receiver {:?})",
+            self.tx.sent(),
+            self.tx_out,
+            self.rx_out
         );
+    }
+}
+
+fn route(inband: bool) -> CreditRoute {
+    if inband {
+        CreditRoute::InBand
+    } else {
+        CreditRoute::ControlChannel
     }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
-    /// Honest ends under any interleaving: never more than N unreleased, every message
-    /// delivered exactly once and in order, never one past Finish{count}, end of stream reached.
+    /// Honest ends under any interleaving, either credit route: never more than N unreleased,
+    /// every message delivered exactly once and in order, never one past Finish{count}, end of
+    /// stream reached on both ends.
     #[test]
     fn honest_sessions_deliver_everything_once_in_order(
         credits in 1u32..9,
+        inband in any::<bool>(),
         ops in proptest::collection::vec(op(), 0..400),
         more in 0u64..40,
     ) {
-        let mut sim = Sim::new(credits);
+        let mut sim = Sim::new(credits, route(inband));
         for op in ops {
             sim.step(op);
         }
         sim.settle(more);
-        prop_assert!(sim.ended, "honest sessions end cleanly");
         let count = sim.finish_sent.expect("finish was sent");
+        prop_assert_eq!(&sim.rx_out, &Outcome::Clean(count));
+        prop_assert_eq!(&sim.tx_out, &Outcome::Clean(count));
         prop_assert_eq!(sim.delivered.len() as u64, count);
         prop_assert!(sim.delivered.iter().copied().eq(0..count));
+    }
+
+    /// A Reject or a loss at any point: both ends terminate; what was delivered is a prefix of
+    /// what was sent, each once, in order; a receiver that ended cleanly got exactly the
+    /// Finish count; an end that was told by its peer does not answer with a Reject.
+    #[test]
+    fn rejects_and_losses_at_any_point_end_both_sides_with_an_in_order_prefix(
+        credits in 1u32..6,
+        inband in any::<bool>(),
+        before in proptest::collection::vec(op(), 0..200),
+        fault in fault(),
+        after in proptest::collection::vec(op(), 0..100),
+    ) {
+        let mut sim = Sim::new(credits, route(inband));
+        for op in before {
+            sim.step(op);
+        }
+        sim.inject(fault);
+        for op in after {
+            sim.step(op);
+        }
+        sim.settle(5);
+        prop_assert!(sim.delivered.iter().copied().eq(0..sim.delivered.len() as u64));
+        prop_assert!(sim.delivered.len() as u64 <= sim.tx.sent());
+        if let Outcome::Clean(count) = sim.rx_out {
+            prop_assert_eq!(Some(count), sim.finish_sent);
+            prop_assert_eq!(sim.delivered.len() as u64, count);
+        }
+        if let Outcome::Clean(count) = sim.tx_out {
+            prop_assert_eq!(Some(count), sim.finish_sent);
+        }
+        if fault == Fault::SenderAborts && sim.finish_sent.is_none() {
+            prop_assert!(matches!(sim.rx_out, Outcome::Failed(_)), "{:?}", sim.rx_out);
+        }
     }
 
     /// A hostile sender: extra messages after Finish, wrong counts, repeated Finish and junk
@@ -231,21 +511,22 @@ proptest! {
         junk in 0u8..4,
     ) {
         let now = Instant::now();
-        let mut rx = ReceiverCore::new(credits, None, now);
+        let mut rx = ReceiverCore::new(credits, CreditRoute::ControlChannel, None, now);
         let mut arrived = 0u64;
         let mut delivered = 0u64;
         // One message lands; when every slot is held, the application takes one first.
         let land = |rx: &mut ReceiverCore, arrived: &mut u64, delivered: &mut u64| -> Result<(), Error> {
             let slot = (*arrived % u64::from(credits)) as usize;
-            match rx.on_arrival(slot, 1, now) {
-                Err(Error::Protocol(ProtocolViolation::CreditOverrun { .. })) => {
-                    if let RecvStep::Deliver { .. } = rx.next(now)? {
-                        *delivered += 1;
-                    }
-                    rx.release()?;
-                    rx.on_arrival(slot, 1, now)?;
+            // Each `next` releases the message delivered by the one before.
+            let mut tries = 0;
+            while let Err(e) = rx.on_arrival(Arrived::for_test(slot, 1), now) {
+                tries += 1;
+                if !matches!(e, Error::Protocol(ProtocolViolation::CreditOverrun { .. })) || tries > 2 {
+                    return Err(e);
                 }
-                other => other?,
+                if let RecvStep::Deliver = rx.next()? {
+                    *delivered += 1;
+                }
             }
             *arrived += 1;
             Ok(())
@@ -275,14 +556,151 @@ proptest! {
                     break;
                 }
             }
-            while let Ok(RecvStep::Deliver { .. }) = rx.next(now) {
+            while let Ok(RecvStep::Deliver) = rx.next() {
                 delivered += 1;
-                rx.release().unwrap();
             }
             prop_assert!(delivered <= count, "delivered {} past Finish{{{}}}", delivered, count);
             prop_assert_eq!(refused, extra > 0, "a message past the count must be refused");
             prop_assert_eq!(delivered, count);
-            prop_assert_eq!(rx.next(now).unwrap(), RecvStep::End);
+            prop_assert_eq!(rx.next().unwrap(), RecvStep::End);
+        }
+    }
+
+    /// Two handshakes over a simulated control connection, with any roles and transports, a
+    /// Reject or a loss at any step, and the deadline: both terminate; both establish only
+    /// when the peers are compatible and nothing was injected; a receiver says Ready only
+    /// after its slots are posted, and a sender is never established before Ready.
+    #[test]
+    fn handshakes_establish_only_compatible_peers_and_end_on_any_fault(
+        client_sends in any::<bool>(),
+        server_sends in any::<bool>(),
+        same_transport in prop::bool::weighted(0.8),
+        fault_at in 0usize..12,
+        fault in 0u8..4,
+        order in proptest::collection::vec(0u8..4, 0..60),
+    ) {
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(10);
+        let role = |sends: bool| if sends { Role::Sender } else { Role::Receiver };
+        let client_hello = crate::session_core::handshake::tests::hello(role(client_sends), TransportKind::Tcp);
+        let server_transport = if same_transport { TransportKind::Tcp } else { TransportKind::Verbs };
+        let server_hello = crate::session_core::handshake::tests::hello(role(server_sends), server_transport);
+        let mut ends = [Handshake::client(client_hello, deadline), Handshake::server(deadline)];
+        let mut wires: [VecDeque<Message>; 2] = [VecDeque::new(), VecDeque::new()];
+        let mut connect_pending = [false, false];
+        let mut posted = [false, false];
+        let mut failed = [false, false];
+        let mut server_prepared = false;
+        let mut steps = 0usize;
+        let mut injected = false;
+        let mut schedule = order.into_iter().chain(std::iter::repeat_n(0..4u8, 50).flatten());
+        for choice in schedule.by_ref() {
+            if (failed[0] || ends[0].is_established()) && (failed[1] || ends[1].is_established()) {
+                break;
+            }
+            steps += 1;
+            prop_assert!(steps < 400, "the handshakes did not end");
+            if steps == fault_at && fault < 3 {
+                injected = true;
+                let side = usize::from(fault == 1);
+                match fault {
+                    0 | 1 => {
+                        // One end's application gives up: a Reject to the other.
+                        if !failed[side] && !ends[side].is_established() {
+                            failed[side] = true;
+                            wires[1 - side].push_back(Message::reject("gave up"));
+                        }
+                    }
+                    _ => {
+                        // The control connection breaks: both ends see the close.
+                        for (i, end) in ends.iter_mut().enumerate() {
+                            if !failed[i] && !end.is_established() {
+                                end.on_control_closed("reset");
+                                failed[i] = true;
+                            }
+                        }
+                        wires = [VecDeque::new(), VecDeque::new()];
+                    }
+                }
+            }
+            let i = usize::from(choice % 2 == 1);
+            if failed[i] {
+                continue;
+            }
+            // Actions of end i: its messages go on the wire to the other end.
+            while let Some(action) = ends[i].poll_action() {
+                match action {
+                    HandshakeAction::Send(msg) => {
+                        if msg == Message::Ready {
+                            prop_assert!(posted[i], "Ready before the slots were posted");
+                        }
+                        wires[1 - i].push_back(msg);
+                    }
+                    HandshakeAction::Reject(reason) => {
+                        wires[1 - i].push_back(Message::Reject { reason });
+                        failed[i] = true;
+                    }
+                    HandshakeAction::ConnectDataPath { .. } => connect_pending[i] = true,
+                    HandshakeAction::PostSlots => posted[i] = true,
+                }
+            }
+            if failed[i] {
+                continue;
+            }
+            if i == 1 && ends[1].awaits_our_hello() && !server_prepared {
+                server_prepared = true;
+                if ends[1].our_hello(server_hello.clone()).is_err() {
+                    continue;
+                }
+                continue;
+            }
+            if choice >= 2 && connect_pending[i] {
+                connect_pending[i] = false;
+                ends[i].on_connected();
+                continue;
+            }
+            if let Some(msg) = wires[i].pop_front() {
+                if ends[i].on_message(msg).is_err() {
+                    failed[i] = true;
+                }
+            }
+        }
+        // The last actions (a receiver's PostSlots and Ready come with its establishment).
+        for (i, end) in ends.iter_mut().enumerate() {
+            while let Some(action) = end.poll_action() {
+                match action {
+                    HandshakeAction::PostSlots => posted[i] = true,
+                    HandshakeAction::Send(Message::Ready) => {
+                        prop_assert!(posted[i], "Ready before the slots were posted");
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // Whatever remains is ended by the deadline.
+        for (i, end) in ends.iter_mut().enumerate() {
+            if !failed[i] && !end.is_established() {
+                prop_assert!(end.handle_timeout(deadline).is_err());
+            }
+        }
+        let compatible = client_sends != server_sends && same_transport;
+        if ends[0].is_established() && ends[1].is_established() {
+            prop_assert!(compatible, "incompatible peers established");
+        }
+        if compatible && !injected {
+            prop_assert!(ends[0].is_established() && ends[1].is_established(),
+                "compatible peers without a fault must both establish");
+        }
+        if !compatible {
+            prop_assert!(!(ends[0].is_established() && ends[1].is_established()));
+        }
+        for (i, end) in ends.iter().enumerate() {
+            if end.is_established() {
+                let sender = if i == 0 { client_sends } else { server_sends };
+                if !sender {
+                    prop_assert!(posted[i], "a receiver established without posting");
+                }
+            }
         }
     }
 }

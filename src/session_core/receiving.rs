@@ -1,10 +1,13 @@
 //! The receiver's state machine.
 //!
-//! Events in: a message landed in a slot ([`ReceiverCore::on_arrival`]), a control message
-//! ([`ReceiverCore::on_control`]), the control or data path closed, the application asked for
-//! the next message ([`ReceiverCore::release`], [`ReceiverCore::next`]). Actions out: deliver
-//! this slot, re-post that slot, announce this many released messages, wait until this
-//! deadline, end of stream, or an error that ends the session.
+//! Events in: a message landed ([`ReceiverCore::on_arrival`]), a control message
+//! ([`ReceiverCore::on_control`]), the control or data path closed, a deadline passed
+//! ([`ReceiverCore::handle_timeout`]), the application asked for the next message
+//! ([`ReceiverCore::next`]) or aborted. Out: the message to deliver (held by the core until the
+//! next call), end of stream, the next deadline ([`ReceiverCore::poll_timeout`], pure), and
+//! actions for the driver ([`ReceiverCore::poll_action`]: post this slot again, announce
+//! credits on the control channel or return them in band, shut down writing, reject with a
+//! reason, close the data path).
 //!
 //! Rules kept here:
 //! - messages are delivered in arrival order, each exactly once, at most `count` of them once
@@ -14,36 +17,57 @@
 //!   yet announced. That alone keeps a sender from starving: it can only run out of credit
 //!   with a whole window sent and unannounced, and once those have arrived and been released,
 //!   more than half the window is unannounced (the property tests check it);
-//! - after Finish nothing more is announced, and waiting is bounded by [`FINISH_PROGRESS`]
+//! - after Finish nothing more is announced, and the receiver shuts down writing on the control
+//!   connection at once (the sender may go); waiting is then bounded by [`FINISH_PROGRESS`]
 //!   without an arrival; after the data path closed without Finish, by [`FINISH_GRACE`];
 //! - with an idle timeout, a session without any arrival for that long ends;
 //! - a loss (the control connection or the data path gone before Finish) is reported only after
-//!   every message that had arrived was delivered: nothing that arrived is dropped.
+//!   every message that had arrived was delivered: nothing that arrived is dropped;
+//! - after a failure: the failure policy of [`super::on_failure`].
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{deadline_after, earliest, ProtocolViolation, FINISH_GRACE, FINISH_PROGRESS};
+use super::{
+    deadline_after, earliest, on_failure, AfterFailure, ProtocolViolation, FINISH_GRACE,
+    FINISH_PROGRESS,
+};
 use crate::proto::{CreditError, Message, RecvWindow};
+use crate::transport::{Arrived, CreditRoute, RecvSlot};
 use crate::Error;
 
 /// What the receiver should do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RecvStep {
-    /// Hand message `len` bytes long in `slot` to the application.
-    Deliver {
-        /// The receive slot.
-        slot: usize,
-        /// The message length.
-        len: usize,
-    },
+    /// Hand the held message ([`ReceiverCore::held`]) to the application.
+    Deliver,
     /// Every counted message was delivered: end of stream.
     End,
-    /// Nothing to do until an event arrives or `until` passes (then call `next` again).
-    Wait {
-        /// The next deadline, if any.
-        until: Option<Instant>,
+    /// Nothing to do until an event arrives or [`ReceiverCore::poll_timeout`] passes.
+    Wait,
+}
+
+/// What the driver must do for the receiver.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ReceiverAction {
+    /// Post this receive slot again (the application is done with its message).
+    Repost(RecvSlot),
+    /// Send `Credit{released}` on the control channel.
+    AnnounceCredit {
+        /// Cumulative count of released messages.
+        released: u64,
     },
+    /// Return this many credits on the data path ([`CreditRoute::InBand`]).
+    ReturnCredits {
+        /// How many.
+        count: usize,
+    },
+    /// Finish is known: shut down writing on the control connection (the sender may go).
+    ShutdownControlWrite,
+    /// Tell the sender why the session ends (a Reject on the control channel).
+    Reject(String),
+    /// Tear the data path down.
+    CloseDataPath,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,10 +81,10 @@ enum Phase {
 #[derive(Debug)]
 pub(crate) struct ReceiverCore {
     window: RecvWindow,
-    /// Arrived, not yet delivered: (slot, len). Never longer than the window.
-    ready: VecDeque<(usize, usize)>,
-    /// The application holds the last delivered message.
-    holding: bool,
+    /// Arrived, not yet delivered. Never longer than the window.
+    ready: VecDeque<Arrived>,
+    /// The message the application holds (the last one delivered).
+    held: Option<Arrived>,
     delivered: u64,
     bytes: u64,
     finish: Option<u64>,
@@ -68,6 +92,7 @@ pub(crate) struct ReceiverCore {
     announced: u64,
     /// Announce once this many releases are unannounced.
     batch: u64,
+    credit_route: CreditRoute,
     control_closed: bool,
     /// The control connection was lost before Finish (why): reported once every message that
     /// had arrived was delivered.
@@ -76,26 +101,34 @@ pub(crate) struct ReceiverCore {
     last_arrival: Instant,
     idle_timeout: Option<Duration>,
     phase: Phase,
+    actions: VecDeque<ReceiverAction>,
 }
 
 impl ReceiverCore {
     /// A receiver over `slots` posted slots, at time `now`.
-    pub(crate) fn new(slots: u32, idle_timeout: Option<Duration>, now: Instant) -> Self {
+    pub(crate) fn new(
+        slots: u32,
+        credit_route: CreditRoute,
+        idle_timeout: Option<Duration>,
+        now: Instant,
+    ) -> Self {
         Self {
             window: RecvWindow::new(slots),
             ready: VecDeque::with_capacity(slots as usize),
-            holding: false,
+            held: None,
             delivered: 0,
             bytes: 0,
             finish: None,
             announced: 0,
             batch: u64::from(slots.div_ceil(2).max(1)),
+            credit_route,
             control_closed: false,
             control_lost: None,
             data_closed_at: None,
             last_arrival: now,
             idle_timeout,
             phase: Phase::Open,
+            actions: VecDeque::with_capacity(4),
         }
     }
 
@@ -112,11 +145,6 @@ impl ReceiverCore {
     /// Messages that arrived so far (the count a peer-lost error reports).
     pub(crate) fn arrived(&self) -> u64 {
         self.window.arrived()
-    }
-
-    /// True once the sender's Finish was read.
-    pub(crate) fn finish_known(&self) -> bool {
-        self.finish.is_some()
     }
 
     /// True once the control connection reached end of file (stop watching it).
@@ -139,20 +167,43 @@ impl ReceiverCore {
         self.phase == Phase::Ended
     }
 
-    /// Marks the session failed (after any error); later calls see it closed.
-    pub(crate) fn fail(&mut self) {
-        if self.phase == Phase::Open {
-            self.phase = Phase::Failed;
+    /// The message last delivered, which the application holds until the next call.
+    pub(crate) fn held(&self) -> Option<&Arrived> {
+        self.held.as_ref()
+    }
+
+    /// The next thing the driver must do, if any.
+    pub(crate) fn poll_action(&mut self) -> Option<ReceiverAction> {
+        self.actions.pop_front()
+    }
+
+    /// An error ended the operation: applies the failure policy (see [`on_failure`]).
+    pub(crate) fn on_error(&mut self, e: &Error) {
+        match on_failure(e, "receiver") {
+            AfterFailure::KeepOpen => {}
+            AfterFailure::Close => self.end(None),
+            AfterFailure::Reject(reason) => self.end(Some(reason)),
         }
     }
 
-    /// A message of `len` bytes landed in `slot`.
-    pub(crate) fn on_arrival(
-        &mut self,
-        slot: usize,
-        len: usize,
-        now: Instant,
-    ) -> Result<(), Error> {
+    /// The application aborts: the sender is told why.
+    pub(crate) fn abort(&mut self, reason: &str) {
+        self.end(Some(reason.to_owned()));
+    }
+
+    fn end(&mut self, reject: Option<String>) {
+        if self.phase != Phase::Open {
+            return;
+        }
+        self.phase = Phase::Failed;
+        if let Some(reason) = reject {
+            self.actions.push_back(ReceiverAction::Reject(reason));
+        }
+        self.actions.push_back(ReceiverAction::CloseDataPath);
+    }
+
+    /// A message landed in a receive slot.
+    pub(crate) fn on_arrival(&mut self, msg: Arrived, now: Instant) -> Result<(), Error> {
         if let Some(count) = self.finish {
             if self.window.arrived() >= count {
                 return Err(Error::Protocol(ProtocolViolation::PastFinish { count }));
@@ -165,12 +216,13 @@ impl ReceiverCore {
             other => Error::Internal(format!("receive window: {other}")),
         })?;
         let expected = self.window.slot_of(seq);
-        if slot != expected {
+        if msg.slot_index() != expected {
             return Err(Error::Internal(format!(
-                "message {seq} landed in slot {slot}, expected slot {expected} (receives must complete in posting order)"
+                "message {seq} landed in slot {}, expected slot {expected} (receives must complete in posting order)",
+                msg.slot_index()
             )));
         }
-        self.ready.push_back((slot, len));
+        self.ready.push_back(msg);
         self.last_arrival = now;
         Ok(())
     }
@@ -193,6 +245,8 @@ impl ReceiverCore {
                     }));
                 }
                 self.finish = Some(count);
+                // Nothing more to tell the sender: let it go.
+                self.actions.push_back(ReceiverAction::ShutdownControlWrite);
                 Ok(())
             }
             Message::Reject { reason } => Err(Error::Rejected(reason)),
@@ -224,100 +278,118 @@ impl ReceiverCore {
         self.data_closed_at.get_or_insert(now);
     }
 
-    /// The application is done with the message it holds: returns the slot to re-post. Call
-    /// [`ReceiverCore::credit_due`] after re-posting it.
-    pub(crate) fn release(&mut self) -> Result<Option<usize>, Error> {
-        if !self.holding {
-            return Ok(None);
-        }
-        self.holding = false;
+    /// The application is done with the message it holds: its slot is posted again, and
+    /// credits announced when due.
+    fn release(&mut self) -> Result<(), Error> {
+        let Some(msg) = self.held.take() else {
+            return Ok(());
+        };
         let seq = self
             .window
             .release_oldest()
             .map_err(|e| Error::Internal(format!("receive window: {e}")))?;
-        Ok(Some(self.window.slot_of(seq)))
+        debug_assert_eq!(self.window.slot_of(seq), msg.slot_index());
+        self.actions
+            .push_back(ReceiverAction::Repost(msg.into_slot()));
+        self.queue_credit();
+        Ok(())
     }
 
-    /// The cumulative release count to announce now, if any: once half the window (rounded
-    /// up) is released and unannounced. After Finish nothing is announced.
-    pub(crate) fn credit_due(&mut self) -> Option<u64> {
-        // Nobody to tell after Finish, or once the sender is lost.
+    /// Once half the window (rounded up) is released and unannounced, announces it. Nothing
+    /// after Finish or once the sender is lost.
+    fn queue_credit(&mut self) {
         if self.finish.is_some() || self.control_lost.is_some() || self.phase != Phase::Open {
-            return None;
+            return;
         }
         let released = self.window.released();
-        if released - self.announced < self.batch {
-            return None;
+        let unannounced = released - self.announced;
+        if unannounced < self.batch {
+            return;
         }
         self.announced = released;
-        Some(released)
+        self.actions.push_back(match self.credit_route {
+            CreditRoute::ControlChannel => ReceiverAction::AnnounceCredit { released },
+            CreditRoute::InBand => ReceiverAction::ReturnCredits {
+                count: usize::try_from(unannounced).unwrap_or(usize::MAX),
+            },
+        });
     }
 
-    /// The release count last announced (for in-band credits: how many were already sent).
-    pub(crate) fn announced(&self) -> u64 {
-        self.announced
-    }
-
-    /// What to do next, at time `now`. The message the application held must have been
-    /// released first ([`ReceiverCore::release`]).
-    pub(crate) fn next(&mut self, now: Instant) -> Result<RecvStep, Error> {
+    /// Releases the message the application held, then says what to do next: deliver the
+    /// next message (now held), end of stream, or wait (until [`ReceiverCore::poll_timeout`]
+    /// at most). Run the queued actions after it.
+    pub(crate) fn next(&mut self) -> Result<RecvStep, Error> {
         match self.phase {
             Phase::Open => {}
             Phase::Ended => return Ok(RecvStep::End),
             Phase::Failed => return Err(Error::Closed),
         }
-        if self.holding {
-            return Err(Error::Internal(
-                "next message asked for while the last one is held".to_owned(),
-            ));
-        }
-        if let Some((slot, len)) = self.ready.pop_front() {
-            self.holding = true;
+        self.release()?;
+        if let Some(msg) = self.ready.pop_front() {
             self.delivered += 1;
-            self.bytes += len as u64;
-            return Ok(RecvStep::Deliver { slot, len });
+            self.bytes += msg.len() as u64;
+            self.held = Some(msg);
+            return Ok(RecvStep::Deliver);
         }
         if let Some(count) = self.finish {
             if self.delivered == count {
                 self.phase = Phase::Ended;
+                self.actions.push_back(ReceiverAction::CloseDataPath);
                 return Ok(RecvStep::End);
+            }
+            if self.data_closed_at.is_some() {
+                return Err(self.lost("the data path closed"));
             }
         }
         if let Some(reason) = &self.control_lost {
             return Err(self.lost(reason));
         }
-        let mut until = None;
-        if let Some(closed) = self.data_closed_at {
-            if self.finish.is_some() {
-                return Err(self.lost("the data path closed"));
-            }
-            let grace_end = deadline_after(closed, FINISH_GRACE);
-            if now >= grace_end {
-                return Err(self.lost("the data path closed"));
-            }
-            until = Some(grace_end);
+        Ok(RecvStep::Wait)
+    }
+
+    /// The next deadline while waiting: the end of the grace after a closed data path, of the
+    /// progress wait after Finish, of the idle timeout. Pure.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        if self.phase != Phase::Open {
+            return None;
         }
-        if self.finish.is_some() {
-            let give_up = deadline_after(self.last_arrival, FINISH_PROGRESS);
-            if now >= give_up {
-                return Err(self.lost(&format!(
-                    "no message for {} s after Finish",
-                    FINISH_PROGRESS.as_secs()
-                )));
+        let grace = self
+            .data_closed_at
+            .map(|closed| deadline_after(closed, FINISH_GRACE));
+        let progress = self
+            .finish
+            .map(|_| deadline_after(self.last_arrival, FINISH_PROGRESS));
+        let idle = self
+            .idle_timeout
+            .map(|idle| deadline_after(self.last_arrival, idle));
+        earliest(earliest(grace, progress), idle)
+    }
+
+    /// Applies whatever deadline passed by `now` (only while nothing is ready to deliver).
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Result<(), Error> {
+        if self.phase != Phase::Open || !self.ready.is_empty() {
+            return Ok(());
+        }
+        if let Some(closed) = self.data_closed_at {
+            if now >= deadline_after(closed, FINISH_GRACE) {
+                return Err(self.lost("the data path closed"));
             }
-            until = earliest(until, Some(give_up));
+        }
+        if self.finish.is_some() && now >= deadline_after(self.last_arrival, FINISH_PROGRESS) {
+            return Err(self.lost(&format!(
+                "no message for {} s after Finish",
+                FINISH_PROGRESS.as_secs()
+            )));
         }
         if let Some(idle) = self.idle_timeout {
-            let give_up = deadline_after(self.last_arrival, idle);
-            if now >= give_up {
+            if now >= deadline_after(self.last_arrival, idle) {
                 return Err(Error::IdleTimeout {
                     seconds: idle.as_secs_f64(),
                     messages: self.window.arrived(),
                 });
             }
-            until = earliest(until, Some(give_up));
         }
-        Ok(RecvStep::Wait { until })
+        Ok(())
     }
 
     /// The peer-lost error, with the count of what arrived and, after Finish, what is missing.
@@ -345,38 +417,70 @@ mod tests {
         Instant::now()
     }
 
-    fn deliver(core: &mut ReceiverCore, now: Instant) -> (usize, usize) {
-        match core.next(now).unwrap() {
-            RecvStep::Deliver { slot, len } => (slot, len),
+    fn receiver(slots: u32, idle: Option<Duration>, now: Instant) -> ReceiverCore {
+        ReceiverCore::new(slots, CreditRoute::ControlChannel, idle, now)
+    }
+
+    fn land(core: &mut ReceiverCore, slot: usize, len: usize, now: Instant) -> Result<(), Error> {
+        core.on_arrival(Arrived::for_test(slot, len), now)
+    }
+
+    /// Asks for the next message, which must be delivered: (slot, len).
+    fn deliver(core: &mut ReceiverCore) -> (usize, usize) {
+        match core.next().unwrap() {
+            RecvStep::Deliver => {
+                let held = core.held().expect("a held message");
+                (held.slot_index(), held.len())
+            }
             other => panic!("expected a delivery, got {other:?}"),
         }
     }
 
+    /// The actions queued so far, with reposts shown by slot index.
+    fn actions(core: &mut ReceiverCore) -> Vec<String> {
+        std::iter::from_fn(|| core.poll_action())
+            .map(|a| match a {
+                ReceiverAction::Repost(slot) => format!("repost {}", slot.index()),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
     #[test]
-    fn delivers_in_order_then_ends_at_the_count() {
+    fn delivers_in_order_reposts_what_was_released_then_ends_at_the_count() {
         let now = t0();
-        let mut c = ReceiverCore::new(2, None, now);
-        c.on_arrival(0, 5, now).unwrap();
-        c.on_arrival(1, 6, now).unwrap();
-        assert_eq!(deliver(&mut c, now), (0, 5));
-        assert_eq!(c.release().unwrap(), Some(0));
-        assert_eq!(c.credit_due(), Some(1));
-        assert_eq!(deliver(&mut c, now), (1, 6));
+        let mut c = receiver(2, None, now);
+        land(&mut c, 0, 5, now).unwrap();
+        land(&mut c, 1, 6, now).unwrap();
+        assert_eq!(deliver(&mut c), (0, 5));
+        assert!(
+            actions(&mut c).is_empty(),
+            "the first message is still held"
+        );
+        assert_eq!(deliver(&mut c), (1, 6));
+        assert_eq!(
+            actions(&mut c),
+            ["repost 0", "AnnounceCredit { released: 1 }"]
+        );
         c.on_control(Message::Finish { count: 2 }).unwrap();
-        assert_eq!(c.release().unwrap(), Some(1));
-        assert_eq!(c.credit_due(), None, "no credit after Finish");
-        assert_eq!(c.next(now).unwrap(), RecvStep::End);
-        assert_eq!(c.next(now).unwrap(), RecvStep::End, "end is sticky");
+        assert_eq!(actions(&mut c), ["ShutdownControlWrite"]);
+        assert_eq!(c.next().unwrap(), RecvStep::End);
+        assert_eq!(
+            actions(&mut c),
+            ["repost 1", "CloseDataPath"],
+            "no credit after Finish"
+        );
+        assert_eq!(c.next().unwrap(), RecvStep::End, "end is sticky");
         assert_eq!((c.delivered(), c.bytes()), (2, 11));
     }
 
     #[test]
     fn a_message_past_finish_is_a_violation_and_never_delivered() {
         let now = t0();
-        let mut c = ReceiverCore::new(2, None, now);
-        c.on_arrival(0, 1, now).unwrap();
+        let mut c = receiver(2, None, now);
+        land(&mut c, 0, 1, now).unwrap();
         c.on_control(Message::Finish { count: 1 }).unwrap();
-        let e = c.on_arrival(1, 1, now).unwrap_err();
+        let e = land(&mut c, 1, 1, now).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -384,21 +488,21 @@ mod tests {
             ),
             "{e}"
         );
-        assert_eq!(deliver(&mut c, now), (0, 1));
+        assert_eq!(deliver(&mut c), (0, 1));
     }
 
     #[test]
     fn finish_below_arrivals_and_finish_twice_are_violations() {
         let now = t0();
-        let mut c = ReceiverCore::new(2, None, now);
-        c.on_arrival(0, 1, now).unwrap();
-        c.on_arrival(1, 1, now).unwrap();
+        let mut c = receiver(2, None, now);
+        land(&mut c, 0, 1, now).unwrap();
+        land(&mut c, 1, 1, now).unwrap();
         let e = c.on_control(Message::Finish { count: 1 }).unwrap_err();
         assert_eq!(
             e.to_string(),
             "protocol violation by peer: Finish says 1 message(s) but 2 arrived"
         );
-        let mut c = ReceiverCore::new(2, None, now);
+        let mut c = receiver(2, None, now);
         c.on_control(Message::Finish { count: 3 }).unwrap();
         let e = c.on_control(Message::Finish { count: 3 }).unwrap_err();
         assert!(e.to_string().contains("Finish sent twice"), "{e}");
@@ -408,7 +512,7 @@ mod tests {
     fn other_control_messages_are_violations() {
         let now = t0();
         for msg in [Message::Ready, Message::Credit { released: 0 }] {
-            let mut c = ReceiverCore::new(2, None, now);
+            let mut c = receiver(2, None, now);
             let e = c.on_control(msg).unwrap_err();
             assert!(matches!(e, Error::Protocol(_)), "{e}");
         }
@@ -417,9 +521,9 @@ mod tests {
     #[test]
     fn overrun_is_a_violation() {
         let now = t0();
-        let mut c = ReceiverCore::new(1, None, now);
-        c.on_arrival(0, 1, now).unwrap();
-        let e = c.on_arrival(0, 1, now).unwrap_err();
+        let mut c = receiver(1, None, now);
+        land(&mut c, 0, 1, now).unwrap();
+        let e = land(&mut c, 0, 1, now).unwrap_err();
         assert!(
             matches!(e, Error::Protocol(ProtocolViolation::CreditOverrun { .. })),
             "{e}"
@@ -429,101 +533,128 @@ mod tests {
     #[test]
     fn credits_are_batched_by_half_window() {
         let now = t0();
-        let mut c = ReceiverCore::new(8, None, now);
+        let mut c = receiver(8, None, now);
         for slot in 0..8 {
-            c.on_arrival(slot, 0, now).unwrap();
+            land(&mut c, slot, 0, now).unwrap();
         }
         let mut announced = Vec::new();
-        for _ in 0..3 {
-            deliver(&mut c, now);
-            c.release().unwrap();
-            announced.push(c.credit_due());
+        // Each `next` releases the message delivered by the one before.
+        deliver(&mut c);
+        for _ in 0..7 {
+            deliver(&mut c);
+            announced.extend(
+                actions(&mut c)
+                    .into_iter()
+                    .filter(|a| !a.starts_with("repost")),
+            );
         }
-        assert_eq!(announced, vec![None, None, None]);
-        deliver(&mut c, now);
-        c.release().unwrap();
-        assert_eq!(c.credit_due(), Some(4), "half the window");
-        deliver(&mut c, now);
-        c.release().unwrap();
-        assert_eq!(c.credit_due(), None, "one more is not half a window");
-        for _ in 0..3 {
-            deliver(&mut c, now);
-            c.release().unwrap();
+        assert_eq!(
+            announced,
+            ["AnnounceCredit { released: 4 }"],
+            "half the window"
+        );
+        c.next().unwrap();
+        assert_eq!(
+            actions(&mut c),
+            ["repost 7", "AnnounceCredit { released: 8 }"],
+            "the next half window"
+        );
+    }
+
+    #[test]
+    fn inband_credits_return_exactly_what_was_released_since_the_last_announcement() {
+        let now = t0();
+        let mut c = ReceiverCore::new(4, CreditRoute::InBand, None, now);
+        for slot in 0..4 {
+            land(&mut c, slot, 0, now).unwrap();
         }
-        assert_eq!(c.credit_due(), Some(8), "the next half window");
+        for _ in 0..3 {
+            deliver(&mut c);
+        }
+        assert_eq!(
+            actions(&mut c),
+            ["repost 0", "repost 1", "ReturnCredits { count: 2 }"]
+        );
     }
 
     #[test]
     fn waits_after_finish_and_after_close_are_bounded() {
         let now = t0();
-        let mut c = ReceiverCore::new(2, None, now);
+        let mut c = receiver(2, None, now);
         c.on_control(Message::Finish { count: 1 }).unwrap();
-        let RecvStep::Wait { until: Some(until) } = c.next(now).unwrap() else {
-            panic!("expected a bounded wait");
-        };
-        assert_eq!(until, now + FINISH_PROGRESS);
-        let e = c.next(until).unwrap_err();
+        assert_eq!(c.next().unwrap(), RecvStep::Wait);
+        assert_eq!(c.poll_timeout(), Some(now + FINISH_PROGRESS));
+        c.handle_timeout(now + FINISH_PROGRESS / 2).unwrap();
+        let e = c.handle_timeout(now + FINISH_PROGRESS).unwrap_err();
         assert!(
             e.to_string().contains("1 of 1 message(s) still missing"),
             "{e}"
         );
 
-        let mut c = ReceiverCore::new(2, None, now);
+        let mut c = receiver(2, None, now);
         c.on_data_closed(now);
-        assert_eq!(
-            c.next(now).unwrap(),
-            RecvStep::Wait {
-                until: Some(now + FINISH_GRACE)
-            }
-        );
-        let e = c.next(now + FINISH_GRACE).unwrap_err();
+        assert_eq!(c.next().unwrap(), RecvStep::Wait);
+        assert_eq!(c.poll_timeout(), Some(now + FINISH_GRACE));
+        let e = c.handle_timeout(now + FINISH_GRACE).unwrap_err();
         assert!(matches!(e, Error::PeerLost { messages: 0, .. }), "{e}");
     }
 
     #[test]
     fn messages_that_arrived_before_a_loss_are_delivered_then_the_loss_is_reported() {
         let now = t0();
-        let mut c = ReceiverCore::new(2, None, now);
-        c.on_arrival(0, 3, now).unwrap();
-        c.on_arrival(1, 4, now).unwrap();
+        let mut c = receiver(2, None, now);
+        land(&mut c, 0, 3, now).unwrap();
+        land(&mut c, 1, 4, now).unwrap();
         c.on_control_closed("reset").unwrap();
-        assert_eq!(c.next(now).unwrap(), RecvStep::Deliver { slot: 0, len: 3 });
-        c.release().unwrap();
+        assert_eq!(deliver(&mut c), (0, 3));
+        assert_eq!(deliver(&mut c), (1, 4));
         assert_eq!(
-            c.credit_due(),
-            None,
+            actions(&mut c),
+            ["repost 0"],
             "nothing is announced to a lost sender"
         );
-        assert_eq!(c.next(now).unwrap(), RecvStep::Deliver { slot: 1, len: 4 });
-        c.release().unwrap();
-        let e = c.next(now).unwrap_err();
+        let e = c.next().unwrap_err();
         assert!(matches!(e, Error::PeerLost { messages: 2, .. }), "{e}");
     }
 
     #[test]
     fn control_close_before_finish_is_peer_loss_after_finish_it_is_fine() {
         let now = t0();
-        let mut c = ReceiverCore::new(2, None, now);
+        let mut c = receiver(2, None, now);
         let e = c.on_control_closed("closed").unwrap_err();
         assert!(matches!(e, Error::PeerLost { messages: 0, .. }), "{e}");
-        let mut c = ReceiverCore::new(2, None, now);
+        let mut c = receiver(2, None, now);
         c.on_control(Message::Finish { count: 0 }).unwrap();
         c.on_control_closed("closed").unwrap();
-        assert_eq!(c.next(now).unwrap(), RecvStep::End);
+        assert_eq!(c.next().unwrap(), RecvStep::End);
     }
 
     #[test]
     fn idle_timeout_ends_a_silent_session() {
         let now = t0();
         let idle = Duration::from_secs(3);
-        let mut c = ReceiverCore::new(2, Some(idle), now);
-        assert_eq!(
-            c.next(now).unwrap(),
-            RecvStep::Wait {
-                until: Some(now + idle)
-            }
-        );
-        let e = c.next(now + idle).unwrap_err();
+        let mut c = receiver(2, Some(idle), now);
+        assert_eq!(c.next().unwrap(), RecvStep::Wait);
+        assert_eq!(c.poll_timeout(), Some(now + idle));
+        let e = c.handle_timeout(now + idle).unwrap_err();
         assert!(matches!(e, Error::IdleTimeout { .. }), "{e}");
+    }
+
+    #[test]
+    fn failures_reject_the_sender_unless_it_ended_the_session_itself() {
+        let now = t0();
+        let mut c = receiver(2, None, now);
+        c.on_error(&Error::Interrupted);
+        assert!(c.is_open());
+        c.on_error(&Error::Protocol(ProtocolViolation::PastFinish { count: 1 }));
+        let got = actions(&mut c);
+        assert!(got[0].starts_with("Reject(\"protocol violation"), "{got:?}");
+        assert_eq!(got[1], "CloseDataPath");
+        let mut c = receiver(2, None, now);
+        c.on_error(&Error::PeerLost {
+            reason: "gone".into(),
+            messages: 0,
+        });
+        assert_eq!(actions(&mut c), ["CloseDataPath"]);
     }
 }

@@ -1,27 +1,40 @@
 //! The sender's state machine.
 //!
-//! Events in: a control message ([`SenderCore::on_control`]), an in-band credit, a send
-//! completion, the control path closed, the application's send and finish. Actions out: which
-//! staging slot the next message goes to (with its sequence number), whether the sender must
-//! wait and until when, when Finish may be sent, and when the session is over.
+//! Events in: a control message ([`SenderCore::on_control`]), what the data path reported (a
+//! send completed, an in-band credit: [`SenderCore::on_send_event`]), the control path
+//! closed, a deadline passed ([`SenderCore::handle_timeout`]), the application's send, finish
+//! and abort. Out: which staging slot the next message goes to (with its sequence number), the
+//! next deadline ([`SenderCore::poll_timeout`], pure), what `finish` waits for
+//! ([`SenderCore::finish_step`], pure), and actions for the driver to carry out
+//! ([`SenderCore::poll_action`]: send Finish, reject with a reason, close the data path).
 //!
 //! Rules kept here:
 //! - at most `credits` messages unreleased by the receiver, and one message per free staging
-//!   slot; a credit that goes backwards or past what was sent is a protocol violation;
+//!   slot (the slots are tokens: a slot is free exactly when the core holds its token); a
+//!   credit that goes backwards or past what was sent is a protocol violation;
 //! - the only control messages a sender accepts are Credit and Reject;
-//! - Finish{count} goes out only after every send completed; then the sender waits at most
-//!   [`FINISH_LINGER`] for the receiver to close the control connection;
-//! - with an idle timeout, no credit for that long while waiting for one ends the session.
+//! - Finish{count} goes out only after every send completed (within [`FINISH_LINGER`]); then
+//!   the sender waits at most [`FINISH_LINGER`] for the receiver to close the control
+//!   connection;
+//! - with an idle timeout, no credit for that long while waiting for one ends the session;
+//! - after a failure: the failure policy of [`super::on_failure`] (reject the peer for our own
+//!   failures and its violations, only close after its Reject or loss).
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{deadline_after, ProtocolViolation, FINISH_LINGER};
+use super::{deadline_after, on_failure, AfterFailure, ProtocolViolation, FINISH_LINGER};
 use crate::proto::{CreditError, Message, SendWindow};
+use crate::transport::{CreditRoute, SendEvent, StagingSlot};
 use crate::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Open,
+    /// `finish` was called: waiting for every send to complete, until the deadline.
+    Draining {
+        until: Instant,
+    },
     /// Finish was sent; waiting for the receiver to close, until the deadline.
     Lingering {
         until: Instant,
@@ -30,58 +43,67 @@ enum Phase {
     Failed,
 }
 
-/// What the sender's finish should do next.
+/// What the sender's finish waits for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FinishStep {
-    /// Sends are still in flight: wait for completions (at most until the deadline).
-    Drain {
-        /// Give up at this time.
-        until: Instant,
-    },
-    /// Every send completed: send Finish with this count.
+    /// Sends are still in flight: wait for completions.
+    Drain,
+    /// Finish is out: wait for the receiver to close the control connection.
+    Linger,
+    /// The session is over.
+    Done,
+}
+
+/// What the driver must do for the sender.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SenderAction {
+    /// Send Finish{count} on the control channel, then call [`SenderCore::on_finish_sent`].
     SendFinish {
         /// Messages sent in this session.
         count: u64,
     },
-    /// Finish is out: wait for the receiver to close the control connection.
-    Linger {
-        /// Stop waiting at this time.
-        until: Instant,
-    },
-    /// The session is over.
-    Done,
+    /// Tell the receiver why the session ends (a Reject on the control channel).
+    Reject(String),
+    /// Tear the data path down.
+    CloseDataPath,
 }
 
 /// The sender's half of a session, without I/O.
 #[derive(Debug)]
 pub(crate) struct SenderCore {
     window: SendWindow,
-    free_staging: Vec<usize>,
+    free_staging: Vec<StagingSlot>,
     staging_slots: usize,
+    credit_route: CreditRoute,
     control_closed: bool,
     last_credit: Instant,
     idle_timeout: Option<Duration>,
-    drain_until: Option<Instant>,
     phase: Phase,
+    actions: VecDeque<SenderAction>,
 }
 
 impl SenderCore {
-    /// A sender with `credits` credits (the receiver's slots) and `staging_slots` local slots.
+    /// A sender with `credits` credits (the receiver's slots) and its staging slots.
     pub(crate) fn new(
         credits: u32,
-        staging_slots: usize,
+        staging: Vec<StagingSlot>,
+        credit_route: CreditRoute,
         idle_timeout: Option<Duration>,
         now: Instant,
     ) -> Self {
+        let mut free_staging = staging;
+        // Taken from the back: slot 0 first.
+        free_staging.reverse();
         Self {
             window: SendWindow::new(credits),
-            free_staging: (0..staging_slots).rev().collect(),
-            staging_slots,
+            staging_slots: free_staging.len(),
+            free_staging,
+            credit_route,
             control_closed: false,
             last_credit: now,
             idle_timeout,
-            drain_until: None,
             phase: Phase::Open,
+            actions: VecDeque::new(),
         }
     }
 
@@ -105,11 +127,41 @@ impl SenderCore {
         self.phase == Phase::Open
     }
 
-    /// Marks the session failed; later calls see it closed.
-    pub(crate) fn fail(&mut self) {
-        if self.phase == Phase::Open {
-            self.phase = Phase::Failed;
+    /// The next thing the driver must do, if any.
+    pub(crate) fn poll_action(&mut self) -> Option<SenderAction> {
+        self.actions.pop_front()
+    }
+
+    /// Whether actions are waiting for the driver.
+    pub(crate) fn has_actions(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
+    /// An error ended the operation: applies the failure policy (see [`on_failure`]).
+    pub(crate) fn on_error(&mut self, e: &Error) {
+        match on_failure(e, "sender") {
+            AfterFailure::KeepOpen => {}
+            AfterFailure::Close => self.end(None),
+            AfterFailure::Reject(reason) => self.end(Some(reason)),
         }
+    }
+
+    /// The application aborts: the receiver is told why.
+    pub(crate) fn abort(&mut self, reason: &str) {
+        self.end(Some(reason.to_owned()));
+    }
+
+    fn end(&mut self, reject: Option<String>) {
+        if matches!(self.phase, Phase::Failed | Phase::Done) {
+            return;
+        }
+        // Only a session still running tells the peer; one that finished just closes.
+        let running = matches!(self.phase, Phase::Open | Phase::Draining { .. });
+        self.phase = Phase::Failed;
+        if let (Some(reason), true) = (reject, running) {
+            self.actions.push_back(SenderAction::Reject(reason));
+        }
+        self.actions.push_back(SenderAction::CloseDataPath);
     }
 
     /// A control message from the receiver.
@@ -124,9 +176,23 @@ impl SenderCore {
         }
     }
 
-    /// One in-band credit (one more released message).
-    pub(crate) fn on_inband_credit(&mut self, now: Instant) -> Result<(), Error> {
-        self.on_released(self.window.released() + 1, now)
+    /// What the data path reported: a send completed (its staging slot is free again) or,
+    /// with in-band credits, one more message released.
+    pub(crate) fn on_send_event(&mut self, event: SendEvent, now: Instant) -> Result<(), Error> {
+        match event {
+            SendEvent::Sent(slot) => {
+                self.free_staging.push(slot);
+                self.queue_finish_when_drained();
+                Ok(())
+            }
+            SendEvent::Credit if self.credit_route == CreditRoute::InBand => {
+                self.on_released(self.window.released() + 1, now)
+            }
+            SendEvent::Credit => Err(Error::Internal(
+                "an in-band credit on a data path whose credits travel on the control channel"
+                    .to_owned(),
+            )),
+        }
     }
 
     fn on_released(&mut self, released: u64, now: Instant) -> Result<(), Error> {
@@ -149,17 +215,6 @@ impl SenderCore {
         Ok(())
     }
 
-    /// The send from staging slot `slot` completed.
-    pub(crate) fn on_send_complete(&mut self, slot: usize) -> Result<(), Error> {
-        if slot >= self.staging_slots || self.free_staging.contains(&slot) {
-            return Err(Error::Internal(format!(
-                "send completion for staging slot {slot}, which is not in flight"
-            )));
-        }
-        self.free_staging.push(slot);
-        Ok(())
-    }
-
     /// The control connection reached end of file or was reset: the end of a lingering
     /// finish, otherwise the receiver is gone.
     pub(crate) fn on_control_closed(&mut self, reason: &str) -> Result<(), Error> {
@@ -177,8 +232,8 @@ impl SenderCore {
     }
 
     /// Takes a credit and a staging slot for the next message: `(sequence, slot)`, or `None`
-    /// when the sender must wait (see [`SenderCore::wait_deadline`]).
-    pub(crate) fn try_take(&mut self) -> Result<Option<(u64, usize)>, Error> {
+    /// when the sender must wait (until [`SenderCore::poll_timeout`] at most).
+    pub(crate) fn try_take(&mut self) -> Result<Option<(u64, StagingSlot)>, Error> {
         if self.phase != Phase::Open {
             return Err(Error::Closed);
         }
@@ -190,84 +245,122 @@ impl SenderCore {
         };
         match self.window.try_take() {
             Some(seq) => Ok(Some((seq, slot))),
-            None => Err(Error::Internal(
-                "credit window closed after saying it was open".to_owned(),
-            )),
+            None => {
+                self.free_staging.push(slot);
+                Err(Error::Internal(
+                    "credit window closed after saying it was open".to_owned(),
+                ))
+            }
         }
     }
 
-    /// Returns what [`SenderCore::try_take`] gave (`seq`, `slot`) for a message that was never
-    /// posted (the application's fill panicked): the credit is open again, the staging slot
-    /// free, and the count a later Finish announces does not include it.
-    pub(crate) fn give_back(&mut self, seq: u64, slot: usize) -> Result<(), Error> {
-        if slot >= self.staging_slots
-            || self.free_staging.contains(&slot)
-            || !self.window.untake(seq)
-        {
+    /// Returns what [`SenderCore::try_take`] gave for a message that was never posted (the
+    /// application's fill panicked): the credit is open again, the staging slot free, and the
+    /// count a later Finish announces does not include it.
+    pub(crate) fn give_back(&mut self, seq: u64, slot: StagingSlot) -> Result<(), Error> {
+        if !self.window.untake(seq) {
             return Err(Error::Internal(format!(
-                "give_back of message {seq} in slot {slot}, which was not the last taken"
+                "give_back of message {seq}, which was not the last taken"
             )));
         }
         self.free_staging.push(slot);
         Ok(())
     }
 
-    /// Whether the sender is blocked for want of credit (the control channel must be read).
-    pub(crate) fn out_of_credit(&self) -> bool {
+    /// Whether the control channel must be read for the sender to go on: out of credit, with
+    /// credits travelling on it (in band, it is read only when a wait says it is readable).
+    pub(crate) fn needs_control_for_credit(&self) -> bool {
+        self.credit_route == CreditRoute::ControlChannel && self.window.available() == 0
+    }
+
+    fn out_of_credit(&self) -> bool {
         self.window.available() == 0
     }
 
-    /// While blocked in `send`: the deadline after which the idle timeout ends the session.
-    pub(crate) fn wait_deadline(&self, now: Instant) -> Result<Option<Instant>, Error> {
-        let Some(idle) = self.idle_timeout else {
-            return Ok(None);
-        };
-        let give_up = deadline_after(self.last_credit, idle);
-        if self.out_of_credit() && now >= give_up {
-            return Err(Error::IdleTimeout {
-                seconds: idle.as_secs_f64(),
-                messages: self.window.released(),
-            });
+    /// The next deadline: the idle timeout while out of credit, the end of the drain or of the
+    /// linger. Pure: [`SenderCore::handle_timeout`] applies it.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Open => self
+                .idle_timeout
+                .filter(|_| self.out_of_credit())
+                .map(|idle| deadline_after(self.last_credit, idle)),
+            Phase::Draining { until } => Some(until),
+            Phase::Lingering { until } => Some(until),
+            Phase::Done | Phase::Failed => None,
         }
-        Ok(Some(give_up.max(now)))
     }
 
-    /// What `finish` should do next, at time `now`.
-    pub(crate) fn finish_step(&mut self, now: Instant) -> Result<FinishStep, Error> {
+    /// Applies whatever deadline passed by `now`.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Result<(), Error> {
+        let Some(deadline) = self.poll_timeout() else {
+            return Ok(());
+        };
+        if now < deadline {
+            return Ok(());
+        }
         match self.phase {
-            Phase::Open => {}
-            Phase::Lingering { until } => {
-                if now >= until {
-                    log::warn!(
-                        "the receiver did not acknowledge end of stream within {} s",
-                        FINISH_LINGER.as_secs()
-                    );
-                    self.phase = Phase::Done;
-                    return Ok(FinishStep::Done);
-                }
-                return Ok(FinishStep::Linger { until });
-            }
-            Phase::Done => return Ok(FinishStep::Done),
-            Phase::Failed => return Err(Error::Closed),
-        }
-        if self.free_staging.len() == self.staging_slots {
-            return Ok(FinishStep::SendFinish {
-                count: self.window.sent(),
-            });
-        }
-        let until = *self
-            .drain_until
-            .get_or_insert_with(|| deadline_after(now, FINISH_LINGER));
-        if now >= until {
-            return Err(Error::PeerLost {
+            Phase::Open => Err(Error::IdleTimeout {
+                seconds: self.idle_timeout.unwrap_or_default().as_secs_f64(),
+                messages: self.window.released(),
+            }),
+            Phase::Draining { .. } => Err(Error::PeerLost {
                 reason: format!(
                     "sends did not complete within {} s",
                     FINISH_LINGER.as_secs()
                 ),
                 messages: self.window.released(),
+            }),
+            Phase::Lingering { .. } => {
+                log::warn!(
+                    "the receiver did not acknowledge end of stream within {} s",
+                    FINISH_LINGER.as_secs()
+                );
+                self.phase = Phase::Done;
+                Ok(())
+            }
+            Phase::Done | Phase::Failed => Ok(()),
+        }
+    }
+
+    /// The application ends the stream at `now`: no more sends; Finish goes out once every
+    /// send completed (see [`SenderCore::finish_step`]).
+    pub(crate) fn begin_finish(&mut self, now: Instant) -> Result<(), Error> {
+        if self.phase != Phase::Open {
+            return Err(Error::Closed);
+        }
+        self.phase = Phase::Draining {
+            until: deadline_after(now, FINISH_LINGER),
+        };
+        self.queue_finish_when_drained();
+        Ok(())
+    }
+
+    fn queue_finish_when_drained(&mut self) {
+        if matches!(self.phase, Phase::Draining { .. })
+            && self.free_staging.len() == self.staging_slots
+            && !self
+                .actions
+                .iter()
+                .any(|a| matches!(a, SenderAction::SendFinish { .. }))
+        {
+            self.actions.push_back(SenderAction::SendFinish {
+                count: self.window.sent(),
             });
         }
-        Ok(FinishStep::Drain { until })
+    }
+
+    /// What `finish` waits for now (pure; run the actions first).
+    pub(crate) fn finish_step(&self) -> Result<FinishStep, Error> {
+        match self.phase {
+            Phase::Open => Err(Error::Internal(
+                "finish_step before begin_finish".to_owned(),
+            )),
+            Phase::Draining { .. } => Ok(FinishStep::Drain),
+            Phase::Lingering { .. } => Ok(FinishStep::Linger),
+            Phase::Done => Ok(FinishStep::Done),
+            Phase::Failed => Err(Error::Closed),
+        }
     }
 
     /// Finish was handed to the control channel at `now`.
@@ -286,24 +379,47 @@ impl SenderCore {
 mod tests {
     use super::*;
 
+    fn staging(n: usize) -> Vec<StagingSlot> {
+        (0..n).map(StagingSlot::for_test).collect()
+    }
+
+    fn sender(credits: u32, slots: usize, idle: Option<Duration>, now: Instant) -> SenderCore {
+        SenderCore::new(
+            credits,
+            staging(slots),
+            CreditRoute::ControlChannel,
+            idle,
+            now,
+        )
+    }
+
+    fn take(s: &mut SenderCore) -> Option<(u64, usize)> {
+        s.try_take().unwrap().map(|(seq, slot)| (seq, slot.index()))
+    }
+
+    fn sent(s: &mut SenderCore, index: usize, now: Instant) {
+        let event = SendEvent::Sent(StagingSlot::for_test(index));
+        s.on_send_event(event, now).unwrap();
+    }
+
     #[test]
     fn credit_and_staging_both_gate_sends() {
         let now = Instant::now();
-        let mut s = SenderCore::new(2, 2, None, now);
-        assert_eq!(s.try_take().unwrap(), Some((0, 0)));
-        assert_eq!(s.try_take().unwrap(), Some((1, 1)));
-        assert_eq!(s.try_take().unwrap(), None);
-        assert!(s.out_of_credit());
+        let mut s = sender(2, 2, None, now);
+        assert_eq!(take(&mut s), Some((0, 0)));
+        assert_eq!(take(&mut s), Some((1, 1)));
+        assert_eq!(take(&mut s), None);
+        assert!(s.needs_control_for_credit());
         s.on_control(Message::Credit { released: 1 }, now).unwrap();
-        assert_eq!(s.try_take().unwrap(), None, "no staging slot free yet");
-        s.on_send_complete(0).unwrap();
-        assert_eq!(s.try_take().unwrap(), Some((2, 0)));
+        assert_eq!(take(&mut s), None, "no staging slot free yet");
+        sent(&mut s, 0, now);
+        assert_eq!(take(&mut s), Some((2, 0)));
     }
 
     #[test]
     fn bad_credits_and_messages_are_violations() {
         let now = Instant::now();
-        let mut s = SenderCore::new(2, 2, None, now);
+        let mut s = sender(2, 2, None, now);
         s.try_take().unwrap();
         let e = s
             .on_control(Message::Credit { released: 2 }, now)
@@ -318,61 +434,79 @@ mod tests {
             let e = s.on_control(m, now).unwrap_err();
             assert!(e.to_string().contains("expected Credit or Reject"), "{e}");
         }
-        let e = s.on_send_complete(1).unwrap_err();
+    }
+
+    #[test]
+    fn an_inband_credit_counts_only_on_the_inband_route() {
+        let now = Instant::now();
+        let mut s = SenderCore::new(1, staging(1), CreditRoute::InBand, None, now);
+        s.try_take().unwrap();
+        assert!(
+            !s.needs_control_for_credit(),
+            "in band, credits come on the data path"
+        );
+        s.on_send_event(SendEvent::Credit, now).unwrap();
+        assert_eq!(s.released(), 1);
+        let mut s = sender(1, 1, None, now);
+        s.try_take().unwrap();
+        let e = s.on_send_event(SendEvent::Credit, now).unwrap_err();
         assert!(matches!(e, Error::Internal(_)), "{e}");
     }
 
     #[test]
-    fn finish_drains_then_lingers_boundedly() {
+    fn finish_drains_then_sends_finish_then_lingers_boundedly() {
         let now = Instant::now();
-        let mut s = SenderCore::new(2, 2, None, now);
-        s.try_take().unwrap();
-        assert_eq!(
-            s.finish_step(now).unwrap(),
-            FinishStep::Drain {
-                until: now + FINISH_LINGER
-            }
-        );
-        s.on_send_complete(0).unwrap();
-        assert_eq!(
-            s.finish_step(now).unwrap(),
-            FinishStep::SendFinish { count: 1 }
-        );
+        let mut s = sender(2, 2, None, now);
+        let (_, slot) = s.try_take().unwrap().unwrap();
+        s.begin_finish(now).unwrap();
+        assert_eq!(s.finish_step().unwrap(), FinishStep::Drain);
+        assert_eq!(s.poll_timeout(), Some(now + FINISH_LINGER));
+        assert_eq!(s.poll_action(), None, "a send is still in flight");
+        s.on_send_event(SendEvent::Sent(slot), now).unwrap();
+        assert_eq!(s.poll_action(), Some(SenderAction::SendFinish { count: 1 }));
         s.on_finish_sent(now);
-        assert!(matches!(
-            s.finish_step(now).unwrap(),
-            FinishStep::Linger { .. }
-        ));
-        assert_eq!(
-            s.finish_step(now + FINISH_LINGER).unwrap(),
-            FinishStep::Done
-        );
-        let mut s = SenderCore::new(2, 2, None, now);
+        assert_eq!(s.finish_step().unwrap(), FinishStep::Linger);
+        s.handle_timeout(now + FINISH_LINGER).unwrap();
+        assert_eq!(s.finish_step().unwrap(), FinishStep::Done);
+
+        let mut s = sender(2, 2, None, now);
+        s.begin_finish(now).unwrap();
+        assert_eq!(s.poll_action(), Some(SenderAction::SendFinish { count: 0 }));
         s.on_finish_sent(now);
         s.on_control_closed("closed").unwrap();
-        assert_eq!(s.finish_step(now).unwrap(), FinishStep::Done);
+        assert_eq!(s.finish_step().unwrap(), FinishStep::Done);
+    }
+
+    #[test]
+    fn sends_that_never_complete_end_the_finish_as_peer_loss() {
+        let now = Instant::now();
+        let mut s = sender(2, 2, None, now);
+        s.try_take().unwrap();
+        s.begin_finish(now).unwrap();
+        s.handle_timeout(now + FINISH_LINGER / 2).unwrap();
+        let e = s.handle_timeout(now + FINISH_LINGER).unwrap_err();
+        assert!(matches!(e, Error::PeerLost { .. }), "{e}");
     }
 
     #[test]
     fn a_message_given_back_is_not_counted_and_its_credit_and_slot_are_free_again() {
         let now = Instant::now();
-        let mut s = SenderCore::new(2, 2, None, now);
-        let (seq0, _) = s.try_take().unwrap().unwrap();
+        let mut s = sender(2, 2, None, now);
+        let (seq0, _slot0) = s.try_take().unwrap().unwrap();
         let (seq1, slot1) = s.try_take().unwrap().unwrap();
         assert_eq!((seq0, seq1), (0, 1));
-        assert_eq!(s.try_take().unwrap(), None, "both credits taken");
-        // Only the last one taken can come back, and only once.
-        assert!(s.give_back(seq0, slot1).is_err());
+        assert_eq!(take(&mut s), None, "both credits taken");
+        // Only the last one taken can come back.
+        assert!(s.give_back(seq0, StagingSlot::for_test(0)).is_err());
         s.give_back(seq1, slot1).unwrap();
-        assert!(s.give_back(seq1, slot1).is_err());
         assert_eq!(s.sent(), 1);
-        assert_eq!(s.try_take().unwrap(), Some((1, slot1)));
+        assert_eq!(take(&mut s), Some((1, 1)));
     }
 
     #[test]
     fn control_close_mid_stream_is_peer_loss() {
         let now = Instant::now();
-        let mut s = SenderCore::new(2, 2, None, now);
+        let mut s = sender(2, 2, None, now);
         let e = s.on_control_closed("reset").unwrap_err();
         assert!(matches!(e, Error::PeerLost { .. }), "{e}");
     }
@@ -381,10 +515,32 @@ mod tests {
     fn idle_timeout_applies_only_while_out_of_credit() {
         let now = Instant::now();
         let idle = Duration::from_secs(1);
-        let mut s = SenderCore::new(1, 1, Some(idle), now);
-        assert!(s.wait_deadline(now + idle).is_ok(), "credit available");
+        let mut s = sender(1, 1, Some(idle), now);
+        assert_eq!(s.poll_timeout(), None, "credit available");
+        s.handle_timeout(now + idle).unwrap();
         s.try_take().unwrap();
-        let e = s.wait_deadline(now + idle).unwrap_err();
+        assert_eq!(s.poll_timeout(), Some(now + idle));
+        let e = s.handle_timeout(now + idle).unwrap_err();
         assert!(matches!(e, Error::IdleTimeout { .. }), "{e}");
+    }
+
+    #[test]
+    fn failures_reject_the_peer_only_when_it_did_not_end_the_session_itself() {
+        let now = Instant::now();
+        let mut s = sender(1, 1, None, now);
+        s.on_error(&Error::Interrupted);
+        assert!(s.is_open(), "an interruption keeps the session");
+        assert_eq!(s.poll_action(), None);
+        s.on_error(&Error::Protocol(ProtocolViolation::DataBeforeReady));
+        assert!(
+            matches!(s.poll_action(), Some(SenderAction::Reject(r)) if r.starts_with("protocol violation"))
+        );
+        assert_eq!(s.poll_action(), Some(SenderAction::CloseDataPath));
+        let mut s = sender(1, 1, None, now);
+        s.on_error(&Error::Rejected("bye".into()));
+        assert_eq!(s.poll_action(), Some(SenderAction::CloseDataPath));
+        assert_eq!(s.poll_action(), None);
+        s.abort("again");
+        assert_eq!(s.poll_action(), None, "a closed session tells nobody twice");
     }
 }

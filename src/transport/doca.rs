@@ -42,7 +42,10 @@ use doca_sys as sys;
 use sys::{doca_data, doca_error, doca_error_t};
 
 use super::slots::{chosen_device, SlotMemory};
-use super::{Completion, SetupParams, Transport, WaitHandle};
+use super::{
+    wrong_role, Arrived, Completion, CreditRoute, DataPath, RecvPath, RecvSlot, SendEvent,
+    SendPath, SetupInterrupted, SetupParams, StagingSlot, WaitHandle,
+};
 use crate::proto::{Role, TransportKind};
 use crate::{Error, Result};
 
@@ -141,6 +144,8 @@ pub(crate) struct DocaTransport {
     /// `doca_pe_request_notification` was called since the last clear (selective mode).
     armed: bool,
     memory: SlotMemory,
+    /// Reused by every poll (no allocation on the data path).
+    scratch: Vec<Completion>,
     blob: Vec<u8>,
     started: bool,
     connected: bool,
@@ -186,6 +191,7 @@ impl DocaTransport {
             armed: false,
             // Sized once the device's message size cap is known.
             memory: SlotMemory::new(0, 0)?,
+            scratch: Vec::with_capacity(params.slots * 4),
             blob: Vec::new(),
             started: false,
             connected: false,
@@ -450,7 +456,7 @@ impl DocaTransport {
             )?;
             // Bufs do not depend on the context: one per slot, now.
             for slot in 0..slots {
-                let addr = self.memory.slot_mut(slot).as_mut_ptr().cast::<c_void>();
+                let addr = self.memory.slot_ptr(slot).cast::<c_void>();
                 let size = self.memory.size();
                 let mut buf = ptr::null_mut();
                 let rc = match self.role {
@@ -887,7 +893,7 @@ impl DocaTransport {
     }
 }
 
-impl Transport for DocaTransport {
+impl DataPath for DocaTransport {
     fn kind(&self) -> TransportKind {
         TransportKind::Doca
     }
@@ -896,7 +902,51 @@ impl Transport for DocaTransport {
         self.blob.clone()
     }
 
-    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<()> {
+    fn connect(
+        &mut self,
+        peer_blob: &[u8],
+        deadline: Instant,
+        _control: BorrowedFd<'_>,
+    ) -> std::result::Result<(), SetupInterrupted> {
+        self.connect_until(peer_blob, deadline)?;
+        Ok(())
+    }
+
+    fn path_mtu(&self) -> Option<u32> {
+        None
+    }
+
+    fn slot_size(&self) -> usize {
+        self.memory.size()
+    }
+
+    fn credit_route(&self) -> CreditRoute {
+        CreditRoute::InBand
+    }
+
+    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
+        if self.notify_fd < 0 || !self.connected {
+            return None;
+        }
+        // SAFETY: the descriptor belongs to the PE, which lives as long as `self`.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.notify_fd) };
+        Some(WaitHandle {
+            fd,
+            writable: false,
+        })
+    }
+
+    fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            self.teardown();
+        }
+    }
+}
+
+impl DocaTransport {
+    /// Connects to the peer's exported blob, progressing until RUNNING or the deadline.
+    fn connect_until(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<()> {
         if self.connected {
             return Err(misuse("connect called twice".to_owned()));
         }
@@ -939,70 +989,11 @@ impl Transport for DocaTransport {
         self.arm()?;
         Ok(())
     }
+}
 
-    fn slot_count(&self) -> usize {
-        self.bufs.len()
-    }
-
-    fn slot_size(&self) -> usize {
-        self.memory.size()
-    }
-
-    fn post_recv(&mut self, slot: usize) -> Result<()> {
-        let (Some(&task), Some(&buf)) = (self.recv_tasks.get(slot), self.bufs.get(slot)) else {
-            return Err(misuse(format!("receive slot {slot} does not exist")));
-        };
-        if task.is_null() || self.inbox().in_flight[slot] {
-            return Err(misuse(format!("receive slot {slot} is already posted")));
-        }
-        check(
-            "doca_buf_reset_data_len",
-            // SAFETY: the buf is ours and idle; receives append, so empty it first.
-            unsafe { sys::doca_buf_reset_data_len(buf) },
-            None,
-        )?;
-        // SAFETY: conversion of a live task.
-        let task = unsafe { sys::doca_rdma_task_receive_as_task(task) };
-        self.submit("doca_task_submit(receive)", task, slot)
-    }
-
-    fn recv_buf(&self, slot: usize, len: usize) -> &[u8] {
-        self.memory.slot(slot, len)
-    }
-
-    fn send_buf(&mut self, slot: usize) -> &mut [u8] {
-        self.memory.slot_mut(slot)
-    }
-
-    fn post_send(&mut self, slot: usize, len: usize) -> Result<()> {
-        let (Some(&task), Some(&buf)) = (self.send_tasks.get(slot), self.bufs.get(slot)) else {
-            return Err(misuse(format!("send slot {slot} does not exist")));
-        };
-        if task.is_null() || len > self.memory.size() || self.inbox().in_flight[slot] {
-            return Err(misuse(format!(
-                "send slot {slot} is busy or {len} bytes do not fit"
-            )));
-        }
-        if len == 0 {
-            // SAFETY: a NULL source is DOCA's zero-length message.
-            unsafe { sys::doca_rdma_task_send_set_src_buf(task, ptr::null()) };
-        } else {
-            let data = self.send_buf(slot).as_mut_ptr().cast::<c_void>();
-            check(
-                "doca_buf_set_data",
-                // SAFETY: the window lies inside the buf's range (the slot); the buf is idle.
-                unsafe { sys::doca_buf_set_data(buf, data, len) },
-                None,
-            )?;
-            // SAFETY: the buf belongs to this task's mmap and stays alive until teardown.
-            unsafe { sys::doca_rdma_task_send_set_src_buf(task, buf) };
-        }
-        // SAFETY: conversion of a live task.
-        let task = unsafe { sys::doca_rdma_task_send_as_task(task) };
-        self.submit("doca_task_submit(send)", task, slot)
-    }
-
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+impl DocaTransport {
+    /// Collects the completions the callbacks recorded, leaving the notification armed.
+    fn poll_completions(&mut self, out: &mut Vec<Completion>) -> Result<()> {
         if self.closed {
             return Err(Error::TransportClosed { transport: NAME });
         }
@@ -1028,10 +1019,7 @@ impl Transport for DocaTransport {
         Ok(())
     }
 
-    fn inband_credits(&self) -> bool {
-        true
-    }
-
+    /// Receiver: returns one credit (a zero-length send on a free credit task).
     fn post_credit(&mut self) -> Result<()> {
         let slots = self.memory.count();
         let deadline = Instant::now() + STOP_TIMEOUT;
@@ -1053,24 +1041,105 @@ impl Transport for DocaTransport {
         let task = unsafe { sys::doca_rdma_task_send_as_task(task) };
         self.submit("doca_task_submit(credit)", task, index)
     }
+}
 
-    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
-        if self.notify_fd < 0 || !self.connected {
-            return None;
-        }
-        // SAFETY: the descriptor belongs to the PE, which lives as long as `self`.
-        let fd = unsafe { BorrowedFd::borrow_raw(self.notify_fd) };
-        Some(WaitHandle {
-            fd,
-            writable: false,
-        })
+impl SendPath for DocaTransport {
+    fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
+        self.memory.staging(slot)
     }
 
-    fn close(&mut self) {
-        if !self.closed {
-            self.closed = true;
-            self.teardown();
+    fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
+        let index = slot.index();
+        let (Some(&task), Some(&buf)) = (self.send_tasks.get(index), self.bufs.get(index)) else {
+            return Err(misuse(format!("send slot {index} does not exist")));
+        };
+        if task.is_null() || len > self.memory.size() || self.inbox().in_flight[index] {
+            return Err(misuse(format!(
+                "send slot {index} is busy or {len} bytes do not fit"
+            )));
         }
+        if len == 0 {
+            // SAFETY: a NULL source is DOCA's zero-length message.
+            unsafe { sys::doca_rdma_task_send_set_src_buf(task, ptr::null()) };
+        } else {
+            let data = self.memory.slot_ptr(index).cast::<c_void>();
+            check(
+                "doca_buf_set_data",
+                // SAFETY: the window lies inside the buf's range (the slot); the buf is idle.
+                unsafe { sys::doca_buf_set_data(buf, data, len) },
+                None,
+            )?;
+            // SAFETY: the buf belongs to this task's mmap and stays alive until teardown.
+            unsafe { sys::doca_rdma_task_send_set_src_buf(task, buf) };
+        }
+        // SAFETY: conversion of a live task.
+        let task = unsafe { sys::doca_rdma_task_send_as_task(task) };
+        // The token is gone: the completion callback mints it again from the task's index.
+        self.submit("doca_task_submit(send)", task, index)
+    }
+
+    fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
+        let mut completions = std::mem::take(&mut self.scratch);
+        let mut result = self.poll_completions(&mut completions);
+        for c in completions.drain(..) {
+            match c {
+                Completion::Send(slot) => out.push(SendEvent::Sent(slot)),
+                Completion::Credit => out.push(SendEvent::Credit),
+                Completion::Recv(_) => {
+                    result = result.and(Err(wrong_role(NAME, "a data receive completion")));
+                }
+            }
+        }
+        self.scratch = completions;
+        result
+    }
+}
+
+impl RecvPath for DocaTransport {
+    fn post_recv(&mut self, slot: RecvSlot) -> Result<()> {
+        let index = slot.index();
+        let (Some(&task), Some(&buf)) = (self.recv_tasks.get(index), self.bufs.get(index)) else {
+            return Err(misuse(format!("receive slot {index} does not exist")));
+        };
+        if task.is_null() || self.inbox().in_flight[index] {
+            return Err(misuse(format!("receive slot {index} is already posted")));
+        }
+        check(
+            "doca_buf_reset_data_len",
+            // SAFETY: the buf is ours and idle; receives append, so empty it first.
+            unsafe { sys::doca_buf_reset_data_len(buf) },
+            None,
+        )?;
+        // SAFETY: conversion of a live task.
+        let task = unsafe { sys::doca_rdma_task_receive_as_task(task) };
+        // The token is gone: the completion callback mints it again from the task's index.
+        self.submit("doca_task_submit(receive)", task, index)
+    }
+
+    fn message<'a>(&'a self, msg: &'a Arrived) -> &'a [u8] {
+        self.memory.message(msg)
+    }
+
+    fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
+        let mut completions = std::mem::take(&mut self.scratch);
+        let mut result = self.poll_completions(&mut completions);
+        for c in completions.drain(..) {
+            match c {
+                Completion::Recv(msg) => out.push(msg),
+                Completion::Send(_) | Completion::Credit => {
+                    result = result.and(Err(wrong_role(NAME, "a send or credit completion")));
+                }
+            }
+        }
+        self.scratch = completions;
+        result
+    }
+
+    fn return_credits(&mut self, count: usize) -> Result<()> {
+        for _ in 0..count {
+            self.post_credit()?;
+        }
+        Ok(())
     }
 }
 
@@ -1104,7 +1173,7 @@ unsafe extern "C" fn send_done(
 ) {
     if let Some(inbox) = inbox_of(ctx_ud) {
         let slot = slot_of(ud);
-        let done = (slot < inbox.slots).then_some(Completion::Send { slot });
+        let done = (slot < inbox.slots).then(|| Completion::Send(StagingSlot::mint(slot)));
         inbox.record(slot, done, None);
     }
 }
@@ -1135,7 +1204,7 @@ unsafe extern "C" fn recv_done(
     if let Some(inbox) = inbox_of(ctx_ud) {
         let slot = slot_of(ud);
         let done = if slot < inbox.slots {
-            Completion::Recv { slot, len }
+            Completion::Recv(Arrived::new(RecvSlot::mint(slot), len))
         } else {
             Completion::Credit
         };

@@ -1,12 +1,15 @@
-//! The data path behind one small trait.
+//! The data path behind small role-specific traits.
 //!
-//! A transport owns registered memory: `slot_count` slots of `slot_size` bytes, used as
-//! receive slots by a receiver and as send staging slots by a sender. It moves one message per
-//! `post_send` into the next posted receive slot on the other side, in order, and reports
-//! completions through `poll`. Flow control, end of stream and peer loss live above it (see
-//! [`crate::sink`], [`crate::src`]); a transport only has to keep the RDMA rules:
-//! receives are consumed in the order they were posted, a message larger than the posted slot
-//! or arriving with no slot posted is an error, and zero-length messages are ordinary.
+//! A transport owns registered memory: `slots` slots of `slot_size` bytes, used as receive
+//! slots by a receiver ([`RecvPath`]) and as send staging slots by a sender ([`SendPath`]).
+//! Slots are move-only tokens ([`StagingSlot`], [`RecvSlot`], [`Arrived`]): a completion yields
+//! one, posting consumes it, reading and filling borrow it, so no code can touch a slot the NIC
+//! owns. A transport moves one message per `post_send` into the next posted receive slot on the
+//! other side, in order, and reports completions through its role's poll. Flow control, end of
+//! stream and peer loss live above it (the session core, driven by [`crate::RdmaSink`] and
+//! [`crate::RdmaSrc`]); a transport only has to keep the RDMA rules: receives are consumed in
+//! the order they were posted, a message larger than the posted slot or arriving with no slot
+//! posted is an error, and zero-length messages are ordinary.
 
 use std::net::Ipv4Addr;
 use std::os::fd::BorrowedFd;
@@ -58,23 +61,127 @@ pub(crate) struct SetupParams {
     pub device: Option<DeviceChoice>,
 }
 
-/// One finished work request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A send staging slot held by the sender (not posted): filled through
+/// [`SendPath::staging`], consumed by [`SendPath::post_send`], given back by the send's
+/// completion. Move-only, minted only by the transport module: whoever holds one is the only
+/// one who may touch that slot's memory, and a posted slot has no token until it completes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct StagingSlot {
+    index: usize,
+}
+
+/// A receive slot that is not posted: consumed by [`RecvPath::post_recv`], back as an
+/// [`Arrived`] message when something landed in it. Move-only, minted only by the transport
+/// module.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct RecvSlot {
+    index: usize,
+}
+
+/// A message that landed in a receive slot: read through [`RecvPath::message`], turned back
+/// into its [`RecvSlot`] (to be posted again) once the application is done with it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Arrived {
+    slot: RecvSlot,
+    len: usize,
+}
+
+impl StagingSlot {
+    /// Only a transport (or the slot list made with it) says which slots exist.
+    pub(in crate::transport) fn mint(index: usize) -> Self {
+        Self { index }
+    }
+
+    /// The slot's index.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// A token for the core's tests (no transport there).
+    #[cfg(test)]
+    pub(crate) fn for_test(index: usize) -> Self {
+        Self { index }
+    }
+}
+
+impl RecvSlot {
+    /// Only a transport (or the slot list made with it) says which slots exist.
+    pub(in crate::transport) fn mint(index: usize) -> Self {
+        Self { index }
+    }
+
+    /// The slot's index.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// A token for the core's tests (no transport there).
+    #[cfg(test)]
+    pub(crate) fn for_test(index: usize) -> Self {
+        Self { index }
+    }
+}
+
+impl Arrived {
+    /// `len` bytes landed in `slot` (a transport's completion).
+    pub(in crate::transport) fn new(slot: RecvSlot, len: usize) -> Self {
+        Self { slot, len }
+    }
+
+    /// The slot the message is in.
+    pub(crate) fn slot_index(&self) -> usize {
+        self.slot.index
+    }
+
+    /// The message's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The application is done with the message: the slot, to be posted again.
+    pub(crate) fn into_slot(self) -> RecvSlot {
+        self.slot
+    }
+
+    /// A message for the core's tests (no transport there).
+    #[cfg(test)]
+    pub(crate) fn for_test(index: usize, len: usize) -> Self {
+        Self {
+            slot: RecvSlot { index },
+            len,
+        }
+    }
+}
+
+/// One finished work request, as the concrete transports report it internally. Each role's
+/// trait hands its driver only the kinds its role can see ([`SendEvent`], [`Arrived`]).
+#[derive(Debug)]
 pub(crate) enum Completion {
-    /// A message landed in receive slot `slot` with `len` bytes.
-    Recv {
-        /// The slot index.
-        slot: usize,
-        /// The message length.
-        len: usize,
-    },
-    /// The send from staging slot `slot` completed; the slot may be reused.
-    Send {
-        /// The slot index.
-        slot: usize,
-    },
+    /// A message landed in a receive slot.
+    Recv(Arrived),
+    /// The send from this staging slot completed; the slot may be reused.
+    Send(StagingSlot),
     /// Sender side, in-band credits only: the receiver released one more message.
     Credit,
+}
+
+/// What a sender's data path reports.
+#[derive(Debug)]
+pub(crate) enum SendEvent {
+    /// The send from this staging slot completed; the slot may be filled again.
+    Sent(StagingSlot),
+    /// In-band credits only: the receiver released one more message.
+    Credit,
+}
+
+/// Where the receiver's released credits travel to the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CreditRoute {
+    /// `Credit{released}` messages on the control channel (tcp).
+    ControlChannel,
+    /// A zero-length message on the data path per released slot, reported to the sender as
+    /// [`SendEvent::Credit`] (RDMA: a credit then costs one RDMA round trip, not a TCP one).
+    InBand,
 }
 
 /// What to wait on when `poll` found nothing.
@@ -86,54 +193,73 @@ pub(crate) struct WaitHandle<'a> {
     pub writable: bool,
 }
 
-/// A connected (or connecting) data path. Implementations: TCP here; DOCA and verbs plug in
-/// behind the same methods.
-pub(crate) trait Transport: Send + std::fmt::Debug {
+/// What both roles' data paths do: set-up, waiting, teardown. Implementations: tcp here;
+/// verbs and DOCA behind the same methods. The role-specific halves are [`SendPath`] and
+/// [`RecvPath`]; one concrete transport implements both, and a session holds it as one of them.
+pub(crate) trait DataPath: Send + std::fmt::Debug {
     /// Which transport this is.
     fn kind(&self) -> TransportKind;
 
     /// Connection data for the peer, carried in our hello (bounded by `MAX_BLOB_LEN`).
     fn local_blob(&self) -> Vec<u8>;
 
-    /// Connects to the peer described by its blob, finishing before `deadline`.
-    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<()>;
-
-    /// Like [`Transport::connect`], and gives up at once when `watch` (the control
-    /// connection) becomes readable, since that means the peer vanished or spoke out of turn
-    /// during the setup. Transports whose connect waits for the peer override it; the default
-    /// just connects.
-    fn connect_watching(
+    /// Connects to the peer described by its blob, finishing before `deadline`, and gives up
+    /// at once with [`SetupInterrupted`] when `control` (the control connection) becomes
+    /// readable: then the peer vanished or spoke out of turn, and the session's driver reads
+    /// the control connection to say which. A transport whose connect does not wait for the
+    /// peer ignores `control`.
+    fn connect(
         &mut self,
         peer_blob: &[u8],
         deadline: Instant,
-        watch: BorrowedFd<'_>,
-    ) -> Result<()> {
-        let _ = watch;
-        self.connect(peer_blob, deadline)
-    }
+        control: BorrowedFd<'_>,
+    ) -> std::result::Result<(), SetupInterrupted>;
 
     /// The data path's MTU in bytes after `connect`, when the transport has one.
-    fn path_mtu(&self) -> Option<u32> {
-        None
-    }
-
-    /// Number of registered slots.
-    fn slot_count(&self) -> usize;
+    fn path_mtu(&self) -> Option<u32>;
 
     /// Bytes per slot.
     fn slot_size(&self) -> usize;
 
-    /// Posts receive slot `slot` (the receiver posts every slot before Ready).
-    fn post_recv(&mut self, slot: usize) -> Result<()>;
+    /// Where credits travel on this data path.
+    fn credit_route(&self) -> CreditRoute;
 
-    /// The first `len` bytes of receive slot `slot`.
-    fn recv_buf(&self, slot: usize, len: usize) -> &[u8];
+    /// The descriptor to sleep on after an empty poll (`None` before connect).
+    fn wait_handle(&self) -> Option<WaitHandle<'_>>;
 
-    /// Send staging slot `slot`, to be filled before `post_send`.
-    fn send_buf(&mut self, slot: usize) -> &mut [u8];
+    /// A wait reported the [`DataPath::wait_handle`] descriptor ready. A transport may skip,
+    /// in its poll, checks that can only find something after such a wake-up (the tcp
+    /// sender's look for a closed data connection), and must make the next poll do them.
+    fn on_wakeup(&mut self) {}
 
-    /// Sends the first `len` bytes of staging slot `slot` as one message.
-    fn post_send(&mut self, slot: usize, len: usize) -> Result<()>;
+    /// Tears the data path down; safe to call more than once and after errors.
+    fn close(&mut self);
+}
+
+/// Why [`DataPath::connect`] did not finish.
+#[derive(Debug)]
+pub(crate) enum SetupInterrupted {
+    /// The control connection became readable during the set-up.
+    ControlReadable,
+    /// The set-up itself failed.
+    Failed(crate::Error),
+}
+
+impl From<crate::Error> for SetupInterrupted {
+    fn from(e: crate::Error) -> Self {
+        SetupInterrupted::Failed(e)
+    }
+}
+
+/// The sending half of a data path.
+pub(crate) trait SendPath: DataPath {
+    /// The staging slot's memory, to be filled before [`SendPath::post_send`].
+    fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8];
+
+    /// Sends the first `len` bytes of the staging slot as one message. The slot comes back in
+    /// a [`SendEvent::Sent`] once the send completed (also when it failed: then `poll` reports
+    /// the failure).
+    fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()>;
 
     /// Makes sure every send posted so far will report its completion through `poll`. A
     /// transport that signals only some sends posts a signaled request behind the last one
@@ -143,63 +269,101 @@ pub(crate) trait Transport: Send + std::fmt::Debug {
         Ok(())
     }
 
-    /// Makes progress without blocking and appends completions to `out`. It always leaves its
-    /// notification armed, so that [`Transport::wait_handle`] becomes ready as soon as more
-    /// progress is possible: the caller may sleep after any poll, also one that returned
-    /// completions that were not the ones it waits for (no lost wake-ups).
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()>;
+    /// Makes progress without blocking and appends what happened to `out`. It always leaves
+    /// its notification armed, so that the wait handle becomes ready as soon as more progress
+    /// is possible: the caller may sleep after any poll (no lost wake-ups).
+    fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()>;
+}
 
-    /// The descriptor to sleep on after an empty `poll` (`None` before connect).
-    fn wait_handle(&self) -> Option<WaitHandle<'_>>;
+/// The receiving half of a data path.
+pub(crate) trait RecvPath: DataPath {
+    /// Posts a receive slot (the receiver posts every slot before Ready).
+    fn post_recv(&mut self, slot: RecvSlot) -> Result<()>;
 
-    /// A wait reported the [`Transport::wait_handle`] descriptor ready. A transport may skip,
-    /// in `poll`, checks that can only find something after such a wake-up (the tcp sender's
-    /// look for a closed data connection), and must make the next `poll` do them.
-    fn on_wakeup(&mut self) {}
+    /// The bytes of a message that arrived.
+    fn message<'a>(&'a self, msg: &'a Arrived) -> &'a [u8];
 
-    /// Tears the data path down; safe to call more than once and after errors.
-    fn close(&mut self);
+    /// Makes progress without blocking and appends arrived messages to `out`, in arrival
+    /// order. Leaves its notification armed, as [`SendPath::poll_sends`] does.
+    fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()>;
 
-    /// Whether credits travel on this transport's own data path (a zero-length message from
-    /// receiver to sender per released slot, reported to the sender as [`Completion::Credit`])
-    /// instead of `Credit` messages on the control channel. RDMA transports do this: a credit
-    /// then costs one RDMA round trip instead of a TCP one.
-    fn inband_credits(&self) -> bool {
-        false
+    /// [`CreditRoute::InBand`] only: returns `count` credits to the sender on the data path
+    /// (together, one doorbell, where the transport can). The core asks for it only on that
+    /// route.
+    fn return_credits(&mut self, count: usize) -> Result<()>;
+}
+
+/// A data path of one role, as the session set-up creates and prepares it.
+pub(crate) trait RolePath: DataPath {
+    /// The role this path plays.
+    const ROLE: Role;
+    /// The slots the role starts with.
+    type Slot: Send + std::fmt::Debug;
+
+    /// Builds the transport of the given kind (only those compiled in), with every slot.
+    fn create(kind: TransportKind, params: &SetupParams) -> Result<(Box<Self>, Vec<Self::Slot>)>;
+
+    /// Right before Ready: a receiver posts every slot (`slots` ends empty), a sender keeps
+    /// them for its core.
+    fn before_ready(&mut self, slots: &mut Vec<Self::Slot>) -> Result<()>;
+}
+
+impl RolePath for dyn SendPath {
+    const ROLE: Role = Role::Sender;
+    type Slot = StagingSlot;
+
+    fn create(kind: TransportKind, params: &SetupParams) -> Result<(Box<Self>, Vec<StagingSlot>)> {
+        let path: Box<dyn SendPath> = match kind {
+            TransportKind::Tcp => Box::new(tcp::TcpTransport::new(params)?),
+            #[cfg(doca_transport)]
+            TransportKind::Doca => Box::new(doca::DocaTransport::new(params)?),
+            #[cfg(feature = "verbs")]
+            TransportKind::Verbs => Box::new(verbs::VerbsTransport::new(params)?),
+            #[allow(unreachable_patterns)]
+            other => return Err(not_compiled_in(other)),
+        };
+        Ok((path, (0..params.slots).map(StagingSlot::mint).collect()))
     }
 
-    /// Receiver side, in-band credits only: return `count` credits to the sender. The default
-    /// posts them one by one; a transport that can post them together (one doorbell) does.
-    fn post_credits(&mut self, count: usize) -> Result<()> {
-        for _ in 0..count {
-            self.post_credit()?;
-        }
+    fn before_ready(&mut self, _slots: &mut Vec<StagingSlot>) -> Result<()> {
         Ok(())
-    }
-
-    /// Receiver side, in-band credits only: return one credit to the sender.
-    fn post_credit(&mut self) -> Result<()> {
-        Err(crate::Error::TransportProtocol {
-            transport: "?",
-            detail: "this transport has no in-band credits".to_owned(),
-        })
     }
 }
 
-/// Builds the transport of the given kind (only those compiled in).
-pub(crate) fn create(kind: TransportKind, params: &SetupParams) -> Result<Box<dyn Transport>> {
-    match kind {
-        TransportKind::Tcp => Ok(Box::new(tcp::TcpTransport::new(params)?)),
-        #[cfg(doca_transport)]
-        TransportKind::Doca => Ok(Box::new(doca::DocaTransport::new(params)?)),
-        #[cfg(feature = "verbs")]
-        TransportKind::Verbs => Ok(Box::new(verbs::VerbsTransport::new(params)?)),
-        #[allow(unreachable_patterns)]
-        other => Err(crate::Error::unavailable(
-            other.name(),
-            "not compiled into this build".to_owned(),
-        )),
+impl RolePath for dyn RecvPath {
+    const ROLE: Role = Role::Receiver;
+    type Slot = RecvSlot;
+
+    fn create(kind: TransportKind, params: &SetupParams) -> Result<(Box<Self>, Vec<RecvSlot>)> {
+        let path: Box<dyn RecvPath> = match kind {
+            TransportKind::Tcp => Box::new(tcp::TcpTransport::new(params)?),
+            #[cfg(doca_transport)]
+            TransportKind::Doca => Box::new(doca::DocaTransport::new(params)?),
+            #[cfg(feature = "verbs")]
+            TransportKind::Verbs => Box::new(verbs::VerbsTransport::new(params)?),
+            #[allow(unreachable_patterns)]
+            other => return Err(not_compiled_in(other)),
+        };
+        Ok((path, (0..params.slots).map(RecvSlot::mint).collect()))
     }
+
+    fn before_ready(&mut self, slots: &mut Vec<RecvSlot>) -> Result<()> {
+        for slot in slots.drain(..) {
+            self.post_recv(slot)?;
+        }
+        Ok(())
+    }
+}
+
+fn not_compiled_in(kind: TransportKind) -> crate::Error {
+    crate::Error::unavailable(kind.name(), "not compiled into this build".to_owned())
+}
+
+/// A completion of the wrong role inside a transport: a bug of the transport, never the peer's.
+pub(crate) fn wrong_role(transport: &'static str, what: &str) -> crate::Error {
+    crate::Error::Internal(format!(
+        "{transport}: {what} on a data path of the other role"
+    ))
 }
 
 /// The transports compiled into this build, in the order `auto` prefers them.

@@ -1,17 +1,30 @@
 //! Memory shared by the RDMA transports: one buffer of equal slots, registered once.
 
+use std::ptr::NonNull;
+
 use crate::roce::DeviceChoice;
 use crate::{Error, Result};
 
-use super::SetupParams;
+#[cfg(test)]
+use super::RecvSlot;
+use super::{Arrived, SetupParams, StagingSlot};
 
-/// `count` slots of `size` bytes in one contiguous, never reallocated buffer.
+/// `count` slots of `size` bytes in one contiguous, never reallocated buffer, held through a
+/// raw base pointer: every access slices one slot from it, so no reference ever covers a slot
+/// the NIC owns (a posted receive, a staging slot being sent). Which slot may be touched is
+/// said by the slot tokens ([`Arrived`], [`StagingSlot`]): only their holder reads or fills.
 #[derive(Debug)]
 pub(crate) struct SlotMemory {
-    bytes: Vec<u8>,
+    base: NonNull<u8>,
+    /// Bytes allocated (at least one, so the buffer always has an address).
+    total: usize,
     count: usize,
     size: usize,
 }
+
+// SAFETY: the buffer is owned by this value (like the Vec it came from); the NIC's writes are
+// ordered by completions, which the owner observes through `&mut self` of its transport.
+unsafe impl Send for SlotMemory {}
 
 /// Checks that `count` slots of `size` bytes can be had before anything is allocated, so that
 /// a large `--credits` x `--max-msg-size` ends in an error that names both, never in an
@@ -63,18 +76,25 @@ fn mem_available() -> Option<u64> {
 }
 
 impl SlotMemory {
-    /// Allocates the slots for registration (zeroed; at least one byte, so the buffer always has
-    /// an address), after [`check_slot_memory`].
+    /// Allocates the slots for registration (zeroed), after [`check_slot_memory`].
     pub(crate) fn new(count: usize, size: usize) -> Result<Self> {
-        let total = check_slot_memory(count, size, true)?;
+        let total = check_slot_memory(count, size, true)?.max(1);
         let mut bytes = Vec::new();
-        bytes.try_reserve_exact(total.max(1)).map_err(|_| {
+        bytes.try_reserve_exact(total).map_err(|_| {
             Error::InvalidConfig(format!(
                 "cannot allocate {count} slots of {size} bytes: lower --credits or --max-msg-size"
             ))
         })?;
-        bytes.resize(total.max(1), 0);
-        Ok(Self { bytes, count, size })
+        bytes.resize(total, 0);
+        let raw: *mut [u8] = Box::into_raw(bytes.into_boxed_slice());
+        let base = NonNull::new(raw.cast::<u8>())
+            .ok_or_else(|| Error::Internal("the slot buffer has no address".to_owned()))?;
+        Ok(Self {
+            base,
+            total,
+            count,
+            size,
+        })
     }
 
     /// Number of slots.
@@ -87,31 +107,59 @@ impl SlotMemory {
         self.size
     }
 
-    /// The first `len` bytes of slot `i` (clamped to the slot).
-    pub(crate) fn slot(&self, i: usize, len: usize) -> &[u8] {
-        let start = i * self.size;
-        &self.bytes[start..start + len.min(self.size)]
+    /// The bytes of a message that arrived (clamped to its slot).
+    pub(crate) fn message<'a>(&'a self, msg: &'a Arrived) -> &'a [u8] {
+        let len = msg.len().min(self.size);
+        let start = self.offset(msg.slot_index());
+        // SAFETY: the range lies inside the allocation (`offset` checks the index); the slot
+        // holds a completed receive the token's holder owns, which the NIC no longer writes,
+        // and the borrow of the token keeps it from being posted while the slice lives.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(start), len) }
     }
 
-    /// All of slot `i`, writable.
-    pub(crate) fn slot_mut(&mut self, i: usize) -> &mut [u8] {
-        let start = i * self.size;
-        &mut self.bytes[start..start + self.size]
+    /// A staging slot's memory, writable.
+    pub(crate) fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
+        let start = self.offset(slot.index());
+        // SAFETY: the range lies inside the allocation; a staging slot's token is held only
+        // while the slot is not posted, and the mutable borrow of it makes this the only
+        // reference to those bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(start), self.size) }
     }
 
     /// The address of slot `i`, for work requests.
     pub(crate) fn addr(&self, i: usize) -> u64 {
-        self.bytes.as_ptr() as u64 + (i * self.size) as u64
+        self.slot_ptr(i) as u64
+    }
+
+    /// A pointer to slot `i`, for DOCA buffers (no reference is made).
+    pub(crate) fn slot_ptr(&self, i: usize) -> *mut u8 {
+        // `wrapping_add` keeps this safe code: the offset is inside the allocation anyway.
+        self.base.as_ptr().wrapping_add(self.offset(i))
+    }
+
+    /// Where slot `i` starts; an index past the slots is a bug of the caller (tokens are only
+    /// minted for slots that exist), so it panics rather than reach outside the buffer.
+    fn offset(&self, i: usize) -> usize {
+        assert!(i < self.count, "slot {i} of {}", self.count);
+        i * self.size
     }
 
     /// The whole buffer, for memory registration.
     pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.bytes.as_mut_ptr()
+        self.base.as_ptr()
     }
 
     /// The whole buffer's length, for memory registration.
     pub(crate) fn len(&self) -> usize {
-        self.bytes.len()
+        self.total
+    }
+}
+
+impl Drop for SlotMemory {
+    fn drop(&mut self) {
+        let raw = std::ptr::slice_from_raw_parts_mut(self.base.as_ptr(), self.total);
+        // SAFETY: `base` and `total` are the boxed slice made in `new`, freed only here once.
+        drop(unsafe { Box::from_raw(raw) });
     }
 }
 
@@ -124,4 +172,35 @@ pub(crate) fn chosen_device<'a>(
         .device
         .as_ref()
         .ok_or_else(|| Error::unavailable(transport, "no RDMA device was chosen for this address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_token_reaches_only_its_own_slot() {
+        let mut memory = SlotMemory::new(3, 4).expect("memory");
+        for i in 0..3 {
+            let mut slot = StagingSlot::mint(i);
+            memory.staging(&mut slot).fill(i as u8 + 1);
+        }
+        for i in 0..3 {
+            let msg = Arrived::new(RecvSlot::mint(i), 9);
+            assert_eq!(
+                memory.message(&msg),
+                &[i as u8 + 1; 4],
+                "clamped to the slot"
+            );
+        }
+        assert_eq!(memory.addr(1) - memory.addr(0), 4);
+        assert_eq!(memory.len(), 12);
+    }
+
+    #[test]
+    fn empty_memory_still_has_an_address() {
+        let memory = SlotMemory::new(0, 0).expect("memory");
+        assert_eq!(memory.len(), 1);
+        assert_eq!(memory.count(), 0);
+    }
 }

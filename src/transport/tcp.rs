@@ -22,7 +22,10 @@ use std::os::fd::{AsFd, BorrowedFd};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::time::{Duration, Instant};
 
-use super::{BootstrapSide, Completion, SetupParams, Transport, WaitHandle};
+use super::{
+    Arrived, BootstrapSide, CreditRoute, DataPath, RecvPath, RecvSlot, SendEvent, SendPath,
+    SetupInterrupted, SetupParams, StagingSlot, WaitHandle,
+};
 use crate::net::bootstrap::tune_stream;
 use crate::net::wait::remaining;
 use crate::proto::{Role, TransportKind};
@@ -40,7 +43,7 @@ const DIRECT_READ_MIN: usize = 16 * 1024;
 /// A send that the kernel has not fully taken yet.
 #[derive(Debug)]
 struct PendingSend {
-    slot: usize,
+    slot: StagingSlot,
     len: usize,
     header: [u8; HEADER_LEN],
     written: usize,
@@ -49,12 +52,13 @@ struct PendingSend {
 /// The message being assembled on the receive side.
 #[derive(Debug)]
 struct Incoming {
+    /// The slot's index (its token is the front of `posted`).
     slot: usize,
     len: usize,
     got: usize,
 }
 
-/// The TCP implementation of [`Transport`].
+/// The TCP implementation of [`SendPath`] and [`RecvPath`].
 #[derive(Debug)]
 pub(crate) struct TcpTransport {
     role: Role,
@@ -62,10 +66,13 @@ pub(crate) struct TcpTransport {
     peer_ip: Ipv4Addr,
     token: [u8; TOKEN_LEN],
     listener: Option<TcpListener>,
+    /// Server side, during set-up: data connections that have not shown the token yet (kept
+    /// across a `connect` that stopped because the control connection spoke).
+    pending: Vec<PendingData>,
     stream: Option<TcpStream>,
     slots: Vec<Vec<u8>>,
     slot_size: usize,
-    posted: VecDeque<usize>,
+    posted: VecDeque<RecvSlot>,
     rx: Vec<u8>,
     rx_start: usize,
     rx_end: usize,
@@ -73,7 +80,7 @@ pub(crate) struct TcpTransport {
     peer_closed: bool,
     sends: VecDeque<PendingSend>,
     /// Sends the kernel took inside `post_send`, reported by the next `poll`.
-    early: Vec<Completion>,
+    early: Vec<SendEvent>,
     /// Sender: the data socket may have become readable (the receiver closed it or wrote on
     /// it) since the last look; set at start and by [`Transport::on_wakeup`].
     check_readable: bool,
@@ -98,6 +105,7 @@ impl TcpTransport {
             peer_ip: params.peer_ip,
             token: random_token(),
             listener,
+            pending: Vec::new(),
             stream: None,
             slots: {
                 super::slots::check_slot_memory(params.slots, params.slot_size, false)?;
@@ -132,21 +140,22 @@ impl TcpTransport {
 
     /// Accepts the client's data connection: every connection on the data port is read
     /// without blocking until one presents the session token, so a slow or silent one cannot
-    /// delay the real one; all of it within the handshake's one `deadline`, and given up at once
-    /// when `watch` (the control connection) becomes readable.
+    /// delay the real one; all of it within the handshake's one `deadline`, and stopped at once
+    /// when `watch` (the control connection) becomes readable. Stopped, it can be called
+    /// again: the listener and the connections waiting for their token stay.
     fn accept_data_connection(
         &mut self,
         deadline: Instant,
-        mut watch: Option<BorrowedFd<'_>>,
-    ) -> Result<TcpStream> {
+        watch: BorrowedFd<'_>,
+    ) -> std::result::Result<TcpStream, SetupInterrupted> {
         let listener = self
             .listener
-            .take()
+            .as_ref()
             .ok_or_else(|| Error::TransportProtocol {
                 transport: NAME,
                 detail: "no data listener".to_owned(),
             })?;
-        let mut pending: Vec<PendingData> = Vec::new();
+        let pending = &mut self.pending;
         loop {
             loop {
                 match listener.accept() {
@@ -155,9 +164,9 @@ impl TcpTransport {
                             log::warn!("tcp transport: dropped a data connection from {from}: {MAX_PENDING_DATA} are already waiting for their token");
                             continue;
                         }
-                        stream
-                            .set_nonblocking(true)
-                            .map_err(io_err("set non-blocking"))?;
+                        if let Err(e) = stream.set_nonblocking(true) {
+                            return Err(io_err("set non-blocking")(e).into());
+                        }
                         pending.push(PendingData {
                             stream,
                             from,
@@ -172,7 +181,8 @@ impl TcpTransport {
                             transport: NAME,
                             what: "accept data connection",
                             source,
-                        })
+                        }
+                        .into())
                     }
                 }
             }
@@ -182,6 +192,8 @@ impl TcpTransport {
                     TokenRead::Incomplete => i += 1,
                     TokenRead::Complete if pending[i].token == self.token => {
                         let p = pending.swap_remove(i);
+                        pending.clear();
+                        self.listener = None;
                         return Ok(p.stream);
                     }
                     TokenRead::Complete | TokenRead::Failed => {
@@ -201,13 +213,12 @@ impl TcpTransport {
                         io::ErrorKind::TimedOut,
                         "the peer did not connect its data path before the handshake deadline",
                     ),
-                });
+                }
+                .into());
             };
             let mut fds = Vec::with_capacity(2 + pending.len());
             fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
-            if let Some(w) = watch {
-                fds.push(PollFd::new(w, PollFlags::POLLIN));
-            }
+            fds.push(PollFd::new(watch, PollFlags::POLLIN));
             fds.extend(
                 pending
                     .iter()
@@ -216,17 +227,10 @@ impl TcpTransport {
             let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
             match poll(&mut fds, PollTimeout::from(ms)) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(io_err("poll")(e.into())),
+                Err(e) => return Err(io_err("poll")(e.into()).into()),
             }
-            let watch_ready = watch.is_some() && fds[1].revents().is_some_and(|r| !r.is_empty());
-            drop(fds);
-            if let Some(w) = watch.filter(|_| watch_ready) {
-                match control_spoke(w) {
-                    // Our peer is the receiver: its Ready may overtake its token. The session
-                    // reads it next; the deadline still bounds the wait for the token.
-                    Error::TransportProtocol { .. } if self.role == Role::Sender => watch = None,
-                    e => return Err(e),
-                }
+            if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+                return Err(SetupInterrupted::ControlReadable);
             }
         }
     }
@@ -262,12 +266,17 @@ impl TcpTransport {
         &mut self,
         peer_blob: &[u8],
         deadline: Instant,
-        watch: Option<BorrowedFd<'_>>,
-    ) -> Result<()> {
+        watch: BorrowedFd<'_>,
+    ) -> std::result::Result<(), SetupInterrupted> {
         let stream = match self.side {
             BootstrapSide::Server => self.accept_data_connection(deadline, watch)?,
             BootstrapSide::Client => self.connect_data_connection(peer_blob, deadline)?,
         };
+        self.use_data_connection(stream)?;
+        Ok(())
+    }
+
+    fn use_data_connection(&mut self, stream: TcpStream) -> Result<()> {
         tune_stream(&stream)?;
         // Nagle stays on for the data connection (tune_stream turns it off for control). The
         // connection is one-way, so a small message waits only while an earlier small segment
@@ -298,7 +307,7 @@ impl TcpTransport {
     /// Moves bytes from the socket into posted slots; stops at WouldBlock, EOF, or a short
     /// read (the socket had nothing more: the caller waits for readability before the next
     /// read, so an empty poll costs no system call of its own).
-    fn receive(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+    fn receive(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
         let mut drained = false;
         loop {
             self.consume_buffered(out)?;
@@ -363,7 +372,7 @@ impl TcpTransport {
     }
 
     /// Parses buffered bytes into completions.
-    fn consume_buffered(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+    fn consume_buffered(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
         loop {
             let avail = self.rx_end - self.rx_start;
             let Some(cur) = self.incoming.as_mut() else {
@@ -378,7 +387,7 @@ impl TcpTransport {
                 h.copy_from_slice(&self.rx[self.rx_start..self.rx_start + HEADER_LEN]);
                 self.rx_start += HEADER_LEN;
                 let len = u32::from_le_bytes(h) as usize;
-                let Some(&slot) = self.posted.front() else {
+                let Some(slot) = self.posted.front().map(RecvSlot::index) else {
                     return Err(protocol(format!(
                         "a {len}-byte message arrived with no receive posted (receiver not ready)"
                     )));
@@ -400,21 +409,21 @@ impl TcpTransport {
             if cur.got < cur.len {
                 return Ok(());
             }
-            out.push(Completion::Recv {
-                slot: cur.slot,
-                len: cur.len,
-            });
-            self.posted.pop_front();
+            let len = cur.len;
             self.incoming = None;
+            let slot = self.posted.pop_front().ok_or_else(|| {
+                Error::Internal("tcp: a message completed in no posted slot".to_owned())
+            })?;
+            out.push(Arrived::new(slot, len));
         }
     }
 
     /// Writes queued sends until the kernel pushes back.
-    fn flush(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+    fn flush(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
         while let Some(front) = self.sends.front_mut() {
             let total = HEADER_LEN + front.len;
             while front.written < total {
-                let payload = &self.slots[front.slot][..front.len];
+                let payload = &self.slots[front.slot.index()][..front.len];
                 let bufs: [IoSlice<'_>; 2] = if front.written < HEADER_LEN {
                     [
                         IoSlice::new(&front.header[front.written..]),
@@ -437,8 +446,9 @@ impl TcpTransport {
                     Err(e) => return Err(data_io("send", e)),
                 }
             }
-            out.push(Completion::Send { slot: front.slot });
-            self.sends.pop_front();
+            if let Some(done) = self.sends.pop_front() {
+                out.push(SendEvent::Sent(done.slot));
+            }
         }
         Ok(())
     }
@@ -464,7 +474,7 @@ impl TcpTransport {
     }
 }
 
-impl Transport for TcpTransport {
+impl DataPath for TcpTransport {
     fn kind(&self) -> TransportKind {
         TransportKind::Tcp
     }
@@ -481,49 +491,61 @@ impl Transport for TcpTransport {
         }
     }
 
-    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<()> {
-        self.connect_inner(peer_blob, deadline, None)
-    }
-
-    fn connect_watching(
+    fn connect(
         &mut self,
         peer_blob: &[u8],
         deadline: Instant,
-        watch: BorrowedFd<'_>,
-    ) -> Result<()> {
-        self.connect_inner(peer_blob, deadline, Some(watch))
+        control: BorrowedFd<'_>,
+    ) -> std::result::Result<(), SetupInterrupted> {
+        self.connect_inner(peer_blob, deadline, control)
     }
 
-    fn slot_count(&self) -> usize {
-        self.slots.len()
+    fn path_mtu(&self) -> Option<u32> {
+        None
     }
 
     fn slot_size(&self) -> usize {
         self.slot_size
     }
 
-    fn post_recv(&mut self, slot: usize) -> Result<()> {
-        if slot >= self.slots.len() || self.posted.contains(&slot) {
-            return Err(protocol(format!(
-                "receive slot {slot} posted twice or out of range"
-            )));
+    fn credit_route(&self) -> CreditRoute {
+        CreditRoute::ControlChannel
+    }
+
+    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
+        if self.peer_closed {
+            // At end of file the socket is readable for ever: nothing to wait for.
+            return None;
         }
-        self.posted.push_back(slot);
-        Ok(())
+        self.stream.as_ref().map(|s| WaitHandle {
+            fd: s.as_fd(),
+            writable: !self.sends.is_empty(),
+        })
     }
 
-    fn recv_buf(&self, slot: usize, len: usize) -> &[u8] {
-        &self.slots[slot][..len.min(self.slot_size)]
+    fn on_wakeup(&mut self) {
+        self.check_readable = true;
     }
 
-    fn send_buf(&mut self, slot: usize) -> &mut [u8] {
-        &mut self.slots[slot]
+    fn close(&mut self) {
+        self.stream = None;
+        self.listener = None;
+        self.pending.clear();
+        self.posted.clear();
+        self.sends.clear();
+    }
+}
+
+impl SendPath for TcpTransport {
+    fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
+        &mut self.slots[slot.index()]
     }
 
-    fn post_send(&mut self, slot: usize, len: usize) -> Result<()> {
-        if slot >= self.slots.len() || len > self.slot_size {
+    fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
+        if len > self.slot_size {
             return Err(protocol(format!(
-                "send of {len} bytes from slot {slot} out of range"
+                "send of {len} bytes from a {}-byte slot",
+                self.slot_size
             )));
         }
         let header = u32::try_from(len)
@@ -546,21 +568,41 @@ impl Transport for TcpTransport {
         flushed
     }
 
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+    fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
+        if self.role != Role::Sender {
+            return Err(super::wrong_role(NAME, "poll_sends"));
+        }
         let before = out.len();
         out.append(&mut self.early);
-        match self.role {
-            Role::Receiver => self.receive(out)?,
-            Role::Sender => {
-                self.flush(out)?;
-                // The receiver never writes here, so the socket turns readable only at its
-                // close: look only after a wait said so (a write fails on a reset anyway),
-                // not once per poll.
-                if std::mem::take(&mut self.check_readable) {
-                    self.check_sender_socket()?;
-                }
-            }
+        self.flush(out)?;
+        // The receiver never writes here, so the socket turns readable only at its close: look
+        // only after a wait said so (a write fails on a reset anyway), not once per poll.
+        if std::mem::take(&mut self.check_readable) {
+            self.check_sender_socket()?;
         }
+        if self.peer_closed && out.len() == before {
+            return Err(Error::TransportClosed { transport: NAME });
+        }
+        Ok(())
+    }
+}
+
+impl RecvPath for TcpTransport {
+    fn post_recv(&mut self, slot: RecvSlot) -> Result<()> {
+        self.posted.push_back(slot);
+        Ok(())
+    }
+
+    fn message<'a>(&'a self, msg: &'a Arrived) -> &'a [u8] {
+        &self.slots[msg.slot_index()][..msg.len().min(self.slot_size)]
+    }
+
+    fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
+        if self.role != Role::Receiver {
+            return Err(super::wrong_role(NAME, "poll_arrivals"));
+        }
+        let before = out.len();
+        self.receive(out)?;
         // Deliver what arrived before the close first; report the close on an empty poll.
         if self.peer_closed && out.len() == before {
             return Err(Error::TransportClosed { transport: NAME });
@@ -568,26 +610,8 @@ impl Transport for TcpTransport {
         Ok(())
     }
 
-    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
-        if self.peer_closed {
-            // At end of file the socket is readable for ever: nothing to wait for.
-            return None;
-        }
-        self.stream.as_ref().map(|s| WaitHandle {
-            fd: s.as_fd(),
-            writable: !self.sends.is_empty(),
-        })
-    }
-
-    fn on_wakeup(&mut self) {
-        self.check_readable = true;
-    }
-
-    fn close(&mut self) {
-        self.stream = None;
-        self.listener = None;
-        self.posted.clear();
-        self.sends.clear();
+    fn return_credits(&mut self, _count: usize) -> Result<()> {
+        Err(super::wrong_role(NAME, "an in-band credit"))
     }
 }
 
@@ -626,32 +650,6 @@ impl PendingData {
                 Err(_) => return TokenRead::Failed,
             }
         }
-    }
-}
-
-/// The control connection became readable during the data path setup: the peer closed it
-/// (lost) or sent something out of turn (its words are read by the session).
-fn control_spoke(control: BorrowedFd<'_>) -> Error {
-    let sock = socket2::SockRef::from(&control);
-    let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-    match sock.peek(&mut probe) {
-        Ok(0) => Error::PeerLost {
-            reason: "the control connection closed".to_owned(),
-            messages: 0,
-        },
-        Ok(_) => Error::TransportProtocol {
-            transport: NAME,
-            detail: "the peer spoke on the control connection during the data path setup"
-                .to_owned(),
-        },
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Error::TransportProtocol {
-            transport: NAME,
-            detail: "the control connection signalled during the data path setup".to_owned(),
-        },
-        Err(e) => Error::PeerLost {
-            reason: format!("the control connection failed ({e})"),
-            messages: 0,
-        },
     }
 }
 
@@ -716,7 +714,7 @@ mod tests {
         reader.set_nonblocking(true).expect("non-blocking");
         t.stream = Some(reader);
         for slot in 0..slots {
-            t.post_recv(slot).expect("post");
+            t.post_recv(RecvSlot::mint(slot)).expect("post");
         }
         (t, writer)
     }
@@ -765,19 +763,18 @@ mod tests {
             let mut result = Ok(());
             for _ in 0..10_000 {
                 out.clear();
-                match t.poll(&mut out) {
+                match t.poll_arrivals(&mut out) {
                     Ok(()) => {}
                     Err(e) => {
                         result = Err(e);
                         break;
                     }
                 }
-                for c in &out {
-                    if let Completion::Recv { slot, len } = *c {
-                        got.push(t.recv_buf(slot, len).to_vec());
-                    }
+                let arrived = out.len();
+                for m in out.drain(..) {
+                    got.push(t.message(&m).to_vec());
                 }
-                if out.is_empty() {
+                if arrived == 0 {
                     std::thread::sleep(Duration::from_micros(200));
                 }
             }

@@ -41,7 +41,10 @@ use verbs_sys::{
 
 use super::signaling::SendSignaling;
 use super::slots::{chosen_device, SlotMemory};
-use super::{Completion, SetupParams, Transport, WaitHandle};
+use super::{
+    wrong_role, Arrived, Completion, CreditRoute, DataPath, RecvPath, RecvSlot, SendEvent,
+    SendPath, SetupInterrupted, SetupParams, StagingSlot, WaitHandle,
+};
 use crate::proto::{Role, TransportKind};
 use crate::{Error, Result};
 
@@ -137,6 +140,8 @@ pub(crate) struct VerbsTransport {
     credit_seq: u64,
     /// Completions taken off the CQ while waiting for a send-queue entry, for the next `poll`.
     pending: Vec<Completion>,
+    /// Reused by every poll (no allocation on the data path).
+    scratch: Vec<Completion>,
     port: u8,
     gid_index: u8,
     local: Endpoint,
@@ -287,6 +292,7 @@ impl VerbsTransport {
             ),
             credit_seq: 0,
             pending: Vec::new(),
+            scratch: Vec::with_capacity(params.slots * 2 + 16),
             port,
             gid_index,
             local,
@@ -314,7 +320,7 @@ impl VerbsTransport {
                 .map_err(|e| verb("ibv_poll_cq", e, None))?;
             for wc in &wcs[..n] {
                 if wc.wr_id & CREDIT_TAG != 0 {
-                    self.credit_completion(wc.wr_id, wc.status, out)?;
+                    self.credit_completion(wc, out)?;
                     continue;
                 }
                 let is_send = wc.wr_id & SEND_TAG != 0;
@@ -322,21 +328,26 @@ impl VerbsTransport {
                     return Err(completion_error(is_send, wc.status));
                 }
                 if !is_send {
-                    out.push(Completion::Recv {
-                        slot: wc.wr_id as usize,
-                        len: wc.byte_len as usize,
-                    });
+                    check_receive_opcode(wc)?;
+                    let slot = usize::try_from(wc.wr_id)
+                        .ok()
+                        .filter(|&i| i < self.memory.count())
+                        .ok_or_else(|| out_of_range(wc.wr_id))?;
+                    out.push(Completion::Recv(Arrived::new(
+                        RecvSlot::mint(slot),
+                        wc.byte_len as usize,
+                    )));
                 } else if wc.wr_id & FLUSH_TAG != 0 {
                     self.flush_posted = false;
                     self.data_sends.on_flush_completion(|id| {
-                        out.push(Completion::Send {
-                            slot: (id & !SEND_TAG) as usize,
-                        })
+                        out.push(Completion::Send(StagingSlot::mint(
+                            (id & !SEND_TAG) as usize,
+                        )))
                     });
                 } else if !self.data_sends.on_signaled_completion(wc.wr_id, |id| {
-                    out.push(Completion::Send {
-                        slot: (id & !SEND_TAG) as usize,
-                    })
+                    out.push(Completion::Send(StagingSlot::mint(
+                        (id & !SEND_TAG) as usize,
+                    )))
                 }) {
                     return Err(Error::Internal(format!(
                         "verbs: completion for send {:#x}, which is not outstanding",
@@ -404,12 +415,8 @@ impl VerbsTransport {
     /// re-posted. On the receiver a signaled credit send frees its queue entry and those of the
     /// unsignaled ones before it: if it fails, the sender is gone or closing, which the control
     /// channel reports with the right words.
-    fn credit_completion(
-        &mut self,
-        wr_id: u64,
-        status: u32,
-        out: &mut Vec<Completion>,
-    ) -> Result<()> {
+    fn credit_completion(&mut self, wc: &ibv_wc, out: &mut Vec<Completion>) -> Result<()> {
+        let (wr_id, status) = (wc.wr_id, wc.status);
         if wr_id & SEND_TAG != 0 {
             // A failed send completes even unsignaled; either way it ends its run.
             self.credit_sends.on_signaled_completion(wr_id, |_| {});
@@ -421,12 +428,13 @@ impl VerbsTransport {
         if status != ffi::IBV_WC_SUCCESS {
             return Err(completion_error(false, status));
         }
+        check_receive_opcode(wc)?;
         out.push(Completion::Credit);
         self.post_credit_recv()
     }
 }
 
-impl Transport for VerbsTransport {
+impl DataPath for VerbsTransport {
     fn kind(&self) -> TransportKind {
         TransportKind::Verbs
     }
@@ -435,11 +443,64 @@ impl Transport for VerbsTransport {
         self.local.encode()
     }
 
+    fn connect(
+        &mut self,
+        peer_blob: &[u8],
+        _deadline: Instant,
+        _control: BorrowedFd<'_>,
+    ) -> std::result::Result<(), SetupInterrupted> {
+        // Nothing here waits for the peer: the QP moves to RTR and RTS at once.
+        self.connect_now(peer_blob)?;
+        Ok(())
+    }
+
     fn path_mtu(&self) -> Option<u32> {
         self.path_mtu.map(mtu_bytes)
     }
 
-    fn connect(&mut self, peer_blob: &[u8], _deadline: Instant) -> Result<()> {
+    fn slot_size(&self) -> usize {
+        self.memory.size()
+    }
+
+    fn credit_route(&self) -> CreditRoute {
+        CreditRoute::InBand
+    }
+
+    fn on_wakeup(&mut self) {
+        // An event fired (or the wake-up was spurious): either way the CQ is re-armed by the
+        // next poll, which re-arming twice does no harm.
+        self.drain_channel_events();
+        self.armed = false;
+    }
+
+    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
+        let fd: BorrowedFd<'_> = self.channel.as_fd();
+        Some(WaitHandle {
+            fd,
+            writable: false,
+        })
+    }
+
+    fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            let mut reset = zeroed_qp_attr();
+            reset.qp_state = ffi::IBV_QPS_ERR;
+            // Moving to ERROR flushes outstanding work requests; failure only means it is gone.
+            let _ = self.qp.modify(&reset, ffi::IBV_QP_STATE);
+            let mut sink = Vec::new();
+            let _ = self.poll_cq(&mut sink);
+            self.drain_channel_events();
+            self.data_sends.clear();
+            self.credit_sends.clear();
+            self.flush_posted = false;
+        }
+    }
+}
+
+impl VerbsTransport {
+    /// Moves the QP to RTR and RTS toward the peer's endpoint.
+    fn connect_now(&mut self, peer_blob: &[u8]) -> Result<()> {
         let peer = Endpoint::decode(peer_blob).ok_or_else(|| Error::TransportProtocol {
             transport: NAME,
             detail: format!(
@@ -509,78 +570,8 @@ impl Transport for VerbsTransport {
         Ok(())
     }
 
-    fn slot_count(&self) -> usize {
-        self.memory.count()
-    }
-
-    fn slot_size(&self) -> usize {
-        self.memory.size()
-    }
-
-    fn post_recv(&mut self, slot: usize) -> Result<()> {
-        if slot >= self.memory.count() {
-            return Err(out_of_range(slot));
-        }
-        let sge = ibv_sge {
-            addr: self.memory.addr(slot),
-            length: u32::try_from(self.memory.size()).unwrap_or(u32::MAX),
-            lkey: self.mr.lkey(),
-        };
-        self.recv_list.push(slot as u64, Some(sge));
-        self.post_recv_list("ibv_post_recv")
-    }
-
-    fn recv_buf(&self, slot: usize, len: usize) -> &[u8] {
-        self.memory.slot(slot, len)
-    }
-
-    fn send_buf(&mut self, slot: usize) -> &mut [u8] {
-        self.memory.slot_mut(slot)
-    }
-
-    fn post_send(&mut self, slot: usize, len: usize) -> Result<()> {
-        if slot >= self.memory.count() || len > self.memory.size() {
-            return Err(out_of_range(slot));
-        }
-        let length = u32::try_from(len).map_err(|_| out_of_range(slot))?;
-        let sge = ibv_sge {
-            addr: self.memory.addr(slot),
-            length,
-            lkey: self.mr.lkey(),
-        };
-        if !self.data_sends.has_room() {
-            return Err(Error::Internal(format!(
-                "verbs: send from slot {slot} with {} sends outstanding",
-                self.data_sends.outstanding()
-            )));
-        }
-        let wr_id = SEND_TAG | slot as u64;
-        let mut flags = 0;
-        if self.data_sends.on_post(wr_id) {
-            flags |= ffi::IBV_SEND_SIGNALED;
-        }
-        if length > 0 && length <= self.max_inline {
-            flags |= ffi::IBV_SEND_INLINE;
-        }
-        self.send_list.push_send(wr_id, Some(sge), flags);
-        self.post_send_list("ibv_post_send")
-            .inspect_err(|_| self.data_sends.on_post_failed())
-    }
-
-    fn flush_sends(&mut self) -> Result<()> {
-        if self.flush_posted || !self.data_sends.needs_flush() {
-            return Ok(());
-        }
-        // Room is certain: a send that fills the window is signaled, so a window that needs a
-        // flush has a free entry.
-        self.send_list
-            .push_rdma_write(SEND_TAG | FLUSH_TAG, None, 0, 0, ffi::IBV_SEND_SIGNALED);
-        self.post_send_list("ibv_post_send(flush)")?;
-        self.flush_posted = true;
-        Ok(())
-    }
-
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<()> {
+    /// Completions of the other role's kind are bugs of this transport, never the peer's.
+    fn poll_completions(&mut self, out: &mut Vec<Completion>) -> Result<()> {
         if self.closed {
             return Err(Error::TransportClosed { transport: NAME });
         }
@@ -599,31 +590,107 @@ impl Transport for VerbsTransport {
         }
         Ok(())
     }
+}
 
-    fn on_wakeup(&mut self) {
-        // An event fired (or the wake-up was spurious): either way the CQ is re-armed by the
-        // next poll, which re-arming twice does no harm.
-        self.drain_channel_events();
-        self.armed = false;
+impl SendPath for VerbsTransport {
+    fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
+        self.memory.staging(slot)
     }
 
-    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
-        let fd: BorrowedFd<'_> = self.channel.as_fd();
-        Some(WaitHandle {
-            fd,
-            writable: false,
-        })
+    fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
+        let index = slot.index();
+        if len > self.memory.size() {
+            return Err(out_of_range(index as u64));
+        }
+        let length = u32::try_from(len).map_err(|_| out_of_range(index as u64))?;
+        let sge = ibv_sge {
+            addr: self.memory.addr(index),
+            length,
+            lkey: self.mr.lkey(),
+        };
+        if !self.data_sends.has_room() {
+            return Err(Error::Internal(format!(
+                "verbs: send from slot {index} with {} sends outstanding",
+                self.data_sends.outstanding()
+            )));
+        }
+        let wr_id = SEND_TAG | index as u64;
+        let mut flags = 0;
+        if self.data_sends.on_post(wr_id) {
+            flags |= ffi::IBV_SEND_SIGNALED;
+        }
+        if length > 0 && length <= self.max_inline {
+            flags |= ffi::IBV_SEND_INLINE;
+        }
+        self.send_list.push_send(wr_id, Some(sge), flags);
+        // The token is gone: the slot comes back, minted from the wr_id, with its completion.
+        self.post_send_list("ibv_post_send")
+            .inspect_err(|_| self.data_sends.on_post_failed())
     }
 
-    fn inband_credits(&self) -> bool {
-        true
+    fn flush_sends(&mut self) -> Result<()> {
+        if self.flush_posted || !self.data_sends.needs_flush() {
+            return Ok(());
+        }
+        // Room is certain: a send that fills the window is signaled, so a window that needs a
+        // flush has a free entry.
+        self.send_list
+            .push_rdma_write(SEND_TAG | FLUSH_TAG, None, 0, 0, ffi::IBV_SEND_SIGNALED);
+        self.post_send_list("ibv_post_send(flush)")?;
+        self.flush_posted = true;
+        Ok(())
     }
 
-    fn post_credit(&mut self) -> Result<()> {
-        self.post_credits(1)
+    fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
+        let mut completions = std::mem::take(&mut self.scratch);
+        let polled = self.poll_completions(&mut completions);
+        let mut result = polled;
+        for c in completions.drain(..) {
+            match c {
+                Completion::Send(slot) => out.push(SendEvent::Sent(slot)),
+                Completion::Credit => out.push(SendEvent::Credit),
+                Completion::Recv(_) => {
+                    result = result.and(Err(wrong_role(NAME, "a data receive completion")));
+                }
+            }
+        }
+        self.scratch = completions;
+        result
+    }
+}
+
+impl RecvPath for VerbsTransport {
+    fn post_recv(&mut self, slot: RecvSlot) -> Result<()> {
+        let sge = ibv_sge {
+            addr: self.memory.addr(slot.index()),
+            length: u32::try_from(self.memory.size()).unwrap_or(u32::MAX),
+            lkey: self.mr.lkey(),
+        };
+        self.recv_list.push(slot.index() as u64, Some(sge));
+        // The token is gone: the slot comes back, minted from the wr_id, with its completion.
+        self.post_recv_list("ibv_post_recv")
     }
 
-    fn post_credits(&mut self, count: usize) -> Result<()> {
+    fn message<'a>(&'a self, msg: &'a Arrived) -> &'a [u8] {
+        self.memory.message(msg)
+    }
+
+    fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
+        let mut completions = std::mem::take(&mut self.scratch);
+        let mut result = self.poll_completions(&mut completions);
+        for c in completions.drain(..) {
+            match c {
+                Completion::Recv(msg) => out.push(msg),
+                Completion::Send(_) | Completion::Credit => {
+                    result = result.and(Err(wrong_role(NAME, "a send or credit completion")));
+                }
+            }
+        }
+        self.scratch = completions;
+        result
+    }
+
+    fn return_credits(&mut self, count: usize) -> Result<()> {
         let mut left = count;
         while left > 0 {
             let chunk = left.min(self.credit_sends.capacity());
@@ -649,22 +716,22 @@ impl Transport for VerbsTransport {
         }
         Ok(())
     }
+}
 
-    fn close(&mut self) {
-        if !self.closed {
-            self.closed = true;
-            let mut reset = zeroed_qp_attr();
-            reset.qp_state = ffi::IBV_QPS_ERR;
-            // Moving to ERROR flushes outstanding work requests; failure only means it is gone.
-            let _ = self.qp.modify(&reset, ffi::IBV_QP_STATE);
-            let mut sink = Vec::new();
-            let _ = self.poll_cq(&mut sink);
-            self.drain_channel_events();
-            self.data_sends.clear();
-            self.credit_sends.clear();
-            self.flush_posted = false;
-        }
+/// A successful receive must be a send's: anything else (an RDMA write with immediate, which
+/// also consumes a posted receive) is the peer breaking the protocol, not a 0-byte message.
+fn check_receive_opcode(wc: &ibv_wc) -> Result<()> {
+    if wc.opcode == ffi::IBV_WC_RECV {
+        return Ok(());
     }
+    Err(Error::Protocol(crate::ProtocolViolation::Unexpected {
+        expected: "a send on the data path",
+        got: if wc.opcode == ffi::IBV_WC_RECV_RDMA_WITH_IMM {
+            "an RDMA write with immediate"
+        } else {
+            "another kind of work completion"
+        },
+    }))
 }
 
 /// An all-zero `ibv_qp_attr` (every field a plain integer or a union of byte arrays).
@@ -757,7 +824,7 @@ fn verb(verb: &'static str, e: verbs_sys::Error, hint: Option<&'static str>) -> 
     Error::Verbs { verb, source, hint }
 }
 
-fn out_of_range(slot: usize) -> Error {
+fn out_of_range(slot: u64) -> Error {
     Error::TransportProtocol {
         transport: NAME,
         detail: format!("slot {slot} or length out of range"),

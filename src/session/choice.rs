@@ -1,0 +1,126 @@
+//! Which transport a session uses: the device rule and the transport choice, with the
+//! fallback `auto` allows, each decision logged.
+
+use crate::config::{Config, TransportChoice};
+use crate::net::iface::PathInfo;
+use crate::proto::TransportKind;
+use crate::roce::{self, DeviceChoice, GidTable};
+use crate::transport::{self, RolePath, SetupParams};
+use crate::{Error, Result};
+
+/// A data path of the role `P`, its slots, and the device it runs on (RDMA).
+pub(super) type Created<P> = ((Box<P>, Vec<<P as RolePath>::Slot>), Option<DeviceChoice>);
+
+/// Applies the device rule (docs/design.md, "Device and GID choice") and the transport
+/// choice, and creates the transport; logs what was decided. With `auto`, an RDMA transport
+/// that cannot start here falls back to the next one in [`crate::auto_order`], then to TCP.
+pub(super) fn create_transport<P: RolePath + ?Sized>(
+    config: &Config,
+    path: &PathInfo,
+    params: SetupParams,
+) -> Result<Created<P>> {
+    let iface = path.interface.as_deref().unwrap_or("unknown interface");
+    let tcp = |params: &SetupParams| P::create(TransportKind::Tcp, params).map(|t| (t, None));
+    let wanted = match config.transport {
+        TransportChoice::Tcp => return tcp(&params),
+        TransportChoice::Doca => Some(TransportKind::Doca),
+        TransportChoice::Verbs => Some(TransportKind::Verbs),
+        TransportChoice::Auto => None,
+    };
+    if let Some(kind) = wanted {
+        if !transport::compiled_in().contains(&kind) {
+            return Err(Error::unavailable(
+                kind.name(),
+                "not compiled into this build; use --transport tcp or auto".to_owned(),
+            ));
+        }
+    }
+    let table = GidTable::read(&config.sysfs_root).unwrap_or_else(|e| {
+        log::warn!("cannot read the RDMA GID table: {e}");
+        GidTable::default()
+    });
+    let selection = roce::select(
+        &table,
+        path.source,
+        path.interface.as_deref(),
+        &config.overrides,
+    );
+    if let Some(kind) = wanted {
+        let sel = selection?;
+        log_warnings(&sel);
+        let params = SetupParams {
+            device: Some(sel.choice.clone()),
+            ..params
+        };
+        return Ok((P::create(kind, &params)?, Some(sel.choice)));
+    }
+    let rdma_kinds = crate::auto_order(true).filter(|k| *k != TransportKind::Tcp);
+    let rdma = rdma_kinds.clone().next();
+    match (selection, rdma) {
+        (Ok(sel), Some(_)) => {
+            log_warnings(&sel);
+            let rdma_params = SetupParams {
+                device: Some(sel.choice.clone()),
+                ..params.clone()
+            };
+            // Every RDMA transport compiled in, in order (doca, then verbs): the first that
+            // sets up wins; one line says which could not start and why; else TCP.
+            let mut failed: Vec<String> = Vec::new();
+            let owner = format!(
+                "RoCE v2 GID {} on {} port {} owns source {} ({iface})",
+                sel.choice.gid_string(),
+                sel.choice.device,
+                sel.choice.port,
+                path.source
+            );
+            for kind in rdma_kinds {
+                match P::create(kind, &rdma_params) {
+                    Ok(t) => {
+                        if !failed.is_empty() {
+                            log::warn!(
+                                "{owner}, but {}; using the {kind} transport",
+                                failed.join("; ")
+                            );
+                        }
+                        return Ok((t, Some(sel.choice)));
+                    }
+                    Err(e) => failed.push(format!("the {kind} transport cannot start: {e}")),
+                }
+            }
+            log::warn!(
+                "{owner}, but {}; using the TCP transport",
+                failed.join("; ")
+            );
+            tcp(&params)
+        }
+        (Ok(sel), None) => {
+            log::info!(
+                "RoCE v2 GID {} on {} port {} owns source {} ({iface}), but this build has no RDMA transport: using the TCP transport",
+                sel.choice.gid_string(),
+                sel.choice.device,
+                sel.choice.port,
+                path.source
+            );
+            tcp(&params)
+        }
+        (Err(Error::NoRoceGid { hint, table, .. }), _) => {
+            log::info!(
+                "no RoCE v2 GID for source {} ({iface}): {hint}; using the TCP transport",
+                path.source
+            );
+            log::debug!("GID table:\n{table}");
+            tcp(&params)
+        }
+        (Err(e), _) => {
+            log::info!("RDMA device selection failed for source {} ({iface}): {e}; using the TCP transport", path.source);
+            tcp(&params)
+        }
+    }
+}
+
+/// Logs what the device choice wants the user to know (used only when RDMA will be tried).
+fn log_warnings(sel: &roce::Selection) {
+    for w in &sel.warnings {
+        log::warn!("{w}");
+    }
+}

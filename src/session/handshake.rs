@@ -1,0 +1,288 @@
+//! The handshake driver: runs [`Handshake`] (the rules, in the core) over the bootstrap
+//! connection and the data path being set up, until the session is established.
+//!
+//! It carries no protocol knowledge of its own: it creates the data path and our hello, feeds
+//! the core what the control connection says (a message, a close, something undecodable) and
+//! what the data path did (connected, failed, interrupted because the control connection
+//! spoke), carries out the core's actions, and waits in slices until the core's one deadline,
+//! so that the stop flag (Ctrl-C) is seen within a slice.
+
+use std::net::{SocketAddr, TcpStream};
+use std::time::Instant;
+
+use super::choice::create_transport;
+use super::{ipv4, Session, SessionInfo, WAIT_SLICE};
+use crate::config::Config;
+use crate::net::bootstrap;
+use crate::net::iface::{path_info, PathInfo};
+use crate::net::wait::remaining;
+use crate::net::{ControlChannel, Received};
+use crate::proto::{Hello, PROTOCOL_VERSION};
+use crate::roce::{self, DeviceChoice};
+use crate::session_core::deadline_after;
+use crate::session_core::handshake::{Handshake, HandshakeAction};
+use crate::transport::{BootstrapSide, RolePath, SetupInterrupted, SetupParams};
+use crate::{Error, Result};
+
+/// A client's hello, read on the server within the handshake deadline, not yet answered.
+#[derive(Debug)]
+pub(crate) struct PendingHello {
+    pub(crate) control: ControlChannel,
+    pub(crate) hello: Hello,
+    /// The server's handshake, past the client's hello.
+    handshake: Handshake,
+}
+
+impl<P: RolePath + ?Sized> Session<P> {
+    /// Client side: connect to `addr` (retrying until the connect deadline) and set up a
+    /// session in which we play `P`'s role.
+    pub(crate) fn connect(addr: SocketAddr, config: &Config) -> Result<Self> {
+        config.validate()?;
+        let stream = bootstrap::connect(addr, config.connect_timeout, &|| config.stopped())?;
+        let mut control = ControlChannel::new(stream)?;
+        let deadline = deadline_after(Instant::now(), config.handshake_timeout);
+        let prepared = match Prepared::<P>::new(&control, BootstrapSide::Client, config) {
+            Ok(p) => p,
+            Err(e) => {
+                control.reject(&format!("the client could not set up its data path: {e}"));
+                return Err(e);
+            }
+        };
+        let handshake = Handshake::client(prepared.hello.clone(), deadline);
+        prepared.run(control, handshake, config)
+    }
+
+    /// Server side, second step: answer a hello read by [`read_hello`] and set up a session in
+    /// which we play `P`'s role, within what is left of the handshake deadline.
+    pub(crate) fn accept(pending: PendingHello, config: &Config) -> Result<Self> {
+        let PendingHello {
+            mut control,
+            mut handshake,
+            ..
+        } = pending;
+        if let Err(e) = config.validate() {
+            handshake.on_bad_config();
+            run_failure_actions(&mut control, &mut handshake);
+            return Err(e);
+        }
+        let prepared = match Prepared::<P>::new(&control, BootstrapSide::Server, config) {
+            Ok(p) => p,
+            Err(e) => {
+                handshake.fail(&e);
+                run_failure_actions(&mut control, &mut handshake);
+                return Err(e);
+            }
+        };
+        if let Err(e) = handshake.our_hello(prepared.hello.clone()) {
+            run_failure_actions(&mut control, &mut handshake);
+            return Err(e);
+        }
+        prepared.run(control, handshake, config)
+    }
+}
+
+/// Server side, first step: read the client's hello on an accepted connection, within the
+/// handshake deadline. A garbage peer gets a Reject and an error; a silent one is closed when
+/// the deadline passes.
+pub(crate) fn read_hello(stream: TcpStream, config: &Config) -> Result<PendingHello> {
+    let deadline = deadline_after(Instant::now(), config.handshake_timeout);
+    let mut control = ControlChannel::new(stream)?;
+    let mut handshake = Handshake::server(deadline);
+    while !handshake.awaits_our_hello() {
+        if let Err(e) = step(&mut control, &mut handshake, config) {
+            run_failure_actions(&mut control, &mut handshake);
+            return Err(e);
+        }
+    }
+    let hello = handshake
+        .peer()
+        .cloned()
+        .ok_or_else(|| Error::Internal("the client's hello vanished".to_owned()))?;
+    Ok(PendingHello {
+        control,
+        hello,
+        handshake,
+    })
+}
+
+/// Reads what the control connection has for the handshake (waiting one slice at most), and
+/// applies the deadline and the stop flag.
+fn step(control: &mut ControlChannel, handshake: &mut Handshake, config: &Config) -> Result<()> {
+    let slice_end = handshake.poll_timeout().map_or_else(
+        || Instant::now() + WAIT_SLICE,
+        |d| d.min(Instant::now() + WAIT_SLICE),
+    );
+    match control.recv_until(slice_end) {
+        Ok(Received::Message(msg)) => return handshake.on_message(msg),
+        Ok(Received::Closed(reason)) => return Err(handshake.on_control_closed(&reason)),
+        Ok(Received::Nothing) => {}
+        Err(e) => {
+            handshake.fail(&e);
+            return Err(e);
+        }
+    }
+    if let Err(stage) = handshake.handle_timeout(Instant::now()) {
+        return Err(Error::HandshakeTimeout {
+            peer: control.peer_addr(),
+            seconds: config.handshake_timeout.as_secs_f64(),
+            stage,
+        });
+    }
+    if config.stopped() {
+        return Err(Error::Interrupted);
+    }
+    Ok(())
+}
+
+/// After a failure: only the Reject the core queued is carried out.
+fn run_failure_actions(control: &mut ControlChannel, handshake: &mut Handshake) {
+    while let Some(action) = handshake.poll_action() {
+        if let HandshakeAction::Reject(reason) = action {
+            control.reject(&reason);
+        }
+    }
+}
+
+/// Local half of the handshake: the data path created, our hello built.
+struct Prepared<P: RolePath + ?Sized> {
+    transport: Box<P>,
+    slots: Vec<P::Slot>,
+    hello: Hello,
+    path: PathInfo,
+    device: Option<DeviceChoice>,
+}
+
+impl<P: RolePath + ?Sized> Prepared<P> {
+    fn new(control: &ControlChannel, side: BootstrapSide, config: &Config) -> Result<Self> {
+        let local_ip = ipv4(control.local_addr().ip())?;
+        let peer_ip = ipv4(control.peer_addr().ip())?;
+        let path = path_info(local_ip, peer_ip);
+        let params = SetupParams {
+            side,
+            role: P::ROLE,
+            local_ip,
+            peer_ip,
+            slots: usize::from(config.credits),
+            slot_size: config.max_msg_size,
+            device: None,
+        };
+        let ((transport, slots), device) = create_transport::<P>(config, &path, params)?;
+        let gid = device
+            .as_ref()
+            .map_or_else(|| roce::gid_from_ipv4(local_ip), |d| d.gid);
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            role: P::ROLE,
+            transport: transport.kind(),
+            // validate() bounded it to u32. A transport may carry less than configured (the
+            // DOCA device's message size cap): it reports that as its slot size.
+            max_msg_size: config.max_msg_size.min(transport.slot_size()) as u32,
+            credits: config.credits,
+            gid,
+            blob: transport.local_blob(),
+        };
+        Ok(Self {
+            transport,
+            slots,
+            hello,
+            path,
+            device,
+        })
+    }
+
+    /// Runs the handshake to its end: carries out the core's actions, feeds it the control
+    /// connection and the data path's set-up.
+    fn run(
+        mut self,
+        mut control: ControlChannel,
+        mut handshake: Handshake,
+        config: &Config,
+    ) -> Result<Session<P>> {
+        let result = self.drive(&mut control, &mut handshake, config);
+        if let Err(e) = result {
+            handshake.fail(&e);
+            run_failure_actions(&mut control, &mut handshake);
+            self.transport.close();
+            return Err(e);
+        }
+        let (local, peer) = handshake
+            .into_hellos()
+            .ok_or_else(|| Error::Internal("established without both hellos".to_owned()))?;
+        let info = SessionInfo {
+            mtu: self.transport.path_mtu(),
+            transport: local.transport,
+            path: self.path,
+            device: self.device,
+            local,
+            peer,
+        };
+        log::info!("session established: {}", info.describe());
+        Ok(Session {
+            control,
+            transport: self.transport,
+            slots: self.slots,
+            info,
+            config: config.clone(),
+        })
+    }
+
+    fn drive(
+        &mut self,
+        control: &mut ControlChannel,
+        handshake: &mut Handshake,
+        config: &Config,
+    ) -> Result<()> {
+        loop {
+            while let Some(action) = handshake.poll_action() {
+                match action {
+                    HandshakeAction::Send(msg) => control.send(&msg)?,
+                    HandshakeAction::Reject(reason) => {
+                        control.reject(&reason);
+                        return Err(Error::Internal(format!(
+                            "the handshake rejected without an error: {reason}"
+                        )));
+                    }
+                    HandshakeAction::ConnectDataPath { peer_blob } => {
+                        self.connect(control, handshake, &peer_blob, config)?;
+                    }
+                    HandshakeAction::PostSlots => self.transport.before_ready(&mut self.slots)?,
+                }
+            }
+            if handshake.is_established() {
+                return Ok(());
+            }
+            step(control, handshake, config)?;
+        }
+    }
+
+    /// Connects the data path, reading the control connection whenever it speaks meanwhile
+    /// (the peer's Reject, its close, or the receiver's Ready on tcp) and going on after.
+    fn connect(
+        &mut self,
+        control: &mut ControlChannel,
+        handshake: &mut Handshake,
+        peer_blob: &[u8],
+        config: &Config,
+    ) -> Result<()> {
+        let deadline = handshake.poll_timeout().unwrap_or_else(Instant::now);
+        loop {
+            match self.transport.connect(peer_blob, deadline, control.fd()) {
+                Ok(()) => {
+                    handshake.on_connected();
+                    return Ok(());
+                }
+                Err(SetupInterrupted::Failed(e)) => return Err(e),
+                Err(SetupInterrupted::ControlReadable) => {
+                    step(control, handshake, config)?;
+                    if remaining(deadline).is_none() {
+                        return Err(Error::HandshakeTimeout {
+                            peer: control.peer_addr(),
+                            seconds: config.handshake_timeout.as_secs_f64(),
+                            stage: "the data path set-up",
+                        });
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! A session: the control channel and a connected data path of one role, past the Ready
+//! barrier, and what its drivers ([`crate::RdmaSink`], [`crate::RdmaSrc`]) share: the wait
+//! that multiplexes both, and the attribution of a data-path failure to the peer's words.
+//!
+//! Set-up lives beside it: [`handshake`] drives the core's handshake state machine over the
+//! bootstrap connection, [`choice`] picks the transport.
+
+mod choice;
+pub(crate) mod handshake;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::net::iface::PathInfo;
+use crate::net::wait::{remaining, wait_any, Interest};
+use crate::net::{ControlChannel, Received};
+use crate::proto::{Hello, Message, Role, TransportKind};
+use crate::roce::DeviceChoice;
+use crate::session_core::{deadline_after, explain_wait};
+use crate::transport::RolePath;
+use crate::{Error, Result};
+
+pub(crate) use handshake::PendingHello;
+
+/// How long one wait slice lasts before the stop flag is checked again (also while a handshake
+/// waits for the peer's hello or Ready).
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// What was negotiated and chosen for a session (for logs, summaries and `--json`).
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    /// The transport in use.
+    pub transport: TransportKind,
+    /// Source address and interface toward the peer.
+    pub path: PathInfo,
+    /// The RDMA device, port and GID, when an RDMA transport runs.
+    pub device: Option<DeviceChoice>,
+    /// Our hello.
+    pub(crate) local: Hello,
+    /// The peer's hello.
+    pub(crate) peer: Hello,
+    /// The data path's MTU, when the transport has one (RDMA: the path MTU of the QP).
+    pub(crate) mtu: Option<u32>,
+}
+
+impl SessionInfo {
+    /// The perftest-style block printed at start: what was chosen and negotiated.
+    pub fn describe(&self) -> String {
+        let iface = self.path.interface.as_deref().unwrap_or("?");
+        let mut s = format!(
+            "transport {} | source {} ({iface}) -> peer {} | credits {} | max message {} bytes",
+            self.transport,
+            self.path.source,
+            self.path.peer,
+            self.credits(),
+            self.max_msg_size()
+        );
+        if let Some(d) = &self.device {
+            s.push_str(&format!(
+                " | device {} port {} gid-index {} gid {} netdev {}",
+                d.device,
+                d.port,
+                d.gid_index,
+                d.gid_string(),
+                d.netdev.as_deref().unwrap_or("-")
+            ));
+        }
+        s
+    }
+
+    /// The data path's MTU in bytes, when the transport has one (RDMA transports).
+    pub fn mtu(&self) -> Option<u32> {
+        self.mtu
+    }
+
+    /// The window: the receiver's slot count.
+    pub fn credits(&self) -> u16 {
+        match self.local.role {
+            Role::Receiver => self.local.credits,
+            Role::Sender => self.peer.credits,
+        }
+    }
+
+    /// The largest message this session carries: the smaller of both ends' limits.
+    pub fn max_msg_size(&self) -> u32 {
+        self.local.max_msg_size.min(self.peer.max_msg_size)
+    }
+}
+
+/// An established session: control channel plus connected data path of role `P`, past the
+/// Ready barrier.
+#[derive(Debug)]
+pub(crate) struct Session<P: RolePath + ?Sized> {
+    pub(crate) control: ControlChannel,
+    pub(crate) transport: Box<P>,
+    /// The slots the role keeps (a sender's staging slots; a receiver's are posted).
+    pub(crate) slots: Vec<P::Slot>,
+    pub(crate) info: SessionInfo,
+    pub(crate) config: Config,
+}
+
+impl<P: RolePath + ?Sized> Session<P> {
+    /// A data-path failure is often the visible half of the peer ending the session (a Reject
+    /// or a closed control connection that has not been read yet). Looks at the control
+    /// channel, as long as the core says for this error and role, for the words that say why;
+    /// otherwise keeps the transport's own error (a closed data path or a vanished host
+    /// becoming [`Error::PeerLost`]). `messages` is the count for that error.
+    pub(crate) fn explain(&mut self, e: Error, role: Role, messages: u64) -> Error {
+        let Some(wait) = explain_wait(&e, role) else {
+            return e;
+        };
+        let deadline = deadline_after(Instant::now(), wait);
+        while !self.control.is_closed() {
+            match self.control.recv_until(deadline) {
+                Ok(Received::Message(Message::Reject { reason })) => {
+                    return Error::Rejected(reason)
+                }
+                Ok(Received::Message(_)) => continue,
+                Ok(Received::Closed(reason)) => return Error::PeerLost { reason, messages },
+                Ok(Received::Nothing) | Err(_) => break,
+            }
+        }
+        match e {
+            Error::TransportClosed { .. } => Error::PeerLost {
+                reason: e.to_string(),
+                messages,
+            },
+            // The kernel gave up on the peer's host (keepalive or retransmissions unanswered,
+            // its link down): the data path's way of saying the peer vanished.
+            Error::TransportIo { ref source, .. } if peer_vanished(source.kind()) => {
+                Error::PeerLost {
+                    reason: format!("{e}: {source}"),
+                    messages,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Sleeps until the control channel (when `watch_control`) or the transport (when
+    /// `watch_data`) may have news, `until` passes, or a short slice has passed, whichever is
+    /// first. Returns whether the control channel may be readable. A descriptor at end of file
+    /// must not be watched (it is always readable): callers pass `false` for it. Returns
+    /// [`Error::Interrupted`] when the stop flag is set and `honor_stop` is.
+    pub(crate) fn wait(
+        &mut self,
+        until: Option<Instant>,
+        watch_control: bool,
+        watch_data: bool,
+        honor_stop: bool,
+    ) -> Result<bool> {
+        if honor_stop && self.config.stopped() {
+            return Err(Error::Interrupted);
+        }
+        let slice = match until {
+            Some(t) => remaining(t).map_or(Duration::ZERO, |left| left.min(WAIT_SLICE)),
+            None => WAIT_SLICE,
+        };
+        if slice.is_zero() {
+            return Ok(watch_control);
+        }
+        let control = Interest::read(self.control.fd());
+        let data = if watch_data {
+            self.transport.wait_handle().map(|h| Interest {
+                fd: h.fd,
+                readable: true,
+                writable: h.writable,
+            })
+        } else {
+            None
+        };
+        let (control_ready, data_ready) = match (watch_control, data) {
+            (true, Some(data)) => {
+                let ready = wait_any([control, data], slice)?;
+                (ready & 1 != 0, ready & 2 != 0)
+            }
+            (true, None) => (wait_any([control], slice)? != 0, false),
+            (false, Some(data)) => (false, wait_any([data], slice)? != 0),
+            (false, None) => {
+                wait_any([], slice)?;
+                (false, false)
+            }
+        };
+        if data_ready {
+            self.transport.on_wakeup();
+        }
+        Ok(control_ready)
+    }
+}
+
+/// Socket errors that mean the peer's host stopped answering (not a local failure).
+fn peer_vanished(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        kind,
+        ErrorKind::TimedOut
+            | ErrorKind::HostUnreachable
+            | ErrorKind::NetworkUnreachable
+            | ErrorKind::ConnectionAborted
+    )
+}
+
+pub(super) fn ipv4(ip: IpAddr) -> Result<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(v4) => Ok(v4),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "{v6} is IPv6; RoCE v2 discovery needs an IPv4 bootstrap address"
+            ))
+        }),
+    }
+}
