@@ -156,7 +156,8 @@ impl RdmaSink {
     /// Sleeps until the transport or the control channel may have news, or the core's next
     /// deadline (`honor_stop`: the stop flag interrupts).
     fn wait(&mut self, honor_stop: bool) -> Result<()> {
-        let watch_data = !matches!(self.core.finish_step(), Ok(FinishStep::Linger));
+        // Lingering after Finish, the data path may be closed: only the control channel matters.
+        let watch_data = !self.core.is_lingering();
         self.control_readable = self.session.wait(
             self.core.poll_timeout(),
             !self.core.control_closed(),

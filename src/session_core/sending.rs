@@ -127,6 +127,11 @@ impl SenderCore {
         self.phase == Phase::Open
     }
 
+    /// Whether Finish is out and the sender waits for the receiver's close.
+    pub(crate) fn is_lingering(&self) -> bool {
+        matches!(self.phase, Phase::Lingering { .. })
+    }
+
     /// The next thing the driver must do, if any.
     pub(crate) fn poll_action(&mut self) -> Option<SenderAction> {
         self.actions.pop_front()
