@@ -14,7 +14,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::proto::DecodeError;
-pub use crate::session_core::ProtocolViolation;
 
 /// Everything that can go wrong in rdma-container.
 #[derive(Debug, thiserror::Error)]
@@ -287,6 +286,70 @@ impl Error {
                 | Error::HandshakeTimeout { .. }
         )
     }
+}
+
+/// A rule of the wire protocol that the peer broke. Always ends the session; the reason is sent
+/// to the peer in a Reject.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolViolation {
+    /// A message that is not allowed at this point of the session.
+    #[error("expected {expected}, got {got}")]
+    Unexpected {
+        /// What the protocol allows here.
+        expected: &'static str,
+        /// The message that came instead.
+        got: &'static str,
+    },
+    /// A data message arrived after the sender's Finish had counted every message.
+    #[error("a message arrived after Finish{{count: {count}}} had counted all of them")]
+    PastFinish {
+        /// The count the sender announced.
+        count: u64,
+    },
+    /// Finish announced fewer messages than had already arrived.
+    #[error("Finish says {count} message(s) but {arrived} arrived")]
+    FinishBelowArrived {
+        /// The announced count.
+        count: u64,
+        /// Messages that had arrived.
+        arrived: u64,
+    },
+    /// A second Finish.
+    #[error("Finish sent twice (first {first}, then {second})")]
+    FinishTwice {
+        /// The first count.
+        first: u64,
+        /// The second count.
+        second: u64,
+    },
+    /// The receiver claims to have released more messages than were sent.
+    #[error("credit for {released} message(s) released but only {sent} sent")]
+    CreditInvented {
+        /// Claimed cumulative releases.
+        released: u64,
+        /// Messages actually sent.
+        sent: u64,
+    },
+    /// The cumulative release count went backwards.
+    #[error("credit went backwards from {previous} to {released}")]
+    CreditRegressed {
+        /// The count we had.
+        previous: u64,
+        /// The smaller count received.
+        released: u64,
+    },
+    /// A message arrived while every slot held an unreleased message.
+    #[error(
+        "a message arrived with all {capacity} slot(s) in use (the sender exceeded its credit)"
+    )]
+    CreditOverrun {
+        /// The window size.
+        capacity: u32,
+    },
+    /// The sender used the data path before the receiver said Ready.
+    #[error("the sender sent data before Ready")]
+    DataBeforeReady,
 }
 
 /// Shorthand for results in this crate.

@@ -22,7 +22,7 @@ use crate::net::bootstrap;
 use crate::net::wait::{wait_any, Interest};
 use crate::proto::Role;
 use crate::session::{PendingHello, Session};
-use crate::session_core::deadline_after;
+use crate::time::deadline_after;
 use crate::{Error, RdmaSink, RdmaSrc, Result};
 
 /// Hellos read at the same time; more connections are closed on arrival.

@@ -18,9 +18,9 @@ use crate::net::ControlChannel;
 use crate::proto::{Hello, Message, Role, TransportKind, PROTOCOL_VERSION};
 use crate::roce::{self, DeviceChoice, GidTable};
 use crate::session_core::handshake::{self, Got, Step};
-use crate::session_core::{deadline_after, ProtocolViolation};
+use crate::time::deadline_after;
 use crate::transport::{self, BootstrapSide, SetupParams, Transport};
-use crate::{Error, Result};
+use crate::{Error, ProtocolViolation, Result};
 
 /// How long one wait slice lasts before the stop flag is checked again (also while a handshake
 /// waits for the peer's hello or Ready).
@@ -431,7 +431,7 @@ impl Prepared {
 
 /// Applies the device rule (docs/design.md, "Device and GID choice") and the transport
 /// choice, and creates the transport; logs what was decided. With `auto`, an RDMA transport
-/// that cannot start here falls back to the next one in [`crate::auto_order`], then to TCP.
+/// that cannot start here falls back to the next one in [`transport::auto_order`], then to TCP.
 fn create_transport(
     config: &Config,
     path: &PathInfo,
@@ -473,7 +473,7 @@ fn create_transport(
         };
         return Ok((transport::create(kind, &params)?, Some(sel.choice)));
     }
-    let rdma_kinds = crate::auto_order(true).filter(|k| *k != TransportKind::Tcp);
+    let rdma_kinds = transport::auto_order(true).filter(|k| *k != TransportKind::Tcp);
     let rdma = rdma_kinds.clone().next();
     match (selection, rdma) {
         (Ok(sel), Some(_)) => {

@@ -4,9 +4,8 @@
 //! transports with the blobs; the receiver posts every slot and sends Ready; the sender sends
 //! nothing before Ready. One deadline covers all of it (see [`crate::session`]).
 
-use super::ProtocolViolation;
 use crate::proto::{Hello, Message};
-use crate::Error;
+use crate::{Error, ProtocolViolation};
 
 /// A handshake step that waits for a message from the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,9 +9,8 @@ use proptest::prelude::*;
 
 use super::receiving::{ReceiverCore, RecvStep};
 use super::sending::{FinishStep, SenderCore};
-use super::ProtocolViolation;
 use crate::proto::Message;
-use crate::Error;
+use crate::{Error, ProtocolViolation};
 
 #[derive(Debug, Clone, Copy)]
 enum Op {

@@ -23,9 +23,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{deadline_after, earliest, ProtocolViolation, FINISH_GRACE, FINISH_PROGRESS};
+use super::{FINISH_GRACE, FINISH_PROGRESS};
 use crate::proto::{CreditError, Message, RecvWindow};
-use crate::Error;
+use crate::time::{deadline_after, earliest};
+use crate::{Error, ProtocolViolation};
 
 /// What the receiver should do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,9 +15,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{deadline_after, ProtocolViolation, FINISH_LINGER};
+use super::FINISH_LINGER;
 use crate::proto::{CreditError, Message, SendWindow};
-use crate::Error;
+use crate::time::deadline_after;
+use crate::{Error, ProtocolViolation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {

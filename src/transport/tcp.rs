@@ -26,8 +26,7 @@ use super::{BootstrapSide, Completion, SetupParams, Transport, WaitHandle};
 use crate::net::bootstrap::tune_stream;
 use crate::net::wait::remaining;
 use crate::proto::{Role, TransportKind};
-use crate::session_core::ProtocolViolation;
-use crate::{Error, Result};
+use crate::{Error, ProtocolViolation, Result};
 
 const NAME: &str = "tcp";
 const TOKEN_LEN: usize = 16;
