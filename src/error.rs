@@ -70,8 +70,7 @@ pub enum Error {
         stage: &'static str,
     },
 
-    /// The peer sent bytes that are not a valid protocol message (the [`DecodeError`] says
-    /// why).
+    /// The peer sent bytes that are not a valid protocol message (the source says why).
     #[error("invalid message from peer")]
     Decode(#[from] DecodeError),
 

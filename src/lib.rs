@@ -27,7 +27,11 @@
 //!
 //! Inside, bottom up: the I/O-free session core (every protocol rule, no sockets, no clock),
 //! the wire encoding, the transports behind one small private trait (tcp, verbs, doca), the
-//! handshake, then [`RdmaSink`] and [`RdmaSrc`], which drive the core.
+//! handshake, then [`RdmaSink`] and [`RdmaSrc`], which drive the core. The public names are the
+//! application's view (a sink takes messages in, a src gives them out); inside, the sink is the
+//! sender and the src the receiver: [`RdmaSink`] is `src/sender.rs`, driving the core's
+//! `SenderCore` (`src/session_core/sending.rs`), and [`RdmaSrc`] is `src/receiver.rs`, driving
+//! `ReceiverCore` (`src/session_core/receiving.rs`).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 #![warn(unreachable_pub)]

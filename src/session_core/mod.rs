@@ -8,7 +8,7 @@
 //! until this deadline, or fail with this error. The rules are written down in
 //! `docs/design.md` ("The wire protocol and its rules"); each one is enforced in exactly one
 //! place below and tested without sockets or sleeps (`tests` at the end of each module and the
-//! property tests in `src/core/proptests.rs`).
+//! property tests in `src/session_core/proptests.rs`).
 
 pub(crate) mod handshake;
 #[cfg(test)]

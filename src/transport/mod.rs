@@ -4,9 +4,10 @@
 //! receive slots by a receiver and as send staging slots by a sender. It moves one message per
 //! `post_send` into the next posted receive slot on the other side, in order, and reports
 //! completions through `poll`. Flow control, end of stream and peer loss live above it (see
-//! [`crate::sink`], [`crate::src`]); a transport only has to keep the RDMA rules:
-//! receives are consumed in the order they were posted, a message larger than the posted slot
-//! or arriving with no slot posted is an error, and zero-length messages are ordinary.
+//! [`crate::session_core`], driven by [`crate::RdmaSink`] and [`crate::RdmaSrc`]); a transport
+//! only has to keep the RDMA rules: receives are consumed in the order they were posted, a
+//! message larger than the posted slot or arriving with no slot posted is an error, and
+//! zero-length messages are ordinary.
 
 use std::net::Ipv4Addr;
 use std::os::fd::BorrowedFd;
