@@ -135,7 +135,7 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
         ports: table.ports.clone(),
         path,
         auto_transport: path_known.then(|| {
-            crate::auto_order(choice.is_some())
+            crate::transport::auto_order(choice.is_some())
                 .next()
                 .map_or("tcp", TransportKind::name)
         }),

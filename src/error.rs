@@ -14,7 +14,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::proto::DecodeError;
-pub use crate::session_core::ProtocolViolation;
 
 /// Everything that can go wrong in rdma-container.
 #[derive(Debug, thiserror::Error)]
@@ -71,8 +70,8 @@ pub enum Error {
         stage: &'static str,
     },
 
-    /// The peer sent bytes that are not a valid protocol message.
-    #[error("invalid message from peer: {0}")]
+    /// The peer sent bytes that are not a valid protocol message (the source says why).
+    #[error("invalid message from peer")]
     Decode(#[from] DecodeError),
 
     /// The peer broke a rule of the wire protocol (see [`ProtocolViolation`]).
@@ -289,5 +288,185 @@ impl Error {
     }
 }
 
+/// A rule of the wire protocol that the peer broke. Always ends the session; the reason is sent
+/// to the peer in a Reject.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolViolation {
+    /// A message that is not allowed at this point of the session.
+    #[error("expected {expected}, got {got}")]
+    Unexpected {
+        /// What the protocol allows here.
+        expected: &'static str,
+        /// The message that came instead.
+        got: &'static str,
+    },
+    /// A data message arrived after the sender's Finish had counted every message.
+    #[error("a message arrived after Finish{{count: {count}}} had counted all of them")]
+    PastFinish {
+        /// The count the sender announced.
+        count: u64,
+    },
+    /// Finish announced fewer messages than had already arrived.
+    #[error("Finish says {count} message(s) but {arrived} arrived")]
+    FinishBelowArrived {
+        /// The announced count.
+        count: u64,
+        /// Messages that had arrived.
+        arrived: u64,
+    },
+    /// A second Finish.
+    #[error("Finish sent twice (first {first}, then {second})")]
+    FinishTwice {
+        /// The first count.
+        first: u64,
+        /// The second count.
+        second: u64,
+    },
+    /// The receiver claims to have released more messages than were sent.
+    #[error("credit for {released} message(s) released but only {sent} sent")]
+    CreditInvented {
+        /// Claimed cumulative releases.
+        released: u64,
+        /// Messages actually sent.
+        sent: u64,
+    },
+    /// The cumulative release count went backwards.
+    #[error("credit went backwards from {previous} to {released}")]
+    CreditRegressed {
+        /// The count we had.
+        previous: u64,
+        /// The smaller count received.
+        released: u64,
+    },
+    /// A message arrived while every slot held an unreleased message.
+    #[error(
+        "a message arrived with all {capacity} slot(s) in use (the sender exceeded its credit)"
+    )]
+    CreditOverrun {
+        /// The window size.
+        capacity: u32,
+    },
+    /// The sender used the data path before the receiver said Ready.
+    #[error("the sender sent data before Ready")]
+    DataBeforeReady,
+}
+
 /// Shorthand for results in this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One error of each variant that has a source, with that source's own text.
+    fn with_sources() -> Vec<(Error, String)> {
+        let addr: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let os = |errno| io::Error::from_raw_os_error(errno);
+        let text = |errno| os(errno).to_string();
+        let decode = DecodeError::UnknownKind(0x7f);
+        vec![
+            (
+                Error::Listen {
+                    addr,
+                    source: os(libc::EADDRINUSE),
+                },
+                text(libc::EADDRINUSE),
+            ),
+            (Error::Accept(os(libc::EMFILE)), text(libc::EMFILE)),
+            (
+                Error::Connect {
+                    addr,
+                    seconds: 1.0,
+                    source: os(libc::ECONNREFUSED),
+                },
+                text(libc::ECONNREFUSED),
+            ),
+            (
+                Error::Socket {
+                    what: "poll",
+                    source: os(libc::EBADF),
+                },
+                text(libc::EBADF),
+            ),
+            (Error::Decode(decode.clone()), decode.to_string()),
+            (Error::ControlIo(os(libc::EIO)), text(libc::EIO)),
+            (
+                Error::TransportIo {
+                    transport: "tcp",
+                    what: "send",
+                    source: os(libc::ENOBUFS),
+                },
+                text(libc::ENOBUFS),
+            ),
+            (
+                Error::Verbs {
+                    verb: "ibv_reg_mr",
+                    source: os(libc::ENOMEM),
+                    hint: Some("memlock"),
+                },
+                text(libc::ENOMEM),
+            ),
+            (
+                Error::Sysfs {
+                    path: PathBuf::from("/sys/class/infiniband"),
+                    source: os(libc::ENOENT),
+                },
+                text(libc::ENOENT),
+            ),
+            (
+                Error::Route {
+                    dst: Ipv4Addr::LOCALHOST,
+                    source: os(libc::EPERM),
+                },
+                text(libc::EPERM),
+            ),
+            (Error::InterfaceAddrs(os(libc::EACCES)), text(libc::EACCES)),
+        ]
+    }
+
+    #[test]
+    fn a_message_does_not_repeat_its_source_and_the_chain_says_it_once() {
+        for (e, source) in with_sources() {
+            assert!(std::error::Error::source(&e).is_some(), "{e:?}");
+            let own = e.to_string();
+            assert!(
+                !own.contains(&source),
+                "{own:?} repeats its source {source:?}"
+            );
+            let chain = e.chain();
+            assert_eq!(chain, format!("{own}: {source}"));
+        }
+    }
+
+    #[test]
+    fn an_invalid_message_prints_why_once() {
+        let e = Error::from(DecodeError::UnknownKind(0x7f));
+        assert_eq!(
+            e.chain(),
+            "invalid message from peer: unknown message kind 0x7f"
+        );
+    }
+
+    /// The program prints its errors through anyhow as `{:#}` (the message, then each source
+    /// after ": "): every cause appears exactly once.
+    #[cfg(feature = "cli")]
+    #[test]
+    fn the_programs_error_line_says_each_cause_once() {
+        for (e, source) in with_sources() {
+            let chain = e.chain();
+            let printed = format!("{:#}", anyhow::Error::from(e));
+            assert_eq!(printed, chain);
+            assert_eq!(printed.matches(&source).count(), 1, "{printed}");
+        }
+        let printed = format!(
+            "{:#}",
+            anyhow::Error::from(Error::from(DecodeError::UnknownKind(0x7f)))
+                .context("receiving failed")
+        );
+        assert_eq!(
+            printed,
+            "receiving failed: invalid message from peer: unknown message kind 0x7f"
+        );
+    }
+}

@@ -27,12 +27,17 @@
 //!
 //! Inside, bottom up: the I/O-free session core (every protocol rule, no sockets, no clock),
 //! the wire encoding, the transports behind one small private trait (tcp, verbs, doca), the
-//! handshake, then [`RdmaSink`] and [`RdmaSrc`], which drive the core.
+//! handshake, then [`RdmaSink`] and [`RdmaSrc`], which drive the core. The public names are the
+//! application's view (a sink takes messages in, a src gives them out); inside, the sink is the
+//! sender and the src the receiver: [`RdmaSink`] is `src/sender.rs`, driving the core's
+//! `SenderCore` (`src/session_core/sending.rs`), and [`RdmaSrc`] is `src/receiver.rs`, driving
+//! `ReceiverCore` (`src/session_core/receiving.rs`).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 #![warn(unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod busy_poll;
 pub mod config;
 pub mod doctor;
 pub mod duplex;
@@ -45,6 +50,7 @@ pub mod roce;
 mod sender;
 mod session;
 mod session_core;
+mod time;
 pub(crate) mod transport;
 
 pub use config::{Config, InterruptCheck, TransportChoice};
@@ -54,6 +60,7 @@ pub use proto::{Role, TransportKind};
 pub use receiver::RdmaSrc;
 pub use sender::RdmaSink;
 pub use session::SessionInfo;
+pub use transport::auto_order;
 
 /// The path toward a peer: which local address and interface the kernel uses, and the route.
 pub mod path {
@@ -64,14 +71,4 @@ pub mod path {
 /// The transports compiled into this build, in the order `auto` prefers them.
 pub fn compiled_in_transports() -> &'static [TransportKind] {
     transport::compiled_in()
-}
-
-/// The transports `--transport auto` tries, in order, for a path whose source address does
-/// (`roce_gid_found`) or does not own a RoCE v2 GID: every RDMA transport compiled in (DOCA
-/// first), then TCP. The session and `doctor` both use this one rule.
-pub fn auto_order(roce_gid_found: bool) -> impl Iterator<Item = TransportKind> + Clone {
-    transport::compiled_in()
-        .iter()
-        .copied()
-        .filter(move |k| roce_gid_found || *k == TransportKind::Tcp)
 }

@@ -23,7 +23,7 @@ use crate::net::wait::{wait_any, Interest};
 use crate::proto::Role;
 use crate::session::handshake::read_hello;
 use crate::session::{PendingHello, Session};
-use crate::session_core::deadline_after;
+use crate::time::deadline_after;
 use crate::{Error, RdmaSink, RdmaSrc, Result};
 
 /// Hellos read at the same time; more connections are closed on arrival.
@@ -222,7 +222,11 @@ impl Incoming {
         self.config.max_msg_size = self.config.max_msg_size.min(self.peer_max_message_size());
     }
 
-    /// Accepts the client as its receiver (the client sends).
+    /// Accepts the client as its receiver (the client sends): we become the [`RdmaSrc`], the
+    /// source the client's messages come out of, for a client that connected with
+    /// [`RdmaSink::connect`] ([`Incoming::peer_role`] is [`Role::Sender`]). The name is the
+    /// type we get, not the client's role: `accept_src` receives, [`Incoming::accept_sink`]
+    /// sends.
     ///
     /// # Errors
     /// The client does not send, the transports do not match, or the setup failed; the

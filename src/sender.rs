@@ -9,7 +9,8 @@ use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
-use crate::config::{BusyPoll, Config, Spin};
+use crate::busy_poll::{BusyPoll, Spin};
+use crate::config::Config;
 use crate::net::control::Received;
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};

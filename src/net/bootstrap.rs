@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
 
 use super::wait::remaining;
+use crate::time::deadline_after;
 use crate::{Error, Result};
 
 /// Idle time before the first keepalive probe.
@@ -59,7 +60,7 @@ pub(crate) fn connect(
     stopped: &dyn Fn() -> bool,
 ) -> Result<TcpStream> {
     ipv4_only(addr)?;
-    let deadline = crate::session_core::deadline_after(Instant::now(), timeout);
+    let deadline = deadline_after(Instant::now(), timeout);
     let mut backoff = Duration::from_millis(50);
     let mut attempts = 0u32;
     loop {

@@ -86,7 +86,7 @@ impl SendWindow {
         Some(seq)
     }
 
-    /// Gives back the credit of the last [`CreditWindow::try_take`] (sequence `seq`), for a
+    /// Gives back the credit of the last [`SendWindow::try_take`] (sequence `seq`), for a
     /// message that was never sent. False (nothing changed) when `seq` is not the last taken.
     pub(crate) fn untake(&mut self, seq: u64) -> bool {
         if self.sent == 0 || seq != self.sent - 1 || self.in_flight() == 0 {

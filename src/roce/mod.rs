@@ -4,7 +4,7 @@
 //! (`<sysfs>/class/infiniband/<dev>/ports/<p>/gids/<i>` with `gid_attrs/types/<i>` and
 //! `gid_attrs/ndevs/<i>`). This module reads that table ([`GidTable::read`], the root is
 //! injectable so tests can build fixture trees), picks the RoCE v2 GID that carries the source
-//! address of the bootstrap connection ([`select`], rdma_cm's rule, see docs/design.md "How the
+//! address of the bootstrap connection ([`select()`], rdma_cm's rule, see docs/design.md "How the
 //! device and GID are chosen"), and renders the table the way `show_gids` does ([`render_table`]).
 //!
 //! Nothing here talks to the RDMA stack itself; only the file system is read.

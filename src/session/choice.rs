@@ -13,7 +13,7 @@ pub(super) type Created<P> = ((Box<P>, Vec<<P as RolePath>::Slot>), Option<Devic
 
 /// Applies the device rule (docs/design.md, "Device and GID choice") and the transport
 /// choice, and creates the transport; logs what was decided. With `auto`, an RDMA transport
-/// that cannot start here falls back to the next one in [`crate::auto_order`], then to TCP.
+/// that cannot start here falls back to the next one in [`transport::auto_order`], then to TCP.
 pub(super) fn create_transport<P: RolePath + ?Sized>(
     config: &Config,
     path: &PathInfo,
@@ -54,7 +54,7 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
         };
         return Ok((P::create(kind, &params)?, Some(sel.choice)));
     }
-    let rdma_kinds = crate::auto_order(true).filter(|k| *k != TransportKind::Tcp);
+    let rdma_kinds = transport::auto_order(true).filter(|k| *k != TransportKind::Tcp);
     let rdma = rdma_kinds.clone().next();
     match (selection, rdma) {
         (Ok(sel), Some(_)) => {

@@ -19,8 +19,8 @@ use crate::net::wait::remaining;
 use crate::net::{ControlChannel, Received};
 use crate::proto::{Hello, PROTOCOL_VERSION};
 use crate::roce::{self, DeviceChoice};
-use crate::session_core::deadline_after;
 use crate::session_core::handshake::{Handshake, HandshakeAction};
+use crate::time::deadline_after;
 use crate::transport::{BootstrapSide, RolePath, SetupInterrupted, SetupParams};
 use crate::{Error, Result};
 

@@ -17,7 +17,8 @@ use crate::net::wait::{remaining, wait_any, Interest};
 use crate::net::{ControlChannel, Received};
 use crate::proto::{Hello, Message, Role, TransportKind};
 use crate::roce::DeviceChoice;
-use crate::session_core::{deadline_after, explain_wait};
+use crate::session_core::explain_wait;
+use crate::time::deadline_after;
 use crate::transport::RolePath;
 use crate::{Error, Result};
 

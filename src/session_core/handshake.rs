@@ -26,9 +26,9 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::ProtocolViolation;
 use crate::proto::{Hello, Message, Role};
 use crate::Error;
+use crate::ProtocolViolation;
 
 /// Which end of the bootstrap connection we are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,7 @@ mod proptests;
 pub(crate) mod receiving;
 pub(crate) mod sending;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::Error;
 
@@ -31,70 +31,6 @@ pub(crate) const FINISH_GRACE: Duration = Duration::from_secs(2);
 /// still promises (the sender sends Finish only after every send completed, so they are
 /// already on their way).
 pub(crate) const FINISH_PROGRESS: Duration = Duration::from_secs(10);
-
-/// A rule of the wire protocol that the peer broke. Always ends the session; the reason is sent
-/// to the peer in a Reject.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProtocolViolation {
-    /// A message that is not allowed at this point of the session.
-    #[error("expected {expected}, got {got}")]
-    Unexpected {
-        /// What the protocol allows here.
-        expected: &'static str,
-        /// The message that came instead.
-        got: &'static str,
-    },
-    /// A data message arrived after the sender's Finish had counted every message.
-    #[error("a message arrived after Finish{{count: {count}}} had counted all of them")]
-    PastFinish {
-        /// The count the sender announced.
-        count: u64,
-    },
-    /// Finish announced fewer messages than had already arrived.
-    #[error("Finish says {count} message(s) but {arrived} arrived")]
-    FinishBelowArrived {
-        /// The announced count.
-        count: u64,
-        /// Messages that had arrived.
-        arrived: u64,
-    },
-    /// A second Finish.
-    #[error("Finish sent twice (first {first}, then {second})")]
-    FinishTwice {
-        /// The first count.
-        first: u64,
-        /// The second count.
-        second: u64,
-    },
-    /// The receiver claims to have released more messages than were sent.
-    #[error("credit for {released} message(s) released but only {sent} sent")]
-    CreditInvented {
-        /// Claimed cumulative releases.
-        released: u64,
-        /// Messages actually sent.
-        sent: u64,
-    },
-    /// The cumulative release count went backwards.
-    #[error("credit went backwards from {previous} to {released}")]
-    CreditRegressed {
-        /// The count we had.
-        previous: u64,
-        /// The smaller count received.
-        released: u64,
-    },
-    /// A message arrived while every slot held an unreleased message.
-    #[error(
-        "a message arrived with all {capacity} slot(s) in use (the sender exceeded its credit)"
-    )]
-    CreditOverrun {
-        /// The window size.
-        capacity: u32,
-    },
-    /// The sender used the data path before the receiver said Ready.
-    #[error("the sender sent data before Ready")]
-    DataBeforeReady,
-}
 
 /// What an end does after an error ended its operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,21 +76,4 @@ pub(crate) fn explain_wait(e: &Error, role: crate::proto::Role) -> Option<Durati
         }),
         _ => None,
     }
-}
-
-/// The earlier of two optional deadlines.
-pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
-}
-
-/// `now + d`, saturating far in the future instead of overflowing (`Instant + Duration` panics
-/// on overflow; a caller may configure an enormous timeout).
-pub(crate) fn deadline_after(now: Instant, d: Duration) -> Instant {
-    now.checked_add(d)
-        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
-        .unwrap_or(now)
 }

@@ -12,10 +12,10 @@ use proptest::prelude::*;
 use super::handshake::{Handshake, HandshakeAction};
 use super::receiving::{ReceiverAction, ReceiverCore, RecvStep};
 use super::sending::{FinishStep, SenderAction, SenderCore};
-use super::ProtocolViolation;
 use crate::proto::{Message, Role, TransportKind};
 use crate::transport::{Arrived, CreditRoute, RecvSlot, SendEvent, StagingSlot};
 use crate::Error;
+use crate::ProtocolViolation;
 
 #[derive(Debug, Clone, Copy)]
 enum Op {

@@ -28,13 +28,12 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{
-    deadline_after, earliest, on_failure, AfterFailure, ProtocolViolation, FINISH_GRACE,
-    FINISH_PROGRESS,
-};
+use super::{on_failure, AfterFailure, FINISH_GRACE, FINISH_PROGRESS};
 use crate::proto::{CreditError, Message, RecvWindow};
+use crate::time::{deadline_after, earliest};
 use crate::transport::{Arrived, CreditRoute, RecvSlot};
 use crate::Error;
+use crate::ProtocolViolation;
 
 /// What the receiver should do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,10 +23,12 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{deadline_after, on_failure, AfterFailure, ProtocolViolation, FINISH_LINGER};
+use super::{on_failure, AfterFailure, FINISH_LINGER};
 use crate::proto::{CreditError, Message, SendWindow};
+use crate::time::deadline_after;
 use crate::transport::{CreditRoute, SendEvent, StagingSlot};
 use crate::Error;
+use crate::ProtocolViolation;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {

@@ -376,3 +376,13 @@ pub(crate) fn compiled_in() -> &'static [TransportKind] {
         TransportKind::Tcp,
     ]
 }
+
+/// The transports `--transport auto` tries, in order, for a path whose source address does
+/// (`roce_gid_found`) or does not own a RoCE v2 GID: every RDMA transport compiled in (DOCA
+/// first), then TCP. The session and `doctor` both use this one rule.
+pub fn auto_order(roce_gid_found: bool) -> impl Iterator<Item = TransportKind> + Clone {
+    compiled_in()
+        .iter()
+        .copied()
+        .filter(move |k| roce_gid_found || *k == TransportKind::Tcp)
+}

@@ -29,8 +29,7 @@ use super::{
 use crate::net::bootstrap::tune_stream;
 use crate::net::wait::remaining;
 use crate::proto::{Role, TransportKind};
-use crate::session_core::ProtocolViolation;
-use crate::{Error, Result};
+use crate::{Error, ProtocolViolation, Result};
 
 const NAME: &str = "tcp";
 const TOKEN_LEN: usize = 16;

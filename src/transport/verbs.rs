@@ -815,11 +815,14 @@ const MEMLOCK_HINT: &str =
 container add --cap-add=IPC_LOCK (root) or --ulimit memlock=-1 (any user); on a host run as root \
 or raise ulimit -l";
 
-/// A verbs-sys failure as our error, keeping its errno.
+/// A verbs-sys failure as our error. A failed verb keeps its errno as the source (verbs-sys's
+/// own message repeats the verb and the errno, which ours already says); any other verbs-sys
+/// error is kept whole inside it (`source.get_ref()` downcasts to [`verbs_sys::Error`]), not
+/// flattened into a string.
 fn verb(verb: &'static str, e: verbs_sys::Error, hint: Option<&'static str>) -> Error {
     let source = match e {
         verbs_sys::Error::Verb { source, .. } | verbs_sys::Error::Post { source, .. } => source,
-        other => io::Error::other(other.to_string()),
+        other => io::Error::other(other),
     };
     Error::Verbs { verb, source, hint }
 }
@@ -904,5 +907,46 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("UDP port 4791"), "{e}");
+    }
+
+    #[test]
+    fn a_failed_verb_prints_its_name_and_errno_once() {
+        let errno = io::Error::from_raw_os_error(libc::ENOMEM);
+        let e = verb(
+            "ibv_reg_mr",
+            verbs_sys::Error::Verb {
+                verb: "ibv_reg_mr",
+                source: io::Error::from_raw_os_error(libc::ENOMEM),
+            },
+            Some("raise the memlock limit"),
+        );
+        assert_eq!(
+            e.chain(),
+            format!("ibv_reg_mr failed (raise the memlock limit): {errno}")
+        );
+    }
+
+    #[test]
+    fn a_verbs_sys_error_without_errno_stays_typed_and_prints_once() {
+        let e = verb(
+            "ibv_post_send",
+            verbs_sys::Error::InlineTooLarge { len: 300, max: 64 },
+            None,
+        );
+        let text = "inline send of 300 bytes exceeds the queue pair's max_inline_data of 64";
+        assert_eq!(e.chain(), format!("ibv_post_send failed: {text}"));
+        let Error::Verbs { source, .. } = &e else {
+            panic!("{e:?}");
+        };
+        let kept = source
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<verbs_sys::Error>());
+        assert!(
+            matches!(
+                kept,
+                Some(verbs_sys::Error::InlineTooLarge { len: 300, max: 64 })
+            ),
+            "{kept:?}"
+        );
     }
 }
