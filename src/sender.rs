@@ -184,8 +184,14 @@ impl RdmaSink {
         while let Some(action) = self.core.poll_action() {
             match action {
                 SenderAction::SendFinish { count } => {
-                    self.session.control.send(&Message::Finish { count })?;
-                    self.core.on_finish_sent(Instant::now());
+                    match self.session.control.send(&Message::Finish { count }) {
+                        Ok(()) => self.core.on_finish_sent(Instant::now()),
+                        // The core says what a close before Finish means, with its count.
+                        Err(Error::PeerLost { reason, .. }) => {
+                            self.core.on_control_closed(&reason)?
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
                 SenderAction::Reject(reason) => self.session.control.reject(&reason),
                 SenderAction::CloseDataPath => self.session.transport.close(),

@@ -267,10 +267,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
         let deadline = handshake.poll_timeout().unwrap_or_else(Instant::now);
         loop {
             match self.transport.connect(peer_blob, deadline, control.fd()) {
-                Ok(()) => {
-                    handshake.on_connected();
-                    return Ok(());
-                }
+                Ok(()) => return handshake.on_connected(self.transport.early_data()),
                 Err(SetupInterrupted::Failed(e)) => return Err(e),
                 Err(SetupInterrupted::ControlReadable) => {
                     step(control, handshake, config)?;

@@ -18,7 +18,8 @@
 //!   and [`Error::Refused`]);
 //! - a client hello that does not decode is answered with a Reject;
 //! - Ready is the receiver's, sent only after its data path connected and every slot is
-//!   posted; the sender may see it before its own connect finished (tcp: the receiver's side
+//!   posted; data on the data path before it (where the transport can see it) is a protocol
+//!   violation; the sender may see it before its own connect finished (tcp: the receiver's side
 //!   may finish first), never before the hellos;
 //! - the control connection closed during the handshake is the peer lost, with 0 messages;
 //! - every step ends at the one deadline.
@@ -266,12 +267,18 @@ impl Handshake {
         }
     }
 
-    /// The data path connected.
-    pub(crate) fn on_connected(&mut self) {
+    /// The data path connected; `early_data`: the peer already sent data on it (where the
+    /// transport can see that), which a sender may not do before our Ready.
+    pub(crate) fn on_connected(&mut self, early_data: bool) -> Result<(), Error> {
         if self.stage != Stage::Connecting {
-            return;
+            return Ok(());
         }
         match self.our_role().unwrap_or(Role::Sender) {
+            Role::Receiver if early_data => {
+                let e = Error::Protocol(ProtocolViolation::DataBeforeReady);
+                self.fail(&e);
+                return Err(e);
+            }
             Role::Receiver => {
                 self.actions.push_back(HandshakeAction::PostSlots);
                 self.actions
@@ -281,6 +288,7 @@ impl Handshake {
             Role::Sender if self.early_ready => self.stage = Stage::Established,
             Role::Sender => self.stage = Stage::Ready,
         }
+        Ok(())
     }
 
     /// The control connection closed (why): the peer is gone.
@@ -380,7 +388,7 @@ pub(crate) mod tests {
             [HandshakeAction::ConnectDataPath { .. }]
         ));
         assert!(!h.is_established());
-        h.on_connected();
+        h.on_connected(false).unwrap();
         assert_eq!(
             drain(&mut h),
             [
@@ -410,7 +418,7 @@ pub(crate) mod tests {
         ));
         h.on_message(Message::Ready).unwrap();
         assert!(!h.is_established(), "not before our own connect");
-        h.on_connected();
+        h.on_connected(false).unwrap();
         assert!(h.is_established());
     }
 
@@ -433,12 +441,35 @@ pub(crate) mod tests {
         let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now);
         h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
             .unwrap();
-        h.on_connected();
+        h.on_connected(false).unwrap();
         let e = h.on_message(Message::Credit { released: 1 }).unwrap_err();
         assert_eq!(
             e.to_string(),
             "protocol violation by peer: expected Ready, got Credit"
         );
+    }
+
+    #[test]
+    fn data_before_ready_is_a_violation_the_sender_is_told_about() {
+        let now = Instant::now();
+        let mut h = Handshake::client(hello(Role::Receiver, TransportKind::Tcp), now);
+        h.on_message(Message::Hello(hello(Role::Sender, TransportKind::Tcp)))
+            .unwrap();
+        drain(&mut h);
+        let e = h.on_connected(true).unwrap_err();
+        assert!(
+            matches!(e, Error::Protocol(ProtocolViolation::DataBeforeReady)),
+            "{e}"
+        );
+        assert!(
+            matches!(&drain(&mut h)[..], [HandshakeAction::Reject(r)] if r.contains("data before Ready"))
+        );
+        assert!(!h.is_established());
+        // A sender's peer is the receiver: nothing it could send early is data.
+        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now);
+        h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
+            .unwrap();
+        h.on_connected(true).unwrap();
     }
 
     #[test]

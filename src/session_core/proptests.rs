@@ -656,7 +656,7 @@ proptest! {
             }
             if choice >= 2 && connect_pending[i] {
                 connect_pending[i] = false;
-                ends[i].on_connected();
+                ends[i].on_connected(false).expect("no early data");
                 continue;
             }
             if let Some(msg) = wires[i].pop_front() {

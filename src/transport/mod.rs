@@ -291,6 +291,14 @@ pub(crate) trait RecvPath: DataPath {
     /// (together, one doorbell, where the transport can). The core asks for it only on that
     /// route.
     fn return_credits(&mut self, count: usize) -> Result<()>;
+
+    /// After connect, before any slot is posted: whether the peer already sent data (the
+    /// handshake core's "data before Ready" rule). Only a transport that can see it says so:
+    /// on RDMA a send with no receive posted is retried by the NIC (receiver not ready), never
+    /// seen.
+    fn data_waiting(&self) -> bool {
+        false
+    }
 }
 
 /// A data path of one role, as the session set-up creates and prepares it.
@@ -306,6 +314,10 @@ pub(crate) trait RolePath: DataPath {
     /// Right before Ready: a receiver posts every slot (`slots` ends empty), a sender keeps
     /// them for its core.
     fn before_ready(&mut self, slots: &mut Vec<Self::Slot>) -> Result<()>;
+
+    /// Right after connect: whether the peer already sent data ([`RecvPath::data_waiting`];
+    /// a sender's peer never sends data).
+    fn early_data(&self) -> bool;
 }
 
 impl RolePath for dyn SendPath {
@@ -327,6 +339,10 @@ impl RolePath for dyn SendPath {
 
     fn before_ready(&mut self, _slots: &mut Vec<StagingSlot>) -> Result<()> {
         Ok(())
+    }
+
+    fn early_data(&self) -> bool {
+        false
     }
 }
 
@@ -352,6 +368,10 @@ impl RolePath for dyn RecvPath {
             self.post_recv(slot)?;
         }
         Ok(())
+    }
+
+    fn early_data(&self) -> bool {
+        self.data_waiting()
     }
 }
 

@@ -29,7 +29,7 @@ use super::{
 use crate::net::bootstrap::tune_stream;
 use crate::net::wait::remaining;
 use crate::proto::{Role, TransportKind};
-use crate::{Error, ProtocolViolation, Result};
+use crate::{Error, Result};
 
 const NAME: &str = "tcp";
 const TOKEN_LEN: usize = 16;
@@ -291,14 +291,6 @@ impl TcpTransport {
         stream
             .set_nonblocking(true)
             .map_err(io_err("set non-blocking"))?;
-        if self.role == Role::Receiver {
-            // An honest sender writes nothing before our Ready, which comes after this.
-            let mut probe = [0u8; 1];
-            match stream.peek(&mut probe) {
-                Ok(n) if n > 0 => return Err(Error::Protocol(ProtocolViolation::DataBeforeReady)),
-                _ => {}
-            }
-        }
         self.stream = Some(stream);
         Ok(())
     }
@@ -316,44 +308,37 @@ impl TcpTransport {
             if self.peer_closed || drained {
                 return Ok(());
             }
+            let Some(stream) = self.stream.as_mut() else {
+                return Ok(());
+            };
             if self.rx_start == self.rx_end {
                 self.rx_start = 0;
                 self.rx_end = 0;
                 // The rest of a large message body goes straight into its slot: one copy less.
                 if let Some(cur) = self.incoming.as_mut() {
                     if cur.len - cur.got >= DIRECT_READ_MIN {
-                        let Some(stream) = self.stream.as_mut() else {
-                            return Ok(());
-                        };
-                        let want = cur.len - cur.got;
-                        match stream.read(&mut self.slots[cur.slot][cur.got..cur.len]) {
-                            Ok(0) => self.peer_closed = true,
-                            Ok(n) => {
+                        match read_some(stream, &mut self.slots[cur.slot][cur.got..cur.len])? {
+                            ReadOutcome::Bytes { n, drained: d } => {
                                 cur.got += n;
-                                drained = n < want;
+                                drained = d;
                             }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(e) => return Err(data_io("receive", e)),
+                            ReadOutcome::Closed => self.peer_closed = true,
+                            ReadOutcome::Again => {}
+                            ReadOutcome::Empty => return Ok(()),
                         }
                         continue;
                     }
                 }
             }
             let end = self.rx_end;
-            let Some(stream) = self.stream.as_mut() else {
-                return Ok(());
-            };
-            let want = self.rx.len() - end;
-            match stream.read(&mut self.rx[end..]) {
-                Ok(0) => self.peer_closed = true,
-                Ok(n) => {
+            match read_some(stream, &mut self.rx[end..])? {
+                ReadOutcome::Bytes { n, drained: d } => {
                     self.rx_end += n;
-                    drained = n < want;
+                    drained = d;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(data_io("receive", e)),
+                ReadOutcome::Closed => self.peer_closed = true,
+                ReadOutcome::Again => {}
+                ReadOutcome::Empty => return Ok(()),
             }
         }
     }
@@ -611,6 +596,40 @@ impl RecvPath for TcpTransport {
 
     fn return_credits(&mut self, _count: usize) -> Result<()> {
         Err(super::wrong_role(NAME, "an in-band credit"))
+    }
+
+    fn data_waiting(&self) -> bool {
+        let mut probe = [0u8; 1];
+        self.stream
+            .as_ref()
+            .is_some_and(|s| matches!(s.peek(&mut probe), Ok(n) if n > 0))
+    }
+}
+
+/// What one read of the data connection found.
+enum ReadOutcome {
+    /// `n` bytes; `drained` when fewer than asked for (the socket had no more then).
+    Bytes { n: usize, drained: bool },
+    /// End of file: the peer closed the connection.
+    Closed,
+    /// Interrupted by a signal: read again.
+    Again,
+    /// Nothing to read now.
+    Empty,
+}
+
+/// One non-blocking read into `buf`.
+fn read_some(stream: &mut TcpStream, buf: &mut [u8]) -> Result<ReadOutcome> {
+    let want = buf.len();
+    match stream.read(buf) {
+        Ok(0) => Ok(ReadOutcome::Closed),
+        Ok(n) => Ok(ReadOutcome::Bytes {
+            n,
+            drained: n < want,
+        }),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(ReadOutcome::Empty),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(ReadOutcome::Again),
+        Err(e) => Err(data_io("receive", e)),
     }
 }
 
