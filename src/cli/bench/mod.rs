@@ -36,3 +36,40 @@ pub fn run(args: &BenchArgs, stop: Arc<AtomicBool>) -> Result<u8> {
         _ => bail!("say bench --server IP:PORT or bench --client IP:PORT"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::args::{Cli, Command};
+
+    /// The library configuration `bench` builds for the options after `bench --client ...`.
+    fn config(extra: &[&str]) -> rdma_container::Config {
+        let mut line = vec!["rdma-container", "bench", "--client", "127.0.0.1:1"];
+        line.extend_from_slice(extra);
+        let Some(Command::Bench(args)) = Cli::try_parse_from(line).unwrap().command else {
+            panic!("a bench command");
+        };
+        crate::cli::config_from(&args.session_args(), &Arc::new(AtomicBool::new(false))).unwrap()
+    }
+
+    #[test]
+    fn lat_polls_for_a_second_unless_told_and_bw_does_not() {
+        assert_eq!(config(&[]).busy_poll, None);
+        let lat = config(&["--mode", "lat", "--credits", "8"]);
+        assert_eq!(lat.busy_poll, Some(Duration::from_secs(1)));
+        assert_eq!(lat.credits, 8);
+        assert_eq!(
+            config(&["--mode", "lat", "--busy-poll", "0"]).busy_poll,
+            None
+        );
+        assert_eq!(
+            config(&["--busy-poll", "50"]).busy_poll,
+            Some(Duration::from_micros(50))
+        );
+        assert_eq!(config(&[]).idle_timeout, None);
+    }
+}
