@@ -22,6 +22,8 @@ pub fn serve(addr: SocketAddr, config: Config) -> Result<u8> {
     )?;
     log::info!("bench server listening on {addr}");
     loop {
+        // The library's duplex accept, except that each session takes the client's credits and
+        // message size (perftest's client chooses them; `accept_duplex` would use ours).
         let (mut sink, mut src) = match listener.accept_duplex_with_peer_settings() {
             Ok(pair) => pair,
             Err(Error::Interrupted) => return Ok(EXIT_INTERRUPTED),
