@@ -153,7 +153,20 @@ impl Listener {
     /// Either session failed to set up, or the second did not arrive within the handshake
     /// timeout.
     pub fn accept_duplex(&self) -> Result<(RdmaSink, RdmaSrc)> {
-        let first = loop {
+        self.duplex(false)
+    }
+
+    /// Like [`Listener::accept_duplex`], each session with the client's credits and largest
+    /// message size ([`Incoming::adopt_peer_settings`]), as a benchmark server wants.
+    ///
+    /// # Errors
+    /// As for [`Listener::accept_duplex`].
+    pub fn accept_duplex_with_peer_settings(&self) -> Result<(RdmaSink, RdmaSrc)> {
+        self.duplex(true)
+    }
+
+    fn duplex(&self, adopt_peer_settings: bool) -> Result<(RdmaSink, RdmaSrc)> {
+        let mut first = loop {
             let incoming = self.accept()?;
             if incoming.peer_role() == Role::Sender {
                 break incoming;
@@ -161,11 +174,14 @@ impl Listener {
             incoming.refuse("duplex: send on the first session, receive on the second");
         };
         let peer = first.peer_addr().ip();
+        if adopt_peer_settings {
+            first.adopt_peer_settings();
+        }
         let src = first.accept_src()?;
         let deadline = deadline_after(Instant::now(), self.config.handshake_timeout);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let Some(incoming) = self.accept_timeout(left)? else {
+            let Some(mut incoming) = self.accept_timeout(left)? else {
                 return Err(Error::HandshakeTimeout {
                     peer: SocketAddr::new(peer, 0),
                     seconds: self.config.handshake_timeout.as_secs_f64(),
@@ -173,6 +189,9 @@ impl Listener {
                 });
             };
             if incoming.peer_addr().ip() == peer && incoming.peer_role() == Role::Receiver {
+                if adopt_peer_settings {
+                    incoming.adopt_peer_settings();
+                }
                 return Ok((incoming.accept_sink()?, src));
             }
             incoming.refuse("busy: the server is setting up a duplex session; try again later");

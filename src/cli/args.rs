@@ -1,10 +1,12 @@
-//! Command-line definitions.
+//! Command-line definitions: every flag of every command, and nothing that runs them (the
+//! other `cli` modules import from here, never the other way).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use rdma_container::TransportChoice;
+use serde::{Deserialize, Serialize};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -57,7 +59,7 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Bandwidth (bw) or latency (lat) with perftest's columns: run `bench --server IP:PORT`
     /// on one end and `bench --client IP:PORT` on the other.
-    Bench(super::bench::BenchArgs),
+    Bench(BenchArgs),
 }
 
 /// Options shared by --server, --client and demo.
@@ -120,6 +122,119 @@ pub struct SessionArgs {
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
     #[arg(long, default_value = "/sys", value_name = "DIR")]
     pub sysfs_root: PathBuf,
+}
+
+/// `bench` options.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Serve benchmark clients on IP:PORT (until the client's last size, or Ctrl-C).
+    #[arg(
+        long,
+        value_name = "IP:PORT",
+        conflicts_with = "client",
+        required_unless_present = "client"
+    )]
+    pub server: Option<SocketAddr>,
+
+    /// Run the benchmark against the server at IP:PORT and print the results.
+    #[arg(long, value_name = "IP:PORT")]
+    pub client: Option<SocketAddr>,
+
+    /// bw: one-way stream (like ib_send_bw); lat: ping-pong (like ib_send_lat).
+    #[arg(long, value_enum, default_value_t = BenchMode::Bw)]
+    pub mode: BenchMode,
+
+    /// Message size in bytes (default 65536 for bw, 2 for lat).
+    #[arg(short = 's', long, value_name = "BYTES", conflicts_with = "all")]
+    pub size: Option<usize>,
+
+    /// Every power of two from 2 bytes to 8 MiB.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+
+    /// Messages per size (default 5000 for bw, 1000 for lat).
+    #[arg(short = 'n', long, value_name = "N", conflicts_with = "duration")]
+    pub iters: Option<u64>,
+
+    /// Run each size for this many seconds instead of a message count.
+    #[arg(short = 'D', long, value_name = "SECONDS")]
+    pub duration: Option<Seconds>,
+
+    /// Messages in flight: the receiver's slots (perftest's -t). Line rate with large
+    /// messages needs a few; small messages want 16 or more.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub credits: u16,
+
+    /// Data path.
+    #[arg(long, value_enum, default_value_t = TransportChoice::Auto)]
+    pub transport: TransportChoice,
+
+    /// Device overrides.
+    #[command(flatten)]
+    pub device: DeviceArgs,
+
+    /// Poll this many microseconds before sleeping (default: 1000000 for lat, off for bw).
+    #[arg(long, value_name = "USEC", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    pub busy_poll: Option<u64>,
+
+    /// Report bandwidth in Gb/sec instead of MiB/sec.
+    #[arg(long)]
+    pub report_gbits: bool,
+
+    /// Print the results as one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the JSON results to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out_json: Option<PathBuf>,
+
+    /// Client: keep retrying to reach the server for this long (seconds).
+    #[arg(long, default_value = "30", value_name = "SECONDS")]
+    pub connect_timeout: Seconds,
+
+    /// Deadline for each session's handshake (seconds).
+    #[arg(long, default_value = "10", value_name = "SECONDS")]
+    pub handshake_timeout: Seconds,
+
+    /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
+    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+}
+
+/// What `bench` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchMode {
+    /// Bandwidth and message rate, one way.
+    Bw,
+    /// Round-trip latency, reported as half the round trip.
+    Lat,
+}
+
+impl BenchArgs {
+    /// The session options `bench` shares with `--server` and `--client`, to build the library
+    /// configuration from: busy polling defaults to one second for `lat`; there is no idle
+    /// timeout, and the count, size and largest message are the benchmark's own (each session
+    /// sets its largest message).
+    pub fn session_args(&self) -> SessionArgs {
+        SessionArgs {
+            count: 0,
+            size: None,
+            max_msg_size: rdma_container::config::DEFAULT_MAX_MSG_SIZE,
+            credits: self.credits,
+            transport: self.transport,
+            device: self.device.clone(),
+            connect_timeout: self.connect_timeout,
+            handshake_timeout: self.handshake_timeout,
+            idle_timeout: None,
+            busy_poll: self
+                .busy_poll
+                .or((self.mode == BenchMode::Lat).then_some(1_000_000)),
+            quiet: false,
+            sysfs_root: self.sysfs_root.clone(),
+        }
+    }
 }
 
 /// `doctor` options.

@@ -1,4 +1,4 @@
-//! The `rdma-container` command line: server, client, demo and doctor.
+//! The `rdma-container` command line: server, client, demo, doctor and bench.
 
 pub mod args;
 pub mod bench;
@@ -19,7 +19,8 @@ use args::SessionArgs;
 /// Exit status after Ctrl-C, as shells report SIGINT.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
-/// Builds the library configuration from the command line.
+/// Builds the library configuration from the command line (`bench` too, through
+/// [`args::BenchArgs::session_args`]).
 pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
     let config = Config {
         max_msg_size: args.max_msg_size,

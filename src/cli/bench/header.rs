@@ -1,0 +1,67 @@
+//! The JSON messages of a benchmark session: the client's [`Header`] (its first message, saying
+//! what to run) and, after a `bw` stream, the server's [`BwMeasured`] reply.
+
+use anyhow::{anyhow, Context, Result};
+use rdma_container::{RdmaSink, RdmaSrc};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::cli::args::BenchMode;
+
+/// The client's first message in each session.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Header {
+    pub mode: BenchMode,
+    pub size: usize,
+    pub iters: Option<u64>,
+    pub duration_ms: Option<u64>,
+    pub last: bool,
+}
+
+impl Header {
+    /// Reads the client's header: the session's first message.
+    pub fn recv(src: &mut RdmaSrc) -> Result<Self> {
+        recv(
+            src,
+            "the client ended before its header",
+            "the client's header does not parse",
+        )
+    }
+}
+
+/// What the server measured in a bw session.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BwMeasured {
+    pub messages: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub peak_bytes_per_sec: f64,
+}
+
+impl BwMeasured {
+    /// Reads the server's figures: its only message.
+    pub fn recv(src: &mut RdmaSrc) -> Result<Self> {
+        recv(
+            src,
+            "the server ended without its measurements",
+            "the server's measurements do not parse",
+        )
+    }
+}
+
+/// Sends one message as JSON.
+pub fn send<T: Serialize>(sink: &mut RdmaSink, message: &T) -> Result<()> {
+    sink.send(&serde_json::to_vec(message)?)?;
+    Ok(())
+}
+
+/// Receives one JSON message; `ended` and `garbled` say what went wrong when the stream ended
+/// instead, or the message does not parse.
+fn recv<T: DeserializeOwned>(
+    src: &mut RdmaSrc,
+    ended: &'static str,
+    garbled: &'static str,
+) -> Result<T> {
+    let raw = src.recv()?.ok_or_else(|| anyhow!(ended))?;
+    serde_json::from_slice(raw).context(garbled)
+}

@@ -1,0 +1,251 @@
+//! What `bench --client` prints: perftest's rows from the measured figures, the table (a
+//! header block, then a row per size as it finishes) and the JSON report.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use rdma_container::{Config, SessionInfo};
+use serde::Serialize;
+
+use super::header::BwMeasured;
+use crate::cli::args::{BenchArgs, BenchMode};
+
+/// The width of the table's rules.
+const LINE: usize = 95;
+
+/// One row of results.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Row {
+    Bw {
+        bytes: usize,
+        iterations: u64,
+        bw_peak: f64,
+        bw_average: f64,
+        msg_rate_mpps: f64,
+        unit: &'static str,
+    },
+    Lat {
+        bytes: usize,
+        iterations: u64,
+        t_min_us: f64,
+        t_max_us: f64,
+        t_typical_us: f64,
+        t_avg_us: f64,
+        t_stdev_us: f64,
+        p99_us: f64,
+        p99_9_us: f64,
+    },
+}
+
+/// The whole run, as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    mode: BenchMode,
+    transport: String,
+    device: Option<String>,
+    port: Option<u32>,
+    gid_index: Option<u32>,
+    credits: u16,
+    busy_poll_us: Option<u64>,
+    pub results: Vec<Row>,
+}
+
+impl Report {
+    /// An empty report for the first session's settings; prints the table's header block
+    /// unless the output is JSON.
+    pub fn start(args: &BenchArgs, info: &SessionInfo, config: &Config) -> Self {
+        let r = Self {
+            mode: args.mode,
+            transport: info.transport.name().to_owned(),
+            device: info.device.as_ref().map(|d| d.device.clone()),
+            port: info.device.as_ref().map(|d| d.port),
+            gid_index: info.device.as_ref().map(|d| d.gid_index),
+            credits: info.credits(),
+            busy_poll_us: config.busy_poll.map(|d| d.as_micros() as u64),
+            results: Vec::new(),
+        };
+        if !args.json {
+            print_header(&r, args, info);
+        }
+        r
+    }
+
+    /// Prints the JSON (or the table's closing rule) and writes `--out-json`.
+    pub fn finish(&self, args: &BenchArgs) -> Result<()> {
+        let json = serde_json::to_string_pretty(self)?;
+        if args.json {
+            println!("{json}");
+        } else {
+            println!("{}", "-".repeat(LINE));
+        }
+        if let Some(path) = &args.out_json {
+            std::fs::write(path, format!("{json}\n"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// perftest's bandwidth columns from what the server measured.
+pub fn bw_row(size: usize, m: &BwMeasured, report_gbits: bool) -> Row {
+    let secs = m.seconds.max(1e-9);
+    let (scale, unit) = if report_gbits {
+        (8.0 / 1e9, "Gb/sec")
+    } else {
+        (1.0 / (1024.0 * 1024.0), "MiB/sec")
+    };
+    Row::Bw {
+        bytes: size,
+        iterations: m.messages,
+        bw_peak: m.peak_bytes_per_sec * scale,
+        bw_average: m.bytes as f64 / secs * scale,
+        // The clock starts at the first arrival: the messages after it are the timed ones.
+        msg_rate_mpps: m.messages.saturating_sub(1) as f64 / secs / 1e6,
+        unit,
+    }
+}
+
+/// perftest's latency columns from half round trips in nanoseconds.
+pub fn latency_row(size: usize, mut ns: Vec<u64>) -> Row {
+    ns.sort_unstable();
+    let n = ns.len().max(1);
+    let us = |v: u64| v as f64 / 1000.0;
+    let at = |q: f64| {
+        us(ns
+            .get(((n as f64 * q).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(0))
+    };
+    let avg = ns.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+    let var = ns.iter().map(|&v| (v as f64 - avg).powi(2)).sum::<f64>() / n as f64;
+    Row::Lat {
+        bytes: size,
+        iterations: ns.len() as u64,
+        t_min_us: us(ns.first().copied().unwrap_or(0)),
+        t_max_us: us(ns.last().copied().unwrap_or(0)),
+        t_typical_us: at(0.5),
+        t_avg_us: avg / 1000.0,
+        t_stdev_us: var.sqrt() / 1000.0,
+        p99_us: at(0.99),
+        p99_9_us: at(0.999),
+    }
+}
+
+fn print_header(r: &Report, args: &BenchArgs, info: &SessionInfo) {
+    let title = match args.mode {
+        BenchMode::Bw => "Send BW Test (rdma-container bench)",
+        BenchMode::Lat => "Send Latency Test (rdma-container bench, half round trip)",
+    };
+    println!("{}", "-".repeat(LINE));
+    println!("{:^width$}", title, width = LINE);
+    println!(" Transport       : {}", r.transport);
+    match &info.device {
+        Some(d) => {
+            println!(" Device          : {}", d.device);
+            println!(" Port            : {}", d.port);
+            println!(" GID index       : {}", d.gid_index);
+            println!(" GID             : {}", d.gid_string());
+        }
+        None => println!(" Device          : none (tcp)"),
+    }
+    println!(
+        " MTU             : {}",
+        info.mtu().map_or("-".to_owned(), |m| format!("{m} bytes"))
+    );
+    println!(" Credits (depth) : {}", r.credits);
+    println!(
+        " Busy poll       : {}",
+        r.busy_poll_us
+            .map_or("off".to_owned(), |us| format!("{us} usec"))
+    );
+    println!(
+        " Path            : {} -> {}",
+        info.path.source, info.path.peer
+    );
+    println!("{}", "-".repeat(LINE));
+    match args.mode {
+        BenchMode::Bw => {
+            let unit = if args.report_gbits {
+                "Gb/sec"
+            } else {
+                "MiB/sec"
+            };
+            println!(
+                " {:<10} {:<14} {:<20} {:<22} {:<14}",
+                "#bytes",
+                "#iterations",
+                format!("BW peak[{unit}]"),
+                format!("BW average[{unit}]"),
+                "MsgRate[Mpps]"
+            );
+        }
+        BenchMode::Lat => println!(
+            " {:<8} {:<12} {:<12} {:<12} {:<16} {:<12} {:<14} {:<22} {:<22}",
+            "#bytes",
+            "#iterations",
+            "t_min[usec]",
+            "t_max[usec]",
+            "t_typical[usec]",
+            "t_avg[usec]",
+            "t_stdev[usec]",
+            "99% percentile[usec]",
+            "99.9% percentile[usec]"
+        ),
+    }
+    let _ = std::io::stdout().flush();
+}
+
+/// Prints one row of the table.
+pub fn print_row(row: &Row) {
+    match row {
+        Row::Bw {
+            bytes,
+            iterations,
+            bw_peak,
+            bw_average,
+            msg_rate_mpps,
+            ..
+        } => println!(
+            " {bytes:<10} {iterations:<14} {bw_peak:<20.2} {bw_average:<22.2} {msg_rate_mpps:<14.6}"
+        ),
+        Row::Lat {
+            bytes,
+            iterations,
+            t_min_us,
+            t_max_us,
+            t_typical_us,
+            t_avg_us,
+            t_stdev_us,
+            p99_us,
+            p99_9_us,
+        } => println!(
+            " {bytes:<8} {iterations:<12} {t_min_us:<12.2} {t_max_us:<12.2} {t_typical_us:<16.2} {t_avg_us:<12.2} {t_stdev_us:<14.2} {p99_us:<22.2} {p99_9_us:<22.2}"
+        ),
+    }
+    let _ = std::io::stdout().flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_columns_are_perftests() {
+        let Row::Lat {
+            t_min_us,
+            t_max_us,
+            t_typical_us,
+            t_avg_us,
+            p99_us,
+            ..
+        } = latency_row(2, (1..=1000).map(|i| i * 1000).collect())
+        else {
+            panic!("a latency row");
+        };
+        assert_eq!((t_min_us, t_max_us), (1.0, 1000.0));
+        assert_eq!(t_typical_us, 500.0);
+        assert_eq!(t_avg_us, 500.5);
+        assert_eq!(p99_us, 990.0);
+    }
+}

@@ -1,0 +1,57 @@
+//! `bench --server`: serves benchmark clients one after another, each size a duplex session
+//! on the client's credits and message size, until the client's last size (or Ctrl-C).
+
+use std::net::SocketAddr;
+
+use anyhow::Result;
+use rdma_container::{Config, Error, Listener, RdmaSink, RdmaSrc};
+
+use super::header::{self, Header};
+use super::{measure, ALL_MAX};
+use crate::cli::args::BenchMode;
+use crate::cli::EXIT_INTERRUPTED;
+
+/// Serves benchmark clients until the client's last size (or Ctrl-C).
+pub fn serve(addr: SocketAddr, config: Config) -> Result<u8> {
+    let listener = Listener::bind(
+        addr,
+        &Config {
+            max_msg_size: ALL_MAX.max(config.max_msg_size),
+            ..config
+        },
+    )?;
+    log::info!("bench server listening on {addr}");
+    loop {
+        // The library's duplex accept, except that each session takes the client's credits and
+        // message size (perftest's client chooses them; `accept_duplex` would use ours).
+        let (mut sink, mut src) = match listener.accept_duplex_with_peer_settings() {
+            Ok(pair) => pair,
+            Err(Error::Interrupted) => return Ok(EXIT_INTERRUPTED),
+            Err(e) => {
+                log::error!("benchmark session setup failed: {}", e.chain());
+                continue;
+            }
+        };
+        match serve_one(&mut sink, &mut src) {
+            Ok(last) => {
+                if let Err(e) = sink.finish() {
+                    log::warn!("ending the reply stream failed: {}", e.chain());
+                }
+                if last {
+                    return Ok(0);
+                }
+            }
+            Err(e) => log::error!("benchmark session failed: {e:#}"),
+        }
+    }
+}
+
+/// Runs what the header asks; returns whether it was the client's last size.
+fn serve_one(sink: &mut RdmaSink, src: &mut RdmaSrc) -> Result<bool> {
+    let header = Header::recv(src)?;
+    match header.mode {
+        BenchMode::Bw => header::send(sink, &measure::count(src, &header)?)?,
+        BenchMode::Lat => measure::echo(sink, src)?,
+    }
+    Ok(header.last)
+}
