@@ -177,17 +177,15 @@ fn config(args: &BenchArgs, stop: &std::sync::Arc<std::sync::atomic::AtomicBool>
     let busy = args
         .busy_poll
         .or((args.mode == BenchMode::Lat).then_some(1_000_000));
-    Config {
-        credits: args.credits,
-        transport: args.transport,
-        overrides: args.device.overrides(),
-        sysfs_root: args.sysfs_root.clone(),
-        connect_timeout: args.connect_timeout.0,
-        handshake_timeout: args.handshake_timeout.0,
-        busy_poll: busy.filter(|&us| us > 0).map(Duration::from_micros),
-        stop: Some(stop.clone()),
-        ..Config::default()
-    }
+    Config::default()
+        .with_credits(args.credits)
+        .with_transport(args.transport)
+        .with_overrides(args.device.overrides())
+        .with_sysfs_root(args.sysfs_root.clone())
+        .with_connect_timeout(args.connect_timeout.0)
+        .with_handshake_timeout(args.handshake_timeout.0)
+        .with_busy_poll(busy.filter(|&us| us > 0).map(Duration::from_micros))
+        .with_stop(Some(stop.clone()))
 }
 
 /// Runs `bench`; returns the exit status.
@@ -222,10 +220,7 @@ fn measure(addr: SocketAddr, base: Config, args: &BenchArgs) -> Result<u8> {
     });
     let mut report: Option<Report> = None;
     for (i, &size) in sizes.iter().enumerate() {
-        let config = Config {
-            max_msg_size: size.max(HEADER_ROOM),
-            ..base.clone()
-        };
+        let config = base.clone().with_max_msg_size(size.max(HEADER_ROOM));
         let (mut sink, mut src) = duplex::connect(addr, &config)
             .with_context(|| format!("cannot start a benchmark session with {addr}"))?;
         let report = report.get_or_insert_with(|| {
@@ -497,10 +492,9 @@ fn print_row(row: &Row) {
 fn serve(addr: SocketAddr, config: Config) -> Result<u8> {
     let listener = Listener::bind(
         addr,
-        &Config {
-            max_msg_size: ALL_MAX.max(config.max_msg_size),
-            ..config.clone()
-        },
+        &config
+            .clone()
+            .with_max_msg_size(ALL_MAX.max(config.max_msg_size)),
     )?;
     log::info!("bench server listening on {addr}");
     loop {
