@@ -6,11 +6,23 @@ use crate::{Error, Result};
 use super::SetupParams;
 
 /// `count` slots of `size` bytes in one contiguous, never reallocated buffer.
-#[derive(Debug)]
 pub(crate) struct SlotMemory {
     bytes: Vec<u8>,
     count: usize,
     size: usize,
+    /// Set by [`SlotMemory::free_only_when`]: the buffer is freed on drop only if this says
+    /// the device let go of it, and leaked otherwise.
+    released: Option<Box<dyn Fn() -> bool + Send + Sync>>,
+}
+
+impl std::fmt::Debug for SlotMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotMemory")
+            .field("count", &self.count)
+            .field("size", &self.size)
+            .field("freed_only_when_released", &self.released.is_some())
+            .finish()
+    }
 }
 
 /// Checks that `count` slots of `size` bytes can be had before anything is allocated, so that
@@ -74,7 +86,24 @@ impl SlotMemory {
             ))
         })?;
         bytes.resize(total.max(1), 0);
-        Ok(Self { bytes, count, size })
+        Ok(Self {
+            bytes,
+            count,
+            size,
+            released: None,
+        })
+    }
+
+    /// From now on, frees the buffer on drop only if `released` then says the device no
+    /// longer uses it (a memory region over it was deregistered), and leaks it otherwise: a
+    /// device that might still write into it must never write into memory given back.
+    pub(crate) fn free_only_when(&mut self, released: impl Fn() -> bool + Send + Sync + 'static) {
+        self.released = Some(Box::new(released));
+    }
+
+    /// Whether dropping now must leak the buffer (see [`SlotMemory::free_only_when`]).
+    fn must_leak(&self) -> bool {
+        self.released.as_ref().is_some_and(|released| !released())
     }
 
     /// Number of slots.
@@ -115,6 +144,18 @@ impl SlotMemory {
     }
 }
 
+impl Drop for SlotMemory {
+    fn drop(&mut self) {
+        if self.must_leak() {
+            log::warn!(
+                "leaking {} bytes of slot memory: the device may still write into it",
+                self.bytes.len()
+            );
+            std::mem::forget(std::mem::take(&mut self.bytes));
+        }
+    }
+}
+
 /// The device discovery chose, which every RDMA transport needs.
 pub(crate) fn chosen_device<'a>(
     params: &'a SetupParams,
@@ -124,4 +165,26 @@ pub(crate) fn chosen_device<'a>(
         .device
         .as_ref()
         .ok_or_else(|| Error::unavailable(transport, "no RDMA device was chosen for this address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn slot_memory_is_leaked_unless_the_device_let_go_of_it() {
+        let mut memory = SlotMemory::new(2, 8).unwrap();
+        assert!(!memory.must_leak(), "memory never registered is freed");
+        let released = Arc::new(AtomicBool::new(false));
+        let flag = released.clone();
+        memory.free_only_when(move || flag.load(Ordering::Relaxed));
+        assert!(
+            memory.must_leak(),
+            "still registered (or deregistering failed): leaked"
+        );
+        released.store(true, Ordering::Relaxed);
+        assert!(!memory.must_leak(), "deregistered: freed");
+    }
 }
