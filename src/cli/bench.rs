@@ -177,13 +177,7 @@ fn config(args: &BenchArgs, stop: &std::sync::Arc<std::sync::atomic::AtomicBool>
     let busy = args
         .busy_poll
         .or((args.mode == BenchMode::Lat).then_some(1_000_000));
-    Config::default()
-        .with_credits(args.credits)
-        .with_transport(args.transport)
-        .with_overrides(args.device.overrides())
-        .with_sysfs_root(args.sysfs_root.clone())
-        .with_connect_timeout(args.connect_timeout.0)
-        .with_handshake_timeout(args.handshake_timeout.0)
+    super::shared_config!(args)
         .with_busy_poll(busy.filter(|&us| us > 0).map(Duration::from_micros))
         .with_stop(Some(stop.clone()))
 }

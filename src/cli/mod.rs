@@ -19,16 +19,26 @@ use args::SessionArgs;
 /// Exit status after Ctrl-C, as shells report SIGINT.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// The library configuration from the flags the session commands ([`SessionArgs`]) and
+/// `bench` ([`bench::BenchArgs`]) both have, under the same names: credits, transport, device
+/// overrides, sysfs root and the two timeouts.
+macro_rules! shared_config {
+    ($args:expr) => {
+        rdma_container::Config::default()
+            .with_credits($args.credits)
+            .with_transport($args.transport)
+            .with_overrides($args.device.overrides())
+            .with_sysfs_root($args.sysfs_root.clone())
+            .with_connect_timeout($args.connect_timeout.0)
+            .with_handshake_timeout($args.handshake_timeout.0)
+    };
+}
+pub(crate) use shared_config;
+
 /// Builds the library configuration from the command line.
 pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
-    let config = Config::default()
+    let config = shared_config!(args)
         .with_max_msg_size(args.max_msg_size)
-        .with_credits(args.credits)
-        .with_transport(args.transport)
-        .with_overrides(args.device.overrides())
-        .with_sysfs_root(args.sysfs_root.clone())
-        .with_connect_timeout(args.connect_timeout.0)
-        .with_handshake_timeout(args.handshake_timeout.0)
         .with_idle_timeout(args.idle_timeout.map(|t| t.0))
         .with_busy_poll(
             args.busy_poll
