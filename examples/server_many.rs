@@ -40,10 +40,7 @@ fn serve(listener: &Listener, sessions: Option<u32>) -> Result<()> {
 }
 
 fn main() -> Result<()> {
-    let config = Config {
-        handshake_timeout: Duration::from_secs(5),
-        ..Config::default()
-    };
+    let config = Config::default().with_handshake_timeout(Duration::from_secs(5));
     if let Some(addr) = std::env::args().nth(1).and_then(|a| a.parse().ok()) {
         return serve(&Listener::bind(addr, &config)?, None);
     }

@@ -44,7 +44,27 @@ impl std::fmt::Display for TransportChoice {
 }
 
 /// Settings for one session.
+///
+/// Start from [`Config::default()`] and change what you need with the chainable `with_*`
+/// setters, one per field, each taking the field's type (an `Option` field's setter takes the
+/// `Option`, so `None` restores the default). The fields stay public for reading (and
+/// assigning); the struct is `#[non_exhaustive]`, so a struct literal cannot build it outside
+/// this crate and new settings can be added without breaking callers.
+///
+/// ```
+/// use std::time::Duration;
+/// use rdma_container::{Config, TransportChoice};
+///
+/// let config = Config::default()
+///     .with_credits(4)
+///     .with_max_msg_size(1 << 20)
+///     .with_transport(TransportChoice::Tcp)
+///     .with_idle_timeout(Some(Duration::from_secs(60)));
+/// assert_eq!(config.credits, 4);
+/// config.validate().unwrap();
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// Largest message sent (sender) or accepted (receiver), in bytes.
     pub max_msg_size: usize,
@@ -54,8 +74,6 @@ pub struct Config {
     pub transport: TransportChoice,
     /// `--device`, `--port`, `--gid-index`.
     pub overrides: Overrides,
-    /// Where sysfs is mounted (`/sys`); tests point it at a fixture tree.
-    pub sysfs_root: PathBuf,
     /// How long a client keeps retrying to reach the server.
     pub connect_timeout: Duration,
     /// How long the whole handshake may take (hello, data path, Ready), on each side.
@@ -69,15 +87,19 @@ pub struct Config {
     pub busy_poll: Option<Duration>,
     /// Set from a signal handler to make every blocking wait return [`Error::Interrupted`].
     pub stop: Option<Arc<AtomicBool>>,
-    /// Asked once per wait slice (at least every 100 ms while a call blocks) whether to stop;
-    /// `true` makes the wait return [`Error::Interrupted`] as the stop flag does. For callers
-    /// that cannot set a flag from a signal handler (the Python module runs Python's signal
-    /// handlers here).
-    pub interrupt: Option<InterruptCheck>,
+    /// Where sysfs is mounted (`/sys`). Not part of the public API: set through the hidden
+    /// [`Config::with_sysfs_root`] hook (tests, the CLI's and the Python module's
+    /// `sysfs_root` option).
+    pub(crate) sysfs_root: PathBuf,
+    /// Asked once per wait slice whether to stop. Not part of the public API: set through the
+    /// hidden [`Config::with_interrupt`] hook (the Python module).
+    pub(crate) interrupt: Option<InterruptCheck>,
 }
 
-/// A callback that says whether a blocking wait should stop (see [`Config::interrupt`]).
-/// It runs on the thread that waits, so it must be quick.
+/// A callback that says whether a blocking wait should stop (see [`Config::with_interrupt`]).
+/// It runs on the thread that waits, so it must be quick. Part of the hidden language-binding
+/// hook, not of the stable API.
+#[doc(hidden)]
 #[derive(Clone)]
 pub struct InterruptCheck(Arc<dyn Fn() -> bool + Send + Sync>);
 
@@ -99,6 +121,44 @@ impl std::fmt::Debug for InterruptCheck {
     }
 }
 
+/// The chainable setters of [`Config`]'s public fields: `with_<field>(value)` sets the field
+/// and returns the config.
+macro_rules! with_setters {
+    ($($(#[$doc:meta])* $setter:ident => $field:ident: $ty:ty;)*) => {
+        impl Config {
+            $(
+                $(#[$doc])*
+                #[must_use]
+                pub fn $setter(mut self, $field: $ty) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+with_setters! {
+    /// Sets [`Config::max_msg_size`].
+    with_max_msg_size => max_msg_size: usize;
+    /// Sets [`Config::credits`].
+    with_credits => credits: u16;
+    /// Sets [`Config::transport`].
+    with_transport => transport: TransportChoice;
+    /// Sets [`Config::overrides`].
+    with_overrides => overrides: Overrides;
+    /// Sets [`Config::connect_timeout`].
+    with_connect_timeout => connect_timeout: Duration;
+    /// Sets [`Config::handshake_timeout`].
+    with_handshake_timeout => handshake_timeout: Duration;
+    /// Sets [`Config::idle_timeout`] (`None`: no limit).
+    with_idle_timeout => idle_timeout: Option<Duration>;
+    /// Sets [`Config::busy_poll`] (`None`: sleep at once).
+    with_busy_poll => busy_poll: Option<Duration>;
+    /// Sets [`Config::stop`] (`None`: no stop flag).
+    with_stop => stop: Option<Arc<AtomicBool>>;
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -118,6 +178,29 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Test and tooling hook, not part of the stable API (hidden from the documentation; it
+    /// may change or go in any release): where sysfs is mounted (default `/sys`), for the RDMA
+    /// device and GID lookup. Tests point it at a fixture tree; the CLI's `--sysfs-root` and
+    /// the Python module's `sysfs_root` option pass it on.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_sysfs_root(mut self, sysfs_root: impl Into<PathBuf>) -> Self {
+        self.sysfs_root = sysfs_root.into();
+        self
+    }
+
+    /// Language-binding hook, not part of the stable API (hidden from the documentation; it
+    /// may change or go in any release): a check asked once per wait slice (at least every
+    /// 100 ms while a call blocks) whether to stop; `true` makes the wait return
+    /// [`Error::Interrupted`] as the stop flag does. For callers that cannot set a flag from a
+    /// signal handler (the Python module runs Python's signal handlers here).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_interrupt(mut self, interrupt: Option<InterruptCheck>) -> Self {
+        self.interrupt = interrupt;
+        self
+    }
+
     /// Checks the values a hello can carry.
     pub fn validate(&self) -> Result<()> {
         if self.max_msg_size == 0 || u32::try_from(self.max_msg_size).is_err() {
@@ -146,5 +229,47 @@ impl Config {
                 .interrupt
                 .as_ref()
                 .is_some_and(InterruptCheck::should_stop)
+    }
+}
+#[cfg(test)]
+mod setter_tests {
+    use super::*;
+
+    #[test]
+    fn each_setter_sets_its_field() {
+        let stop = Arc::new(AtomicBool::new(true));
+        let overrides = Overrides {
+            device: Some("mlx5_1".to_owned()),
+            port: Some(2),
+            gid_index: Some(3),
+        };
+        let c = Config::default()
+            .with_max_msg_size(4096)
+            .with_credits(7)
+            .with_transport(TransportChoice::Tcp)
+            .with_overrides(overrides.clone())
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_handshake_timeout(Duration::from_secs(2))
+            .with_idle_timeout(Some(Duration::from_secs(3)))
+            .with_busy_poll(Some(Duration::from_micros(4)))
+            .with_stop(Some(stop.clone()))
+            .with_sysfs_root("/fixture");
+        assert_eq!((c.max_msg_size, c.credits), (4096, 7));
+        assert_eq!(c.transport, TransportChoice::Tcp);
+        assert_eq!(c.overrides, overrides);
+        assert_eq!(c.connect_timeout, Duration::from_secs(1));
+        assert_eq!(c.handshake_timeout, Duration::from_secs(2));
+        assert_eq!(c.idle_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(c.busy_poll, Some(Duration::from_micros(4)));
+        assert_eq!(c.sysfs_root, PathBuf::from("/fixture"));
+        assert!(c.stopped(), "the stop flag is the one given");
+        assert!(c.interrupt.is_none());
+        let c = c
+            .with_stop(None)
+            .with_interrupt(Some(InterruptCheck::new(|| true)));
+        assert!(
+            c.stop.is_none() && c.stopped(),
+            "the interrupt check stops it"
+        );
     }
 }

@@ -53,7 +53,10 @@ mod session_core;
 mod time;
 pub(crate) mod transport;
 
-pub use config::{Config, InterruptCheck, TransportChoice};
+/// The Python module's interrupt hook (see the hidden `Config::with_interrupt`).
+#[doc(hidden)]
+pub use config::InterruptCheck;
+pub use config::{Config, TransportChoice};
 pub use error::{Error, ProtocolViolation, Result};
 pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
 pub use proto::{Role, TransportKind};

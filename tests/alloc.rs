@@ -56,13 +56,11 @@ fn transport() -> TransportChoice {
 }
 
 fn session_allocations(credits: u16, size: usize, fixture: &std::path::Path) -> u64 {
-    let mut config = Config {
-        credits,
-        max_msg_size: 64 * 1024,
-        transport: transport(),
-        handshake_timeout: Duration::from_secs(10),
-        ..Config::default()
-    };
+    let mut config = Config::default()
+        .with_credits(credits)
+        .with_max_msg_size(64 * 1024)
+        .with_transport(transport())
+        .with_handshake_timeout(Duration::from_secs(10));
     // The DOCA simulator: its default device mlx5_0 in a fixture sysfs, named explicitly
     // (127/8 is refused for RDMA without an override), as tests/doca_faults.rs does.
     if config.transport == TransportChoice::Doca {
@@ -76,7 +74,7 @@ fn session_allocations(credits: u16, size: usize, fixture: &std::path::Path) -> 
             rdma_test_support::GID_V2,
             "eth9",
         );
-        config.sysfs_root = fixture.to_path_buf();
+        config = config.with_sysfs_root(fixture);
         config.overrides.device = Some("mlx5_0".to_owned());
         // The simulator reads it once per process: the same directory for every session.
         std::env::set_var("DOCA_SIM_DIR", fixture);

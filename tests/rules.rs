@@ -84,10 +84,7 @@ fn credits_above_1024_are_refused_on_the_command_line_in_the_library_and_on_the_
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("1025") && err.contains("1..=1024"), "{err}");
 
-    let too_many = Config {
-        credits: 1025,
-        ..Config::default()
-    };
+    let too_many = Config::default().with_credits(1025);
     match too_many.validate() {
         Err(Error::InvalidConfig(why)) => assert!(why.contains("1024"), "{why}"),
         other => panic!("expected InvalidConfig, got {other:?}"),
@@ -108,13 +105,13 @@ fn credits_above_1024_are_refused_on_the_command_line_in_the_library_and_on_the_
 }
 
 fn session_config(max_msg_size: usize, credits: u16) -> Config {
-    test_config(Config {
-        max_msg_size,
-        credits,
-        handshake_timeout: Duration::from_secs(5),
-        connect_timeout: Duration::from_secs(5),
-        ..Config::default()
-    })
+    test_config(
+        Config::default()
+            .with_max_msg_size(max_msg_size)
+            .with_credits(credits)
+            .with_handshake_timeout(Duration::from_secs(5))
+            .with_connect_timeout(Duration::from_secs(5)),
+    )
 }
 
 /// The session's maximum is the smaller of the two, whichever end has it; the window is the

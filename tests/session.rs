@@ -12,11 +12,11 @@ use common::{expected_transport, test_config, test_listen_addr};
 use rdma_container::{Config, Error, Incoming, Listener, RdmaSink, RdmaSrc, TransportChoice};
 
 fn config() -> Config {
-    test_config(Config {
-        handshake_timeout: Duration::from_secs(5),
-        connect_timeout: Duration::from_secs(5),
-        ..Config::default()
-    })
+    test_config(
+        Config::default()
+            .with_handshake_timeout(Duration::from_secs(5))
+            .with_connect_timeout(Duration::from_secs(5)),
+    )
 }
 
 /// Listens on an ephemeral port of the test address; the returned closure waits for one client.
@@ -59,11 +59,7 @@ fn messages_arrive_in_order_including_empty_ones_then_end_of_stream() {
 
 #[test]
 fn receiver_may_be_the_client_and_full_size_messages_fit() {
-    let cfg = Config {
-        max_msg_size: 1 << 20,
-        credits: 4,
-        ..config()
-    };
+    let cfg = config().with_max_msg_size(1 << 20).with_credits(4);
     let (addr, accept) = server(cfg.clone());
     let tx = thread::spawn(move || {
         let mut sink = accept().accept_sink().unwrap();
@@ -86,10 +82,7 @@ fn receiver_may_be_the_client_and_full_size_messages_fit() {
 
 #[test]
 fn oversize_message_fails_before_sending_and_the_session_goes_on() {
-    let small = Config {
-        max_msg_size: 100,
-        ..config()
-    };
+    let small = config().with_max_msg_size(100);
     let (addr, accept) = server(small);
     let rx = thread::spawn(move || {
         let mut src = accept().accept_src().unwrap();
@@ -144,10 +137,7 @@ fn sender_blocks_when_the_receiver_holds_every_slot() {
 /// slot must not be re-posted (and so overwritten by the NIC) before the next recv().
 #[test]
 fn received_slice_stays_valid_until_the_next_recv() {
-    let one_credit = || Config {
-        credits: 1,
-        ..config()
-    };
+    let one_credit = || config().with_credits(1);
     let (addr, accept) = server(one_credit());
     let rx = thread::spawn(move || {
         let mut src = accept().accept_src().unwrap();
@@ -217,10 +207,7 @@ fn two_receivers_are_refused_with_a_reason() {
 #[test]
 fn stop_flag_interrupts_a_waiting_receiver() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let cfg = Config {
-        stop: Some(stop.clone()),
-        ..config()
-    };
+    let cfg = config().with_stop(Some(stop.clone()));
     let (addr, accept) = server(cfg);
     let rx = thread::spawn(move || {
         let mut src = accept().accept_src().unwrap();
@@ -286,11 +273,9 @@ fn send_in_place_writes_straight_into_the_slot() {
 fn mid_size_messages_on_tcp_do_not_wait_for_delayed_acknowledgements() {
     const ONE_WAY: u32 = 3000;
     const ROUND_TRIPS: u32 = 1000;
-    let cfg = Config {
-        transport: TransportChoice::Tcp,
-        credits: 4,
-        ..config()
-    };
+    let cfg = config()
+        .with_transport(TransportChoice::Tcp)
+        .with_credits(4);
     let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &cfg).unwrap();
     let addr = listener.local_addr();
     let server = thread::spawn(move || {
@@ -357,11 +342,7 @@ fn receive_all(
 #[test]
 fn one_credit_and_1024_credits_deliver_every_message_in_order() {
     for credits in [1u16, 1024] {
-        let cfg = || Config {
-            credits,
-            max_msg_size: 512,
-            ..config()
-        };
+        let cfg = || config().with_credits(credits).with_max_msg_size(512);
         let (addr, accept) = server(cfg());
         let rx = receive_all(accept);
         let mut sink = RdmaSink::connect(addr, &cfg()).unwrap();
@@ -380,11 +361,7 @@ fn one_credit_and_1024_credits_deliver_every_message_in_order() {
 /// with 16 credits the last sends go out unsignaled and are flushed by the finish).
 #[test]
 fn zero_length_messages_arrive_alone_mixed_and_last() {
-    let cfg = || Config {
-        credits: 16,
-        max_msg_size: 4096,
-        ..config()
-    };
+    let cfg = || config().with_credits(16).with_max_msg_size(4096);
     let (addr, accept) = server(cfg());
     let rx = receive_all(accept);
     let mut sink = RdmaSink::connect(addr, &cfg()).unwrap();
@@ -514,10 +491,7 @@ fn a_panicking_fill_sends_nothing_and_the_count_stays_exact() {
 /// Busy polling "for ever" (Duration::MAX) is a valid setting, not an overflow.
 #[test]
 fn busy_polling_for_the_longest_duration_works() {
-    let cfg = || Config {
-        busy_poll: Some(Duration::MAX),
-        ..config()
-    };
+    let cfg = || config().with_busy_poll(Some(Duration::MAX));
     let (addr, accept) = server(cfg());
     let rx = receive_all(accept);
     let mut sink = RdmaSink::connect(addr, &cfg()).unwrap();

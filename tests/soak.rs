@@ -103,12 +103,12 @@ fn a_thousand_sequential_sessions_leave_the_server_as_they_found_it() {
     args.extend(transport.iter().map(String::as_str));
     let mut server = start("server", &args);
     server.wait_for_stderr("listening on", SHORT);
-    let config = test_config(Config {
-        max_msg_size: 4096,
-        connect_timeout: Duration::from_secs(10),
-        handshake_timeout: Duration::from_secs(10),
-        ..Config::default()
-    });
+    let config = test_config(
+        Config::default()
+            .with_max_msg_size(4096)
+            .with_connect_timeout(Duration::from_secs(10))
+            .with_handshake_timeout(Duration::from_secs(10)),
+    );
     let addr = listen.parse().expect("a socket address");
     for i in 0..WARM_UP {
         one_session(addr, &config, i);

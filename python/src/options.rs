@@ -31,10 +31,8 @@ fn transport(name: &str) -> PyResult<TransportChoice> {
 
 /// The session configuration from `connect(..., **options)`; unknown names are a TypeError.
 pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
-    let mut config = Config {
-        interrupt: Some(crate::interrupt::check()),
-        ..Config::default()
-    };
+    // The interrupt and sysfs_root hooks are the library's hidden ones (not its stable API).
+    let mut config = Config::default().with_interrupt(Some(crate::interrupt::check()));
     for (key, value) in options.into_iter().flat_map(|d| d.iter()) {
         let key: String = key.extract()?;
         match key.as_str() {
@@ -44,7 +42,7 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
             "device" => config.overrides.device = value.extract()?,
             "ib_port" => config.overrides.port = value.extract()?,
             "gid_index" => config.overrides.gid_index = value.extract()?,
-            "sysfs_root" => config.sysfs_root = value.extract::<String>()?.into(),
+            "sysfs_root" => config = config.with_sysfs_root(value.extract::<String>()?),
             "connect_timeout" => config.connect_timeout = seconds(value.extract()?)?,
             "handshake_timeout" => config.handshake_timeout = seconds(value.extract()?)?,
             "idle_timeout" => config.idle_timeout = optional_seconds(&value)?,

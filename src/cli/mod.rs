@@ -22,22 +22,21 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 /// Builds the library configuration from the command line (`bench` too, through
 /// [`args::BenchArgs::session_args`]).
 pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
-    let config = Config {
-        max_msg_size: args.max_msg_size,
-        credits: args.credits,
-        transport: args.transport,
-        overrides: args.device.overrides(),
-        sysfs_root: args.sysfs_root.clone(),
-        connect_timeout: args.connect_timeout.0,
-        handshake_timeout: args.handshake_timeout.0,
-        idle_timeout: args.idle_timeout.map(|t| t.0),
-        busy_poll: args
-            .busy_poll
-            .filter(|&us| us > 0)
-            .map(std::time::Duration::from_micros),
-        stop: Some(stop.clone()),
-        interrupt: None,
-    };
+    let config = Config::default()
+        .with_credits(args.credits)
+        .with_transport(args.transport)
+        .with_overrides(args.device.overrides())
+        .with_sysfs_root(args.sysfs_root.clone())
+        .with_connect_timeout(args.connect_timeout.0)
+        .with_handshake_timeout(args.handshake_timeout.0)
+        .with_max_msg_size(args.max_msg_size)
+        .with_idle_timeout(args.idle_timeout.map(|t| t.0))
+        .with_busy_poll(
+            args.busy_poll
+                .filter(|&us| us > 0)
+                .map(std::time::Duration::from_micros),
+        )
+        .with_stop(Some(stop.clone()));
     config.validate()?;
     if let Some(size) = args.size {
         if size > args.max_msg_size {

@@ -13,13 +13,25 @@ use super::{Arrived, SetupParams, StagingSlot};
 /// raw base pointer: every access slices one slot from it, so no reference ever covers a slot
 /// the NIC owns (a posted receive, a staging slot being sent). Which slot may be touched is
 /// said by the slot tokens ([`Arrived`], [`StagingSlot`]): only their holder reads or fills.
-#[derive(Debug)]
 pub(crate) struct SlotMemory {
     base: NonNull<u8>,
     /// Bytes allocated (at least one, so the buffer always has an address).
     total: usize,
     count: usize,
     size: usize,
+    /// Set by [`SlotMemory::free_only_when`]: the buffer is freed on drop only if this says
+    /// the device let go of it, and leaked otherwise.
+    released: Option<Box<dyn Fn() -> bool + Send + Sync>>,
+}
+
+impl std::fmt::Debug for SlotMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotMemory")
+            .field("count", &self.count)
+            .field("size", &self.size)
+            .field("freed_only_when_released", &self.released.is_some())
+            .finish()
+    }
 }
 
 // SAFETY: the buffer is owned by this value (like the Vec it came from); the NIC's writes are
@@ -94,7 +106,20 @@ impl SlotMemory {
             total,
             count,
             size,
+            released: None,
         })
+    }
+
+    /// From now on, frees the buffer on drop only if `released` then says the device no
+    /// longer uses it (a memory region over it was deregistered), and leaks it otherwise: a
+    /// device that might still write into it must never write into memory given back.
+    pub(crate) fn free_only_when(&mut self, released: impl Fn() -> bool + Send + Sync + 'static) {
+        self.released = Some(Box::new(released));
+    }
+
+    /// Whether dropping now must leak the buffer (see [`SlotMemory::free_only_when`]).
+    fn must_leak(&self) -> bool {
+        self.released.as_ref().is_some_and(|released| !released())
     }
 
     /// Number of slots.
@@ -157,6 +182,13 @@ impl SlotMemory {
 
 impl Drop for SlotMemory {
     fn drop(&mut self) {
+        if self.must_leak() {
+            log::warn!(
+                "leaking {} bytes of slot memory: the device may still write into it",
+                self.total
+            );
+            return;
+        }
         let raw = std::ptr::slice_from_raw_parts_mut(self.base.as_ptr(), self.total);
         // SAFETY: `base` and `total` are the boxed slice made in `new`, freed only here once.
         drop(unsafe { Box::from_raw(raw) });
@@ -177,6 +209,8 @@ pub(crate) fn chosen_device<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
 
     #[test]
     fn each_token_reaches_only_its_own_slot() {
@@ -202,5 +236,20 @@ mod tests {
         let memory = SlotMemory::new(0, 0).expect("memory");
         assert_eq!(memory.len(), 1);
         assert_eq!(memory.count(), 0);
+    }
+
+    #[test]
+    fn slot_memory_is_leaked_unless_the_device_let_go_of_it() {
+        let mut memory = SlotMemory::new(2, 8).unwrap();
+        assert!(!memory.must_leak(), "memory never registered is freed");
+        let released = Arc::new(AtomicBool::new(false));
+        let flag = released.clone();
+        memory.free_only_when(move || flag.load(Ordering::Relaxed));
+        assert!(
+            memory.must_leak(),
+            "still registered (or deregistering failed): leaked"
+        );
+        released.store(true, Ordering::Relaxed);
+        assert!(!memory.must_leak(), "deregistered: freed");
     }
 }

@@ -214,6 +214,10 @@ impl VerbsTransport {
             )
         }
         .map_err(|e| verb("ibv_reg_mr", e, Some(MEMLOCK_HINT)))?;
+        // If the region cannot be deregistered (or a QP using it cannot be destroyed), the NIC
+        // may still write into the slots: then they are leaked, never freed.
+        let deregistration = mr.deregistration();
+        memory.free_only_when(move || deregistration.done());
         let create = |max_inline_data: u32| {
             pd.create_qp(QpInit {
                 send_cq: &cq,

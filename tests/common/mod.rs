@@ -134,7 +134,7 @@ pub fn test_config(mut config: rdma_container::Config) -> rdma_container::Config
                 }
             }
             "--device" => config.overrides.device = Some(value.clone()),
-            "--sysfs-root" => config.sysfs_root = PathBuf::from(value),
+            "--sysfs-root" => config = config.with_sysfs_root(PathBuf::from(value)),
             other => panic!("transport_args gave {other}, which test_config does not know"),
         }
     }

@@ -29,7 +29,7 @@ use std::io;
 use std::sync::OnceLock;
 
 pub use verbs::{
-    CompletionChannel, CompletionQueue, Context, Device, DeviceList, MemoryRegion,
+    CompletionChannel, CompletionQueue, Context, Deregistration, Device, DeviceList, MemoryRegion,
     ProtectionDomain, QpInit, QueuePair, RecvList, SendList,
 };
 

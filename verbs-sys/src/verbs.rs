@@ -1,6 +1,13 @@
 //! Owning wrappers over the verbs objects: each destroys its object on drop and keeps the
 //! objects it depends on alive (a QP its CQs and PD, everything its context), so destruction
 //! always happens in the order rdma-core requires.
+//!
+//! A destroy verb that fails leaves its object alive in the provider (and maybe in the NIC),
+//! still using what it depends on. Then nothing it depends on is destroyed either: the wrapper
+//! logs one error line and leaks its references to its parents (they are never destroyed, the
+//! context never closed); a QP that could not be destroyed keeps every memory region of its PD
+//! registered; and memory whose region was not deregistered must not be freed by its owner,
+//! who learns it from [`MemoryRegion::deregistration`].
 
 use std::ffi::{c_int, c_void, CStr};
 use std::io;
@@ -8,6 +15,7 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::ffi::{self, ibv_qp_cap, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_wc};
@@ -24,6 +32,18 @@ fn null_error(verb: &'static str) -> Error {
 
 fn non_null<T>(verb: &'static str, p: *mut T) -> Result<NonNull<T>> {
     NonNull::new(p).ok_or_else(|| null_error(verb))
+}
+
+/// Whether a destroy verb's result `rc` says the object is gone. When it is not, logs one
+/// error line naming what is `leaked` in consequence (the caller leaks it).
+fn destroyed(verb: &'static str, rc: c_int, leaked: &str) -> bool {
+    match check(verb, rc) {
+        Ok(()) => true,
+        Err(e) => {
+            log::error!("{e}; leaking {leaked}, which the device may still use");
+            false
+        }
+    }
 }
 
 /// The devices libibverbs lists (`ibv_get_device_list`), freed on drop. Contexts opened from
@@ -127,8 +147,11 @@ unsafe impl Sync for ContextInner {}
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
-        // SAFETY: every object created from the context holds an Arc to it, so this runs last.
-        let _ = unsafe { (self.lib.fns.ibv_close_device)(self.ctx.as_ptr()) };
+        // SAFETY: every object created from the context holds an Arc to it, so this runs last
+        // (an object that could not be destroyed leaked its Arc, so then this never runs).
+        let rc = unsafe { (self.lib.fns.ibv_close_device)(self.ctx.as_ptr()) };
+        // Nothing of ours depends on the context any more: there is nothing else to keep.
+        destroyed("ibv_close_device", rc, "the device context");
     }
 }
 
@@ -147,6 +170,29 @@ struct PortAttrBuffer {
 impl Context {
     fn fns(&self) -> &'static ffi::Functions {
         &self.0.lib.fns
+    }
+
+    /// Destroys `obj`, an object of this context, with its destroy verb `destroy`; returns
+    /// whether it is gone. When it is not, it lives on in the context, which is then leaked
+    /// (never closed), after one error line naming `what` the object is.
+    ///
+    /// # Safety
+    /// `destroy` is `verb`, the destroy verb for `obj`'s type; `obj` is alive, unused from now
+    /// on, and destroyed once.
+    unsafe fn destroy_child<T>(
+        &self,
+        verb: &'static str,
+        destroy: unsafe extern "C" fn(*mut T) -> c_int,
+        obj: NonNull<T>,
+        what: &str,
+    ) -> bool {
+        // SAFETY: the caller's guarantees.
+        let rc = unsafe { destroy(obj.as_ptr()) };
+        let gone = destroyed(verb, rc, &format!("{what} and the device context"));
+        if !gone {
+            std::mem::forget(self.clone());
+        }
+        gone
     }
 
     /// The raw context, for calls this layer does not wrap.
@@ -209,6 +255,7 @@ impl Context {
         Ok(ProtectionDomain(Arc::new(PdInner {
             ctx: self.clone(),
             pd,
+            qp_stuck: AtomicBool::new(false),
         })))
     }
 
@@ -242,7 +289,7 @@ impl Context {
         let cq = non_null("ibv_create_cq", cq)?;
         Ok(CompletionQueue(Arc::new(CqInner {
             ctx: self.clone(),
-            _channel: channel.cloned(),
+            channel: channel.cloned(),
             cq,
         })))
     }
@@ -252,6 +299,9 @@ impl Context {
 struct PdInner {
     ctx: Context,
     pd: NonNull<ffi::ibv_pd>,
+    /// A queue pair of this PD could not be destroyed: it may still read and write any
+    /// region of the PD, so none is deregistered (see [`MemoryRegion`]'s Drop).
+    qp_stuck: AtomicBool,
 }
 
 // SAFETY: see ContextInner.
@@ -261,8 +311,13 @@ unsafe impl Sync for PdInner {}
 
 impl Drop for PdInner {
     fn drop(&mut self) {
-        // SAFETY: MRs and QPs hold an Arc to the PD, so none is left.
-        let _ = unsafe { (self.ctx.fns().ibv_dealloc_pd)(self.pd.as_ptr()) };
+        let dealloc = self.ctx.fns().ibv_dealloc_pd;
+        // SAFETY: MRs and QPs hold an Arc to the PD, so none is left (one that could not be
+        // destroyed leaked its Arc, so then this never runs).
+        unsafe {
+            self.ctx
+                .destroy_child("ibv_dealloc_pd", dealloc, self.pd, "the protection domain")
+        };
     }
 }
 
@@ -291,7 +346,10 @@ impl ProtectionDomain {
     ///
     /// # Safety
     /// The memory must stay allocated (and not be moved) until the returned region is dropped
-    /// and no work request that uses it is outstanding.
+    /// and no work request that uses it is outstanding; and after that, freeing it is sound
+    /// only once the region's [`MemoryRegion::deregistration`] says it succeeded (otherwise
+    /// the device may still write into it: leak the memory). Queue pairs that use the region
+    /// must be dropped before it.
     pub unsafe fn reg_mr(
         &self,
         addr: *mut u8,
@@ -308,6 +366,7 @@ impl ProtectionDomain {
         Ok(MemoryRegion {
             pd: self.clone(),
             mr,
+            deregistered: Deregistration::default(),
         })
     }
 
@@ -329,19 +388,37 @@ impl ProtectionDomain {
         let qp = non_null("ibv_create_qp", qp)?;
         Ok(QueuePair {
             pd: self.clone(),
-            _send_cq: init.send_cq.clone(),
-            _recv_cq: init.recv_cq.clone(),
+            send_cq: init.send_cq.clone(),
+            recv_cq: init.recv_cq.clone(),
             qp,
             cap: attr.cap,
         })
     }
 }
 
-/// A registered memory region, deregistered on drop.
+/// A registered memory region, deregistered on drop, unless a queue pair of its protection
+/// domain could not be destroyed (it may still use the region): then, as when `ibv_dereg_mr`
+/// fails, the region stays registered and its [`MemoryRegion::deregistration`] never says
+/// done, so the memory's owner leaks the memory.
 #[derive(Debug)]
 pub struct MemoryRegion {
     pd: ProtectionDomain,
     mr: NonNull<ffi::ibv_mr>,
+    deregistered: Deregistration,
+}
+
+/// Whether a [`MemoryRegion`] was deregistered, for the owner of its memory: the memory may be
+/// freed only once [`Deregistration::done`] is true. It stays false while the region lives
+/// and for ever when deregistering failed or was skipped (the device may still write into the
+/// memory, which must then be leaked). Cloning shares it.
+#[derive(Debug, Clone, Default)]
+pub struct Deregistration(Arc<AtomicBool>);
+
+impl Deregistration {
+    /// True once `ibv_dereg_mr` succeeded: the device no longer uses the memory.
+    pub fn done(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 // SAFETY: see ContextInner; the region's fields are only read.
@@ -361,13 +438,37 @@ impl MemoryRegion {
         // SAFETY: as in `lkey`.
         unsafe { (*self.mr.as_ptr()).rkey }
     }
+
+    /// Tells the memory's owner, after this region is dropped, whether the memory may be
+    /// freed (see [`Deregistration`]).
+    pub fn deregistration(&self) -> Deregistration {
+        self.deregistered.clone()
+    }
 }
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
+        if self.pd.0.qp_stuck.load(Ordering::Acquire) {
+            // A QP of the PD is still alive and may write into the region: keep it registered,
+            // and its PD (the QP's failure was the error logged).
+            log::warn!("not deregistering a memory region that a queue pair still alive may use");
+            std::mem::forget(self.pd.clone());
+            return;
+        }
         // SAFETY: the region was registered by ibv_reg_mr and is deregistered once; QPs using
         // it are dropped first by their owner (documented on `reg_mr`).
-        let _ = unsafe { (self.pd.0.ctx.fns().ibv_dereg_mr)(self.mr.as_ptr()) };
+        let rc = unsafe { (self.pd.0.ctx.fns().ibv_dereg_mr)(self.mr.as_ptr()) };
+        if destroyed(
+            "ibv_dereg_mr",
+            rc,
+            "the memory region and its protection domain",
+        ) {
+            self.deregistered.0.store(true, Ordering::Release);
+        } else {
+            // Still registered: the PD must outlive it. `deregistered` stays false, so the
+            // memory's owner leaks the memory too.
+            std::mem::forget(self.pd.clone());
+        }
     }
 }
 
@@ -384,8 +485,17 @@ unsafe impl Sync for ChannelInner {}
 
 impl Drop for ChannelInner {
     fn drop(&mut self) {
-        // SAFETY: CQs using the channel hold an Arc to it, so none is left.
-        let _ = unsafe { (self.ctx.fns().ibv_destroy_comp_channel)(self.ch.as_ptr()) };
+        let destroy = self.ctx.fns().ibv_destroy_comp_channel;
+        // SAFETY: CQs using the channel hold an Arc to it, so none is left (one that could not
+        // be destroyed leaked its Arc, so then this never runs).
+        unsafe {
+            self.ctx.destroy_child(
+                "ibv_destroy_comp_channel",
+                destroy,
+                self.ch,
+                "the completion channel",
+            )
+        };
     }
 }
 
@@ -457,7 +567,7 @@ impl CompletionChannel {
 #[derive(Debug)]
 struct CqInner {
     ctx: Context,
-    _channel: Option<CompletionChannel>,
+    channel: Option<CompletionChannel>,
     cq: NonNull<ffi::ibv_cq>,
 }
 
@@ -468,9 +578,18 @@ unsafe impl Sync for CqInner {}
 
 impl Drop for CqInner {
     fn drop(&mut self) {
-        // SAFETY: QPs using the CQ hold an Arc to it, so none is left; events were acknowledged
-        // as they were taken.
-        let _ = unsafe { (self.ctx.fns().ibv_destroy_cq)(self.cq.as_ptr()) };
+        let destroy = self.ctx.fns().ibv_destroy_cq;
+        // SAFETY: QPs using the CQ hold an Arc to it, so none is left (one that could not be
+        // destroyed leaked its Arc, so then this never runs); events were acknowledged as they
+        // were taken.
+        let gone = unsafe {
+            self.ctx
+                .destroy_child("ibv_destroy_cq", destroy, self.cq, "the completion queue")
+        };
+        if !gone {
+            // The CQ may still report to its channel: keep it.
+            std::mem::forget(self.channel.clone());
+        }
     }
 }
 
@@ -530,8 +649,8 @@ fn missing_op(op: &str) -> Error {
 #[derive(Debug)]
 pub struct QueuePair {
     pd: ProtectionDomain,
-    _send_cq: CompletionQueue,
-    _recv_cq: CompletionQueue,
+    send_cq: CompletionQueue,
+    recv_cq: CompletionQueue,
     qp: NonNull<ffi::ibv_qp>,
     cap: ibv_qp_cap,
 }
@@ -638,7 +757,21 @@ impl Drop for QueuePair {
     fn drop(&mut self) {
         // SAFETY: the QP was created by ibv_create_qp and is destroyed once, before the CQs and
         // PD this value keeps alive.
-        let _ = unsafe { (self.pd.0.ctx.fns().ibv_destroy_qp)(self.qp.as_ptr()) };
+        let rc = unsafe { (self.pd.0.ctx.fns().ibv_destroy_qp)(self.qp.as_ptr()) };
+        if !destroyed(
+            "ibv_destroy_qp",
+            rc,
+            "the queue pair, its completion queues, its protection domain with every memory \
+             region in it, and the device context",
+        ) {
+            // The QP may still post completions to its CQs and read or write the memory its
+            // work requests name: keep the CQs and the PD, and no region of the PD is
+            // deregistered (so the memory's owners leak the memory).
+            self.pd.0.qp_stuck.store(true, Ordering::Release);
+            std::mem::forget(self.pd.clone());
+            std::mem::forget(self.send_cq.clone());
+            std::mem::forget(self.recv_cq.clone());
+        }
     }
 }
 
@@ -649,6 +782,55 @@ fn index_of<T>(first: *mut T, bad: *mut T, len: usize) -> usize {
     }
     let offset = (bad as usize).wrapping_sub(first as usize) / std::mem::size_of::<T>().max(1);
     offset.min(len)
+}
+
+/// A work request libibverbs walks as a list: `next`, and `sg_list` over `num_sge` entries.
+trait WorkRequest: Sized {
+    /// Whether the request has a scatter/gather entry.
+    fn has_sge(&self) -> bool;
+    /// Sets the `sg_list` and `next` pointers.
+    fn set_links(&mut self, sg_list: *mut ibv_sge, next: *mut Self);
+}
+
+/// Both work-request structs name the fields alike.
+macro_rules! work_request {
+    ($($wr:ty),*) => {$(
+        impl WorkRequest for $wr {
+            fn has_sge(&self) -> bool {
+                self.num_sge > 0
+            }
+            fn set_links(&mut self, sg_list: *mut ibv_sge, next: *mut Self) {
+                self.sg_list = sg_list;
+                self.next = next;
+            }
+        }
+    )*};
+}
+
+work_request!(ibv_send_wr, ibv_recv_wr);
+
+/// Links `wrs` into one list, request `i` pointing at entry `i` of `sges` (those with an
+/// entry); returns the head. [`SendList`] and [`RecvList`] keep one entry per request.
+fn link<W: WorkRequest>(wrs: &mut [W], sges: &mut [ibv_sge]) -> *mut W {
+    debug_assert_eq!(wrs.len(), sges.len());
+    let n = wrs.len();
+    let sges = sges.as_mut_ptr();
+    let head = wrs.as_mut_ptr();
+    for (i, wr) in wrs.iter_mut().enumerate() {
+        // `wrapping_add` keeps this free of unsafe; the indices are in bounds.
+        let sg_list = if wr.has_sge() {
+            sges.wrapping_add(i)
+        } else {
+            ptr::null_mut()
+        };
+        let next = if i + 1 < n {
+            head.wrapping_add(i + 1)
+        } else {
+            ptr::null_mut()
+        };
+        wr.set_links(sg_list, next);
+    }
+    head
 }
 
 fn zeroed_send_wr() -> ibv_send_wr {
@@ -739,23 +921,7 @@ impl SendList {
 
     /// Links `next` and `sg_list` pointers over the current vectors; returns the head.
     fn link(&mut self) -> *mut ibv_send_wr {
-        let n = self.wrs.len();
-        let sges = self.sges.as_mut_ptr();
-        let wrs = self.wrs.as_mut_ptr();
-        for (i, wr) in self.wrs.iter_mut().enumerate() {
-            // `wrapping_add` keeps this free of unsafe; the indices are in bounds.
-            wr.sg_list = if wr.num_sge > 0 {
-                sges.wrapping_add(i)
-            } else {
-                ptr::null_mut()
-            };
-            wr.next = if i + 1 < n {
-                wrs.wrapping_add(i + 1)
-            } else {
-                ptr::null_mut()
-            };
-        }
-        wrs
+        link(&mut self.wrs, &mut self.sges)
     }
 }
 
@@ -805,23 +971,9 @@ impl RecvList {
         self.sges.clear();
     }
 
+    /// Links `next` and `sg_list` pointers over the current vectors; returns the head.
     fn link(&mut self) -> *mut ibv_recv_wr {
-        let n = self.wrs.len();
-        let sges = self.sges.as_mut_ptr();
-        let wrs = self.wrs.as_mut_ptr();
-        for (i, wr) in self.wrs.iter_mut().enumerate() {
-            wr.sg_list = if wr.num_sge > 0 {
-                sges.wrapping_add(i)
-            } else {
-                ptr::null_mut()
-            };
-            wr.next = if i + 1 < n {
-                wrs.wrapping_add(i + 1)
-            } else {
-                ptr::null_mut()
-            };
-        }
-        wrs
+        link(&mut self.wrs, &mut self.sges)
     }
 }
 

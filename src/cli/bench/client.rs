@@ -25,10 +25,7 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs) -> Result<u8> {
     });
     let mut report: Option<Report> = None;
     for (i, &size) in sizes.iter().enumerate() {
-        let config = Config {
-            max_msg_size: size.max(HEADER_ROOM),
-            ..base.clone()
-        };
+        let config = base.clone().with_max_msg_size(size.max(HEADER_ROOM));
         let (mut sink, mut src) = duplex::connect(addr, &config)
             .with_context(|| format!("cannot start a benchmark session with {addr}"))?;
         let report = report.get_or_insert_with(|| Report::start(args, sink.info(), &config));

@@ -13,13 +13,8 @@ use crate::cli::EXIT_INTERRUPTED;
 
 /// Serves benchmark clients until the client's last size (or Ctrl-C).
 pub fn serve(addr: SocketAddr, config: Config) -> Result<u8> {
-    let listener = Listener::bind(
-        addr,
-        &Config {
-            max_msg_size: ALL_MAX.max(config.max_msg_size),
-            ..config
-        },
-    )?;
+    let max_msg_size = ALL_MAX.max(config.max_msg_size);
+    let listener = Listener::bind(addr, &config.with_max_msg_size(max_msg_size))?;
     log::info!("bench server listening on {addr}");
     loop {
         // The library's duplex accept, except that each session takes the client's credits and
