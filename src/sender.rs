@@ -151,6 +151,44 @@ impl RdmaSink {
             return Err(self.explain(e));
         }
         self.bytes += len as u64;
+        self.push_output()
+    }
+
+    /// Hands the rest of the message just posted on, where the data path needs this process
+    /// for it ([`SendPath::output_queued`]). The message counts as sent already, so the stop
+    /// flag does not interrupt this (the caller would send it again); the idle timeout, a
+    /// closed control connection or a failed write end it.
+    fn push_output(&mut self) -> Result<()> {
+        let mut idle_since = None;
+        while self.session.transport.output_queued() {
+            self.progress()?;
+            if !self.session.transport.output_queued() {
+                break;
+            }
+            let now = Instant::now();
+            let since = *idle_since.get_or_insert(now);
+            let until = self
+                .session
+                .config
+                .idle_timeout
+                .map(|idle| crate::time::deadline_after(since, idle));
+            if let Some(until) = until {
+                if now >= until {
+                    return Err(Error::IdleTimeout {
+                        seconds: self
+                            .session
+                            .config
+                            .idle_timeout
+                            .unwrap_or_default()
+                            .as_secs_f64(),
+                        messages: self.core.released(),
+                    });
+                }
+            }
+            self.control_readable =
+                self.session
+                    .wait(until, !self.core.control_closed(), true, false)?;
+        }
         Ok(())
     }
 

@@ -407,6 +407,44 @@ fn duplex_pair_echoes_both_ways() {
     assert_eq!(server.join().unwrap(), 500);
 }
 
+/// A ping-pong of messages larger than the kernel's socket buffers, as `bench --mode lat` does:
+/// each `send` must hand its whole message on before it returns, since the sending end then
+/// waits in its receive and nothing else drives its data path (over tcp, half of the ping
+/// stayed in our buffer and both ends waited for ever).
+#[test]
+fn a_ping_pong_of_messages_larger_than_the_socket_buffers_completes() {
+    const BIG: usize = 8 << 20;
+    let cfg = config().with_max_msg_size(BIG);
+    let listener = Listener::bind(test_listen_addr(), &cfg).unwrap();
+    let addr = listener.local_addr();
+    let server = thread::spawn(move || {
+        let (mut sink, mut src) = listener.accept_duplex().unwrap();
+        while let Some(m) = src.recv().unwrap() {
+            let reply = m.to_vec();
+            sink.send(&reply).unwrap();
+        }
+        sink.finish().unwrap()
+    });
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let client = thread::spawn(move || {
+        let (mut sink, mut src) = rdma_container::duplex::connect(addr, &cfg).unwrap();
+        let size = BIG.min(sink.max_message_size());
+        for i in 0..6u8 {
+            let ping = vec![i; size];
+            sink.send(&ping).unwrap();
+            let pong = src.recv().unwrap().expect("an echo");
+            assert!(pong == ping.as_slice(), "echo {i} differs");
+        }
+        sink.finish().unwrap();
+        assert!(src.recv().unwrap().is_none());
+        done_tx.send(()).unwrap();
+    });
+    let finished = done_rx.recv_timeout(Duration::from_secs(60));
+    assert!(finished.is_ok(), "the ping-pong hung (or failed: see the client's panic)");
+    client.join().unwrap();
+    assert_eq!(server.join().unwrap(), 6);
+}
+
 /// A receiver that ends the session mid-stream with a reason: the sender's next call fails with
 /// that reason (not a bare peer loss).
 #[test]

@@ -1078,6 +1078,10 @@ impl SendPath for DocaTransport {
         self.submit("doca_task_submit(send)", task, index)
     }
 
+    fn output_queued(&self) -> bool {
+        false
+    }
+
     fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
         let mut completions = std::mem::take(&mut self.scratch);
         let mut result = self.poll_completions(&mut completions);

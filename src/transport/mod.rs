@@ -273,6 +273,14 @@ pub(crate) trait SendPath: DataPath {
     /// its notification armed, so that the wait handle becomes ready as soon as more progress
     /// is possible: the caller may sleep after any poll (no lost wake-ups).
     fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()>;
+
+    /// Whether bytes of a posted send are still waiting for this process to hand them on
+    /// (tcp: a message the kernel did not take whole). An RDMA NIC moves a posted send by
+    /// itself; a transport that needs the sender's help says so here, and the sender helps
+    /// before `send` returns, since nothing may drive this data path until its next call (a
+    /// full-duplex application then waits in its receive, and a half-sent message would
+    /// never arrive).
+    fn output_queued(&self) -> bool;
 }
 
 /// The receiving half of a data path.

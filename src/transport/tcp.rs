@@ -552,6 +552,10 @@ impl SendPath for TcpTransport {
         flushed
     }
 
+    fn output_queued(&self) -> bool {
+        !self.sends.is_empty()
+    }
+
     fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
         if self.role != Role::Sender {
             return Err(super::wrong_role(NAME, "poll_sends"));

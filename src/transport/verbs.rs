@@ -645,6 +645,10 @@ impl SendPath for VerbsTransport {
         Ok(())
     }
 
+    fn output_queued(&self) -> bool {
+        false
+    }
+
     fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
         let mut completions = std::mem::take(&mut self.scratch);
         let polled = self.poll_completions(&mut completions);
