@@ -440,7 +440,10 @@ fn a_ping_pong_of_messages_larger_than_the_socket_buffers_completes() {
         done_tx.send(()).unwrap();
     });
     let finished = done_rx.recv_timeout(Duration::from_secs(60));
-    assert!(finished.is_ok(), "the ping-pong hung (or failed: see the client's panic)");
+    assert!(
+        finished.is_ok(),
+        "the ping-pong hung (or failed: see the client's panic)"
+    );
     client.join().unwrap();
     assert_eq!(server.join().unwrap(), 6);
 }

@@ -121,7 +121,7 @@ impl Inbox {
     }
 }
 
-/// The DOCA implementation of [`Transport`].
+/// The DOCA implementation of [`SendPath`] and [`RecvPath`].
 #[derive(Debug)]
 pub(crate) struct DocaTransport {
     role: Role,

@@ -328,20 +328,27 @@ pub(crate) trait RolePath: DataPath {
     fn early_data(&self) -> bool;
 }
 
+/// The transport of `kind` (only those compiled in), boxed as the role trait `$role`.
+macro_rules! create_as {
+    ($kind:expr, $params:expr, $role:ty) => {
+        match $kind {
+            TransportKind::Tcp => Box::new(tcp::TcpTransport::new($params)?) as Box<$role>,
+            #[cfg(doca_transport)]
+            TransportKind::Doca => Box::new(doca::DocaTransport::new($params)?) as Box<$role>,
+            #[cfg(feature = "verbs")]
+            TransportKind::Verbs => Box::new(verbs::VerbsTransport::new($params)?) as Box<$role>,
+            #[allow(unreachable_patterns)]
+            other => return Err(not_compiled_in(other)),
+        }
+    };
+}
+
 impl RolePath for dyn SendPath {
     const ROLE: Role = Role::Sender;
     type Slot = StagingSlot;
 
     fn create(kind: TransportKind, params: &SetupParams) -> Result<(Box<Self>, Vec<StagingSlot>)> {
-        let path: Box<dyn SendPath> = match kind {
-            TransportKind::Tcp => Box::new(tcp::TcpTransport::new(params)?),
-            #[cfg(doca_transport)]
-            TransportKind::Doca => Box::new(doca::DocaTransport::new(params)?),
-            #[cfg(feature = "verbs")]
-            TransportKind::Verbs => Box::new(verbs::VerbsTransport::new(params)?),
-            #[allow(unreachable_patterns)]
-            other => return Err(not_compiled_in(other)),
-        };
+        let path: Box<dyn SendPath> = create_as!(kind, params, dyn SendPath);
         Ok((path, (0..params.slots).map(StagingSlot::mint).collect()))
     }
 
@@ -359,15 +366,7 @@ impl RolePath for dyn RecvPath {
     type Slot = RecvSlot;
 
     fn create(kind: TransportKind, params: &SetupParams) -> Result<(Box<Self>, Vec<RecvSlot>)> {
-        let path: Box<dyn RecvPath> = match kind {
-            TransportKind::Tcp => Box::new(tcp::TcpTransport::new(params)?),
-            #[cfg(doca_transport)]
-            TransportKind::Doca => Box::new(doca::DocaTransport::new(params)?),
-            #[cfg(feature = "verbs")]
-            TransportKind::Verbs => Box::new(verbs::VerbsTransport::new(params)?),
-            #[allow(unreachable_patterns)]
-            other => return Err(not_compiled_in(other)),
-        };
+        let path: Box<dyn RecvPath> = create_as!(kind, params, dyn RecvPath);
         Ok((path, (0..params.slots).map(RecvSlot::mint).collect()))
     }
 

@@ -81,7 +81,7 @@ pub(crate) struct TcpTransport {
     /// Sends the kernel took inside `post_send`, reported by the next `poll`.
     early: Vec<SendEvent>,
     /// Sender: the data socket may have become readable (the receiver closed it or wrote on
-    /// it) since the last look; set at start and by [`Transport::on_wakeup`].
+    /// it) since the last look; set at start and by [`DataPath::on_wakeup`].
     check_readable: bool,
 }
 

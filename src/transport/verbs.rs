@@ -5,7 +5,7 @@
 //! both directions. `poll` drains it; when the notification is not armed, it arms it and polls
 //! once more, so a completion can never slip in unnoticed before the caller sleeps on the
 //! channel's descriptor. It stays armed until an event fires, and the channel is read only
-//! after a wait said its descriptor is ready ([`Transport::on_wakeup`]): a busy-polling caller
+//! after a wait said its descriptor is ready ([`DataPath::on_wakeup`]): a busy-polling caller
 //! costs one CQ poll per round and no system call (an event that fired unread just makes the
 //! next wait return at once).
 //!
@@ -20,7 +20,7 @@
 //! (see [`super::signaling`]): one completion retires every earlier send, since an RC send
 //! queue completes in order. When the sender's `finish` must know that every send completed
 //! and the newest went out unsignaled, it posts a signaled zero-length RDMA write behind it
-//! ([`Transport::flush_sends`]); the receiver's QP allows remote writes for that alone (no
+//! ([`SendPath::flush_sends`]); the receiver's QP allows remote writes for that alone (no
 //! memory region grants remote access, and a zero-length write touches no memory).
 //!
 //! The hello blob carries QP number, starting PSN, GID and path MTU (see [`Endpoint`]).
@@ -113,7 +113,7 @@ impl Endpoint {
 /// Inline data we ask the QP for (messages up to what the provider grants go inline).
 const INLINE_WANTED: u32 = 128;
 
-/// The verbs implementation of [`Transport`]. Field order is drop order: the QP goes before the
+/// The verbs implementation of [`SendPath`] and [`RecvPath`]. Field order is drop order: the QP goes before the
 /// memory region, the memory region before the buffer it covers.
 #[derive(Debug)]
 pub(crate) struct VerbsTransport {
