@@ -44,6 +44,18 @@ pub(crate) enum AfterFailure {
     Reject(String),
 }
 
+impl AfterFailure {
+    /// Whether the session ends, and with which Reject: `None` keeps it open, `Some(None)`
+    /// closes without a word, `Some(Some(reason))` rejects then closes.
+    pub(crate) fn ends(self) -> Option<Option<String>> {
+        match self {
+            AfterFailure::KeepOpen => None,
+            AfterFailure::Close => Some(None),
+            AfterFailure::Reject(reason) => Some(Some(reason)),
+        }
+    }
+}
+
 /// The failure policy, the same for both ends (`who` names ours in the reason).
 pub(crate) fn on_failure(e: &Error, who: &str) -> AfterFailure {
     match e {

@@ -28,7 +28,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{on_failure, AfterFailure, FINISH_GRACE, FINISH_PROGRESS};
+use super::{on_failure, FINISH_GRACE, FINISH_PROGRESS};
 use crate::proto::{CreditError, Message, RecvWindow};
 use crate::time::{deadline_after, earliest};
 use crate::transport::{Arrived, CreditRoute, RecvSlot};
@@ -178,10 +178,8 @@ impl ReceiverCore {
 
     /// An error ended the operation: applies the failure policy (see [`on_failure`]).
     pub(crate) fn on_error(&mut self, e: &Error) {
-        match on_failure(e, "receiver") {
-            AfterFailure::KeepOpen => {}
-            AfterFailure::Close => self.end(None),
-            AfterFailure::Reject(reason) => self.end(Some(reason)),
+        if let Some(reject) = on_failure(e, "receiver").ends() {
+            self.end(reject);
         }
     }
 

@@ -23,7 +23,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{on_failure, AfterFailure, FINISH_LINGER};
+use super::{on_failure, FINISH_LINGER};
 use crate::proto::{CreditError, Message, SendWindow};
 use crate::time::deadline_after;
 use crate::transport::{CreditRoute, SendEvent, StagingSlot};
@@ -146,10 +146,8 @@ impl SenderCore {
 
     /// An error ended the operation: applies the failure policy (see [`on_failure`]).
     pub(crate) fn on_error(&mut self, e: &Error) {
-        match on_failure(e, "sender") {
-            AfterFailure::KeepOpen => {}
-            AfterFailure::Close => self.end(None),
-            AfterFailure::Reject(reason) => self.end(Some(reason)),
+        if let Some(reject) = on_failure(e, "sender").ends() {
+            self.end(reject);
         }
     }
 

@@ -43,8 +43,8 @@ use sys::{doca_data, doca_error, doca_error_t};
 
 use super::slots::{chosen_device, SlotMemory};
 use super::{
-    wrong_role, Arrived, Completion, CreditRoute, DataPath, RecvPath, RecvSlot, SendEvent,
-    SendPath, SetupInterrupted, SetupParams, StagingSlot, WaitHandle,
+    receiver_arrivals, sender_events, Arrived, Completion, CreditRoute, DataPath, RecvPath,
+    RecvSlot, SendEvent, SendPath, SetupInterrupted, SetupParams, StagingSlot, WaitHandle,
 };
 use crate::proto::{Role, TransportKind};
 use crate::{Error, Result};
@@ -1078,22 +1078,10 @@ impl SendPath for DocaTransport {
         self.submit("doca_task_submit(send)", task, index)
     }
 
-    fn output_queued(&self) -> bool {
-        false
-    }
-
     fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
         let mut completions = std::mem::take(&mut self.scratch);
-        let mut result = self.poll_completions(&mut completions);
-        for c in completions.drain(..) {
-            match c {
-                Completion::Send(slot) => out.push(SendEvent::Sent(slot)),
-                Completion::Credit => out.push(SendEvent::Credit),
-                Completion::Recv(_) => {
-                    result = result.and(Err(wrong_role(NAME, "a data receive completion")));
-                }
-            }
-        }
+        let polled = self.poll_completions(&mut completions);
+        let result = sender_events(NAME, polled, &mut completions, out);
         self.scratch = completions;
         result
     }
@@ -1126,15 +1114,8 @@ impl RecvPath for DocaTransport {
 
     fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
         let mut completions = std::mem::take(&mut self.scratch);
-        let mut result = self.poll_completions(&mut completions);
-        for c in completions.drain(..) {
-            match c {
-                Completion::Recv(msg) => out.push(msg),
-                Completion::Send(_) | Completion::Credit => {
-                    result = result.and(Err(wrong_role(NAME, "a send or credit completion")));
-                }
-            }
-        }
+        let polled = self.poll_completions(&mut completions);
+        let result = receiver_arrivals(NAME, polled, &mut completions, out);
         self.scratch = completions;
         result
     }

@@ -11,6 +11,7 @@
 //! the order they were posted, a message larger than the posted slot or arriving with no slot
 //! posted is an error, and zero-length messages are ordinary.
 
+use std::marker::PhantomData;
 use std::net::Ipv4Addr;
 use std::os::fd::BorrowedFd;
 use std::time::Instant;
@@ -61,22 +62,31 @@ pub(crate) struct SetupParams {
     pub device: Option<DeviceChoice>,
 }
 
-/// A send staging slot held by the sender (not posted): filled through
-/// [`SendPath::staging`], consumed by [`SendPath::post_send`], given back by the send's
-/// completion. Move-only, minted only by the transport module: whoever holds one is the only
-/// one who may touch that slot's memory, and a posted slot has no token until it completes.
+/// A slot token: move-only, minted only by the transport module, so whoever holds one is the
+/// only one who may touch that slot's memory, and a posted slot has no token until it
+/// completes. `R` says whose slot it is: [`StagingSlot`] or [`RecvSlot`].
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct StagingSlot {
+pub(crate) struct Slot<R> {
     index: usize,
+    role: PhantomData<R>,
 }
 
-/// A receive slot that is not posted: consumed by [`RecvPath::post_recv`], back as an
-/// [`Arrived`] message when something landed in it. Move-only, minted only by the transport
-/// module.
+/// Marks a sender's staging slot.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct RecvSlot {
-    index: usize,
-}
+pub(crate) enum Staging {}
+
+/// Marks a receiver's receive slot.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Receive {}
+
+/// A send staging slot held by the sender (not posted): filled through
+/// [`SendPath::staging`], consumed by [`SendPath::post_send`], given back by the send's
+/// completion.
+pub(crate) type StagingSlot = Slot<Staging>;
+
+/// A receive slot that is not posted: consumed by [`RecvPath::post_recv`], back as an
+/// [`Arrived`] message when something landed in it.
+pub(crate) type RecvSlot = Slot<Receive>;
 
 /// A message that landed in a receive slot: read through [`RecvPath::message`], turned back
 /// into its [`RecvSlot`] (to be posted again) once the application is done with it.
@@ -86,10 +96,13 @@ pub(crate) struct Arrived {
     len: usize,
 }
 
-impl StagingSlot {
+impl<R> Slot<R> {
     /// Only a transport (or the slot list made with it) says which slots exist.
     pub(in crate::transport) fn mint(index: usize) -> Self {
-        Self { index }
+        Self {
+            index,
+            role: PhantomData,
+        }
     }
 
     /// The slot's index.
@@ -100,25 +113,7 @@ impl StagingSlot {
     /// A token for the core's tests (no transport there).
     #[cfg(test)]
     pub(crate) fn for_test(index: usize) -> Self {
-        Self { index }
-    }
-}
-
-impl RecvSlot {
-    /// Only a transport (or the slot list made with it) says which slots exist.
-    pub(in crate::transport) fn mint(index: usize) -> Self {
-        Self { index }
-    }
-
-    /// The slot's index.
-    pub(crate) fn index(&self) -> usize {
-        self.index
-    }
-
-    /// A token for the core's tests (no transport there).
-    #[cfg(test)]
-    pub(crate) fn for_test(index: usize) -> Self {
-        Self { index }
+        Self::mint(index)
     }
 }
 
@@ -147,7 +142,7 @@ impl Arrived {
     #[cfg(test)]
     pub(crate) fn for_test(index: usize, len: usize) -> Self {
         Self {
-            slot: RecvSlot { index },
+            slot: RecvSlot::mint(index),
             len,
         }
     }
@@ -279,8 +274,10 @@ pub(crate) trait SendPath: DataPath {
     /// itself; a transport that needs the sender's help says so here, and the sender helps
     /// before `send` returns, since nothing may drive this data path until its next call (a
     /// full-duplex application then waits in its receive, and a half-sent message would
-    /// never arrive).
-    fn output_queued(&self) -> bool;
+    /// never arrive). RDMA transports keep the default: the NIC needs no help.
+    fn output_queued(&self) -> bool {
+        false
+    }
 }
 
 /// The receiving half of a data path.
@@ -391,6 +388,46 @@ pub(crate) fn wrong_role(transport: &'static str, what: &str) -> crate::Error {
     crate::Error::Internal(format!(
         "{transport}: {what} on a data path of the other role"
     ))
+}
+
+/// A sender's share of an RDMA transport's completions (drained from `completions`); a receive
+/// completion there is the transport's bug. `polled` is the poll's own result, kept first.
+pub(crate) fn sender_events(
+    transport: &'static str,
+    polled: Result<()>,
+    completions: &mut Vec<Completion>,
+    out: &mut Vec<SendEvent>,
+) -> Result<()> {
+    let mut result = polled;
+    for c in completions.drain(..) {
+        match c {
+            Completion::Send(slot) => out.push(SendEvent::Sent(slot)),
+            Completion::Credit => out.push(SendEvent::Credit),
+            Completion::Recv(_) => {
+                result = result.and(Err(wrong_role(transport, "a data receive completion")));
+            }
+        }
+    }
+    result
+}
+
+/// A receiver's share of an RDMA transport's completions, as [`sender_events`] for a sender.
+pub(crate) fn receiver_arrivals(
+    transport: &'static str,
+    polled: Result<()>,
+    completions: &mut Vec<Completion>,
+    out: &mut Vec<Arrived>,
+) -> Result<()> {
+    let mut result = polled;
+    for c in completions.drain(..) {
+        match c {
+            Completion::Recv(msg) => out.push(msg),
+            Completion::Send(_) | Completion::Credit => {
+                result = result.and(Err(wrong_role(transport, "a send or credit completion")));
+            }
+        }
+    }
+    result
 }
 
 /// The transports compiled into this build, in the order `auto` prefers them.
