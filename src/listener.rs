@@ -457,9 +457,7 @@ impl Acceptor {
                             hello.control.reject("the server is shutting down");
                         }
                     },
-                    Err(e @ (Error::AuthenticationFailed(_) | Error::Refused(_)))
-                        if config.auth_key.is_some() =>
-                    {
+                    Err(e) if config.auth_key.is_some() && failed_to_authenticate(&e) => {
                         lock(&unauthenticated).hit(&format_args!("{peer}: {e}"));
                     }
                     Err(e) => log::warn!("ignored connection from {peer}: {}", e.chain()),
@@ -469,6 +467,16 @@ impl Acceptor {
             lock(&self.pending).remove(id);
             log::error!("cannot start a handshake thread for {peer}: {e}");
         }
+    }
+}
+
+/// Whether a hello thread's error is a client that did not prove the key: it had none, another
+/// one (we or it found out), or it was refused for that.
+fn failed_to_authenticate(e: &Error) -> bool {
+    match e {
+        Error::AuthenticationFailed(_) | Error::Refused(_) => true,
+        Error::Rejected(reason) => reason.starts_with("authentication"),
+        _ => false,
     }
 }
 

@@ -139,9 +139,9 @@ impl TcpTransport {
     /// One step of accepting the client's data connection: takes every connection waiting on
     /// the data port and reads, without blocking, what each sent of the session token; the one
     /// that presents it is the data connection, so a slow or silent one cannot delay the real
-    /// one. `None`: not yet (the driver waits on [`DataPath::setup_fds`]); after the handshake's
-    /// one `deadline`, a timeout.
-    fn accept_step(&mut self, deadline: Instant) -> Result<Option<TcpStream>> {
+    /// one. `None`: not yet (the driver waits on [`DataPath::setup_fds`] and keeps the
+    /// handshake's deadline).
+    fn accept_step(&mut self) -> Result<Option<TcpStream>> {
         let listener = self
             .listener
             .as_ref()
@@ -196,16 +196,6 @@ impl TcpTransport {
                     );
                 }
             }
-        }
-        if remaining(deadline).is_none() {
-            return Err(Error::TransportIo {
-                transport: NAME,
-                what: "accept data connection",
-                source: io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the peer did not connect its data path before the handshake deadline",
-                ),
-            });
         }
         Ok(None)
     }
@@ -439,7 +429,7 @@ impl DataPath for TcpTransport {
 
     fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<SetupStep> {
         let stream = match self.side {
-            BootstrapSide::Server => match self.accept_step(deadline)? {
+            BootstrapSide::Server => match self.accept_step()? {
                 Some(stream) => stream,
                 None => return Ok(SetupStep::Waiting),
             },

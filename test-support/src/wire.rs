@@ -49,6 +49,51 @@ pub fn auth_challenge(nonce: &[u8; 32]) -> Vec<u8> {
     frame(&b)
 }
 
+/// An AuthResponse frame.
+pub fn auth_response(nonce: &[u8; 32], proof: &[u8; 32]) -> Vec<u8> {
+    let mut b = vec![KIND_AUTH_RESPONSE];
+    b.extend_from_slice(nonce);
+    b.extend_from_slice(proof);
+    frame(&b)
+}
+
+/// The server's side of the authentication on a raw connection, with `key`: reads the
+/// client's challenge, answers with `nonce` and the server's proof, reads the client's proof
+/// and says whether it checks.
+pub fn authenticate_client(
+    s: &mut TcpStream,
+    key: &[u8],
+    nonce: &[u8; 32],
+) -> std::io::Result<bool> {
+    use std::io::Write;
+    let body = read_frame(s)?;
+    if body.len() != 33 || body[0] != KIND_AUTH_CHALLENGE {
+        return Err(std::io::Error::other("expected AuthChallenge"));
+    }
+    let mut client = [0u8; 32];
+    client.copy_from_slice(&body[1..]);
+    s.write_all(&auth_response(
+        nonce,
+        &proof(key, SERVER_PROOF_LABEL, &client, nonce),
+    ))?;
+    let body = read_frame(s)?;
+    Ok(body.len() == 33
+        && body[0] == KIND_AUTH_PROOF
+        && body[1..] == proof(key, CLIENT_PROOF_LABEL, &client, nonce))
+}
+
+/// The pre-shared key of a test run that sets `RDMA_CONTAINER_AUTH_KEY_FILE` (which the
+/// binaries under test read too), without its trailing line end; `None` without one.
+pub fn run_auth_key() -> Option<Vec<u8>> {
+    let path = std::env::var_os("RDMA_CONTAINER_AUTH_KEY_FILE")?;
+    let mut key = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("RDMA_CONTAINER_AUTH_KEY_FILE {path:?}: {e}"));
+    while key.last().is_some_and(|b| matches!(b, b'\n' | b'\r')) {
+        key.pop();
+    }
+    Some(key)
+}
+
 /// An AuthProof frame.
 pub fn auth_proof(proof: &[u8; 32]) -> Vec<u8> {
     let mut b = vec![KIND_AUTH_PROOF];
