@@ -156,3 +156,32 @@ pub fn expected_transport() -> &'static str {
         _ => "tcp",
     }
 }
+
+/// Starts a server on the test address and `port` and waits until it listens.
+pub fn server(name: &str, port: u16, extra: &[&str]) -> Proc {
+    server_logging(name, port, extra, "info")
+}
+
+/// [`server`] with another `RUST_LOG` level.
+pub fn server_logging(name: &str, port: u16, extra: &[&str], log: &str) -> Proc {
+    let addr = format!("{}:{port}", test_ip());
+    let transport = transport_args(&[]);
+    let mut args = vec!["--server", addr.as_str()];
+    args.extend(transport.iter().map(String::as_str));
+    args.extend_from_slice(extra);
+    let mut cmd = command(&args);
+    cmd.env("RUST_LOG", log);
+    let mut p = Proc::spawn(name, cmd);
+    p.wait_for_stderr("listening on", SHORT);
+    p
+}
+
+/// Starts a client toward the test address and `port` (`--connect-timeout 10`).
+pub fn client(name: &str, port: u16, extra: &[&str]) -> Proc {
+    let addr = format!("{}:{port}", test_ip());
+    let transport = transport_args(&[]);
+    let mut args = vec!["--client", addr.as_str(), "--connect-timeout", "10"];
+    args.extend(transport.iter().map(String::as_str));
+    args.extend_from_slice(extra);
+    start(name, &args)
+}
