@@ -81,7 +81,7 @@ pub struct ServerOptions {
 /// What the main loop hears about.
 enum Event {
     /// A client whose hello arrived.
-    Client(Incoming),
+    Client(Box<Incoming>),
     /// A session's thread ended; its slots (`memory` bytes) are free.
     Ended { end: SessionEnd, memory: u64 },
     /// The doorman could not accept any more clients (logged).
@@ -212,7 +212,7 @@ pub fn run(
                 } else {
                     printer.clone()
                 };
-                match start_session(sessions, incoming, printer, tx.clone(), memory) {
+                match start_session(sessions, *incoming, printer, tx.clone(), memory) {
                     Ok(()) => {
                         admission.running += 1;
                         admission.memory = admission.memory.saturating_add(memory);
@@ -293,7 +293,8 @@ fn doorman(listener: Listener, stop: Arc<AtomicBool>, tx: Sender<Event>) {
                 return;
             }
         };
-        if let Err(SendError(Event::Client(incoming))) = tx.send(Event::Client(incoming)) {
+        if let Err(SendError(Event::Client(incoming))) = tx.send(Event::Client(Box::new(incoming)))
+        {
             incoming.refuse("the server is shutting down");
             return;
         }
