@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{
-    check_counting, client, free_port, messages_after, run, server, test_ip, Proc, LONG, SHORT,
+    assert_fails_saying, assert_running, check_counting, client, free_port, messages_after, run,
+    server, test_ip, Proc, LONG, SHORT,
 };
 use nix::sys::signal::Signal;
 
@@ -82,11 +83,16 @@ fn wait_until_sessions_print(s: &mut Proc, sessions: usize) {
     });
 }
 
-/// Starts `n` clients that send until they are stopped.
-fn endless_clients(port: u16, n: usize) -> Vec<Proc> {
-    (1..=n)
+/// A `--max-sessions 3` server with 3 clients that send until they are stopped, once each
+/// session has printed: the port, the server, the clients.
+fn three_sessions_running() -> (u16, Proc, Vec<Proc>) {
+    let port = free_port();
+    let mut s = server("server", port, &["--max-sessions", "3"]);
+    let running = (1..=3)
         .map(|k| client(&format!("client {k}"), port, &["--count", ENDLESS]))
-        .collect()
+        .collect();
+    wait_until_sessions_print(&mut s, 3);
+    (port, s, running)
 }
 
 #[test]
@@ -138,42 +144,28 @@ fn four_senders_at_once_each_stream_arrives_complete_and_in_order() {
         "the sessions' lines interleaved: {}",
         matches!((first_of_2, last_of_1), (Some(a), Some(b)) if a < b)
     );
-    assert!(s.try_status().is_none(), "server exited\n{}", s.report());
+    assert_running(&mut s, "the server");
 }
 
 #[test]
 fn a_client_beyond_max_sessions_is_told_busy_while_the_others_keep_sending() {
-    let port = free_port();
-    let mut s = server("server", port, &["--max-sessions", "3"]);
-    let mut running = endless_clients(port, 3);
-    wait_until_sessions_print(&mut s, 3);
+    let (port, mut s, mut running) = three_sessions_running();
     let mut extra = client("fourth client", port, &["--count", "10"]);
-    assert_eq!(extra.wait_code(SHORT), 1, "{}", extra.report());
-    assert!(
-        extra
-            .stderr()
-            .lines()
-            .any(|l| l.contains("ERROR") && l.contains("busy") && l.contains("--max-sessions 3")),
-        "the fourth client should say that the server is busy with its 3 sessions\n{}",
-        extra.report()
+    assert_fails_saying(
+        &mut extra,
+        &["busy", "--max-sessions 3"],
+        "the fourth client should say that the server is busy with its 3 sessions",
     );
     s.wait_for_stderr("busy: the server is serving 3 clients", SHORT);
     for c in &mut running {
-        assert!(
-            c.try_status().is_none(),
-            "a running client stopped\n{}",
-            c.report()
-        );
+        assert_running(c, "a running client");
     }
-    assert!(s.try_status().is_none(), "server exited\n{}", s.report());
+    assert_running(&mut s, "the server");
 }
 
 #[test]
 fn ctrl_c_ends_every_running_session_with_the_interrupted_reason() {
-    let port = free_port();
-    let mut s = server("server", port, &["--max-sessions", "3"]);
-    let mut running = endless_clients(port, 3);
-    wait_until_sessions_print(&mut s, 3);
+    let (_, mut s, mut running) = three_sessions_running();
     s.signal(Signal::SIGINT);
     assert_eq!(s.wait_code(SHORT), 130, "{}", s.report());
     let summaries = summaries(&s.stderr());
@@ -195,13 +187,10 @@ fn ctrl_c_ends_every_running_session_with_the_interrupted_reason() {
         }
     }
     for c in &mut running {
-        assert_eq!(c.wait_code(SHORT), 1, "{}", c.report());
-        assert!(
-            c.stderr()
-                .lines()
-                .any(|l| l.contains("ERROR") && l.contains("interrupted")),
-            "each client should say that the server was interrupted\n{}",
-            c.report()
+        assert_fails_saying(
+            c,
+            &["interrupted"],
+            "each client should say that the server was interrupted",
         );
     }
 }
@@ -225,14 +214,10 @@ fn a_session_beyond_the_receive_memory_limit_is_refused_and_small_slots_fit() {
     wait_until_sessions_print(&mut s, 1);
 
     let mut large = client("client of 1000-byte slots", port, &["--count", "10"]);
-    assert_eq!(large.wait_code(SHORT), 1, "{}", large.report());
-    assert!(
-        large
-            .stderr()
-            .lines()
-            .any(|l| l.contains("ERROR") && l.contains("receive memory")),
-        "the client should be told that the server's receive memory is taken\n{}",
-        large.report()
+    assert_fails_saying(
+        &mut large,
+        &["busy", "receive memory"],
+        "the client should be told that the server's receive memory is taken",
     );
     s.wait_for_stderr("this session's slots need 2000 bytes", SHORT);
 
@@ -243,11 +228,7 @@ fn a_session_beyond_the_receive_memory_limit_is_refused_and_small_slots_fit() {
         &["--count", "10", "--max-msg-size", "500"],
     );
     assert_eq!(small.wait_code(SHORT), 0, "{}", small.report());
-    assert!(
-        first.try_status().is_none(),
-        "the first client stopped\n{}",
-        first.report()
-    );
+    assert_running(&mut first, "the first client");
 }
 
 #[test]

@@ -185,3 +185,21 @@ pub fn client(name: &str, port: u16, extra: &[&str]) -> Proc {
     args.extend_from_slice(extra);
     start(name, &args)
 }
+
+/// Waits for `p` to exit 1 with an ERROR line containing every one of `words`; `expected`
+/// says what the test expected it to say.
+pub fn assert_fails_saying(p: &mut Proc, words: &[&str], expected: &str) {
+    assert_eq!(p.wait_code(SHORT), 1, "{}", p.report());
+    assert!(
+        p.stderr()
+            .lines()
+            .any(|l| l.contains("ERROR") && words.iter().all(|w| l.contains(w))),
+        "{expected}\n{}",
+        p.report()
+    );
+}
+
+/// Asserts that `p` has not exited; `what` names it in the failure.
+pub fn assert_running(p: &mut Proc, what: &str) {
+    assert!(p.try_status().is_none(), "{what} exited\n{}", p.report());
+}
