@@ -145,6 +145,14 @@ pub struct SessionArgs {
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
     #[arg(long, default_value = "/sys", value_name = "DIR")]
     pub sysfs_root: PathBuf,
+
+    /// A file holding the pre-shared key both ends must prove they hold before anything else
+    /// happens (HMAC-SHA256 challenge-response; at least 16 bytes, the trailing newline is not
+    /// part of it; the file must not be readable by group or others: chmod 600). Without it,
+    /// anyone who reaches the server's port can use it. Make one with:
+    /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
+    #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
+    pub auth_key_file: Option<PathBuf>,
 }
 
 /// `bench` options.
@@ -223,6 +231,14 @@ pub struct BenchArgs {
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
     #[arg(long, default_value = "/sys", value_name = "DIR")]
     pub sysfs_root: PathBuf,
+
+    /// A file holding the pre-shared key both ends must prove they hold before anything else
+    /// happens (HMAC-SHA256 challenge-response; at least 16 bytes, the trailing newline is not
+    /// part of it; the file must not be readable by group or others: chmod 600). Without it,
+    /// anyone who reaches the server's port can use it. Make one with:
+    /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
+    #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
+    pub auth_key_file: Option<PathBuf>,
 }
 
 /// What `bench` measures.
@@ -256,6 +272,7 @@ impl BenchArgs {
                 .or((self.mode == BenchMode::Lat).then_some(1_000_000)),
             quiet: false,
             sysfs_root: self.sysfs_root.clone(),
+            auth_key_file: self.auth_key_file.clone(),
         }
     }
 }
