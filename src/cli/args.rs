@@ -60,7 +60,8 @@ pub struct Cli {
     /// Server: the receive slots of all running sessions together may take at most BYTES
     /// (each session takes --credits times its slot size, the smaller of --max-msg-size and
     /// the client's largest message); a client that would go beyond is refused as busy. A
-    /// session that runs alone is always admitted, so --max-sessions 1 never refuses for memory.
+    /// session that runs alone is always admitted, so --max-sessions 1 never refuses for memory
+    /// (default 1 GiB).
     #[arg(long, default_value_t = DEFAULT_MAX_RECEIVE_MEMORY, value_name = "BYTES")]
     pub max_receive_memory: u64,
 
