@@ -257,6 +257,20 @@ impl Incoming {
         self.config.max_msg_size = self.config.max_msg_size.min(self.peer_max_message_size());
     }
 
+    /// Sizes this session's slots for the client's largest message when it is below the
+    /// listener's: the session's largest message is the smaller of the two anyway, so only the
+    /// memory the slots take changes (a server sized for large messages serves a client of
+    /// small ones with small slots).
+    pub fn fit_slots_to_peer(&mut self) {
+        self.config.max_msg_size = self.config.max_msg_size.min(self.peer_max_message_size());
+    }
+
+    /// The memory this session's slots take once it is accepted, in bytes: credits times the
+    /// slot size (an upper bound: a transport may carry less per slot).
+    pub fn slot_memory(&self) -> usize {
+        usize::from(self.config.credits).saturating_mul(self.config.max_msg_size)
+    }
+
     /// Accepts the client as its receiver (the client sends): we become the [`RdmaSrc`], the
     /// source the client's messages come out of, for a client that connected with
     /// [`RdmaSink::connect`] ([`Incoming::peer_role`] is [`Role::Sender`]). The name is the

@@ -40,7 +40,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let config = cli::config_from(&cli.session, &stop)?;
             match (cli.server, cli.client) {
                 (Some(addr), None) => {
-                    cli::server::run(addr, config, cli.once, cli.session.quiet, stop)
+                    let options = cli::server::ServerOptions {
+                        once: cli.once,
+                        quiet: cli.session.quiet,
+                        max_sessions: cli.max_sessions,
+                        max_receive_memory: cli.max_receive_memory,
+                    };
+                    cli::server::run(addr, config, &options, stop)
                 }
                 (None, Some(addr)) => {
                     cli::client::run(addr, &config, cli.session.count, cli.session.size, &stop)
