@@ -111,6 +111,10 @@ pub enum Error {
         reason: String,
         /// Messages fully transferred before the loss.
         messages: u64,
+        /// The socket error that showed the loss, when there was one (a reset, a keepalive
+        /// timeout, an unreachable host), kept as the source.
+        #[source]
+        cause: Option<io::Error>,
     },
 
     /// A message is larger than the receiver accepts; nothing was sent.

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::busy_poll::{BusyPoll, Spin};
 use crate::config::Config;
-use crate::net::control::Received;
+use crate::net::{Lost, Received};
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
@@ -86,13 +86,17 @@ impl RdmaSrc {
         if !self.core.is_open() {
             return Err(Error::Closed);
         }
-        let result = self.next_message();
+        // The actions (re-posting the released slot, credits) are part of the call: a failure
+        // there gets the same policy as any other.
+        let result = self
+            .next_message()
+            .and_then(|delivered| self.run_actions().map(|()| delivered));
         if let Err(e) = &result {
             self.core.on_error(e);
+            // The failure's own actions (a Reject, closing); the first error says more.
+            let _ = self.run_actions();
         }
-        let ran = self.run_actions();
         let delivered = result?;
-        ran?;
         Ok(match (delivered, self.core.held()) {
             (true, Some(msg)) => Some(self.session.transport.message(msg)),
             _ => None,
@@ -124,8 +128,8 @@ impl RdmaSrc {
                 ReceiverAction::AnnounceCredit { released } => {
                     match self.session.control.send(&Message::Credit { released }) {
                         Ok(()) => Ok(()),
-                        Err(Error::PeerLost { reason, .. }) => {
-                            return Err(self.rejected_or_lost(reason))
+                        Err(Error::PeerLost { reason, cause, .. }) => {
+                            return Err(self.rejected_or_lost(Lost { reason, cause }))
                         }
                         Err(e) => Err(e),
                     }
@@ -144,8 +148,13 @@ impl RdmaSrc {
                 }
             };
             if let Err(e) = done {
-                let arrived = self.core.arrived();
-                return Err(self.session.explain(e, Role::Receiver, arrived));
+                // A post that failed is our own failure (told to the sender at once), unless
+                // the data path closed under it: then the sender's words may say why.
+                if let Error::TransportClosed { .. } = e {
+                    let arrived = self.core.arrived();
+                    return Err(self.session.explain(e, Role::Receiver, arrived));
+                }
+                return Err(e);
             }
         }
         Ok(())
@@ -193,16 +202,13 @@ impl RdmaSrc {
 
     /// The sender closed the control connection while we wrote to it: a sender that aborts
     /// sends Reject first, and its words may still be waiting to be read.
-    fn rejected_or_lost(&mut self, reason: String) -> Error {
+    fn rejected_or_lost(&mut self, lost: Lost) -> Error {
         while let Ok(Received::Message(msg)) = self.session.control.try_recv() {
             if let Message::Reject { reason } = msg {
                 return Error::Rejected(reason);
             }
         }
-        Error::PeerLost {
-            reason,
-            messages: self.core.arrived(),
-        }
+        lost.into_error(self.core.arrived())
     }
 
     /// Feeds arrivals, the data path's close and control messages to the core.
@@ -238,7 +244,7 @@ impl RdmaSrc {
             match self.session.control.try_recv()? {
                 Received::Message(msg) => self.core.on_control(msg)?,
                 Received::Nothing => break,
-                Received::Closed(reason) => self.core.on_control_closed(&reason)?,
+                Received::Closed(lost) => self.core.on_control_closed(lost)?,
             }
         }
         self.control_readable = false;

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crate::busy_poll::{BusyPoll, Spin};
 use crate::config::Config;
-use crate::net::control::Received;
+use crate::net::{Lost, Received};
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
@@ -208,13 +208,13 @@ impl RdmaSink {
 
     /// After an operation: on an error, the core's failure policy; then its actions.
     fn after<T>(&mut self, result: Result<T>) -> Result<T> {
+        let result = result.and_then(|value| self.run_actions().map(|()| value));
         if let Err(e) = &result {
             self.core.on_error(e);
+            // The failure's own actions (a Reject, closing); the first error says more.
+            let _ = self.run_actions();
         }
-        let ran = self.run_actions();
-        // The operation's own error says more than one from telling the peer about it.
-        let value = result?;
-        ran.map(|()| value)
+        result
     }
 
     /// Carries out what the core asked for.
@@ -225,8 +225,8 @@ impl RdmaSink {
                     match self.session.control.send(&Message::Finish { count }) {
                         Ok(()) => self.core.on_finish_sent(Instant::now()),
                         // The core says what a close before Finish means, with its count.
-                        Err(Error::PeerLost { reason, .. }) => {
-                            self.core.on_control_closed(&reason)?
+                        Err(Error::PeerLost { reason, cause, .. }) => {
+                            self.core.on_control_closed(Lost { reason, cause })?
                         }
                         Err(e) => return Err(e),
                     }
@@ -316,7 +316,7 @@ impl RdmaSink {
             match self.session.control.try_recv()? {
                 Received::Message(msg) => self.core.on_control(msg, Instant::now())?,
                 Received::Nothing => break,
-                Received::Closed(reason) => self.core.on_control_closed(&reason)?,
+                Received::Closed(lost) => self.core.on_control_closed(lost)?,
             }
         }
         self.control_readable = false;

@@ -28,7 +28,7 @@ pub(crate) struct ControlChannel {
     drained: bool,
     eof: bool,
     /// Why the connection ended, when it was reset rather than closed.
-    reset: Option<String>,
+    reset: Option<(String, Option<io::Error>)>,
 }
 
 impl ControlChannel {
@@ -108,14 +108,16 @@ impl ControlChannel {
                 return Ok(Received::Message(msg));
             }
             if self.eof {
-                let reason = match (&self.reset, self.buf.is_empty()) {
-                    (Some(reason), _) => reason.clone(),
-                    (None, true) => "control connection closed by the peer".to_owned(),
+                return Ok(Received::Closed(match (&self.reset, self.buf.is_empty()) {
+                    (Some((reason, cause)), _) => Lost {
+                        reason: reason.clone(),
+                        cause: cause.as_ref().map(same_error),
+                    },
+                    (None, true) => Lost::closed("control connection closed by the peer"),
                     (None, false) => {
-                        "control connection closed in the middle of a message".to_owned()
+                        Lost::closed("control connection closed in the middle of a message")
                     }
-                };
-                return Ok(Received::Closed(reason));
+                }));
             }
             if self.drained {
                 // The last read came back short: the socket had nothing more then. Let the
@@ -143,9 +145,9 @@ impl ControlChannel {
                         io::ErrorKind::WouldBlock => return Ok(Received::Nothing),
                         io::ErrorKind::Interrupted => {}
                         _ => match io_to_lost(e) {
-                            Error::PeerLost { reason, .. } => {
+                            Error::PeerLost { reason, cause, .. } => {
                                 self.eof = true;
-                                self.reset = Some(reason);
+                                self.reset = Some((reason, cause));
                             }
                             other => {
                                 self.eof = true;
@@ -201,30 +203,68 @@ pub(crate) enum Received {
     Message(Message),
     /// Nothing yet (wait for readability).
     Nothing,
-    /// The peer closed or reset the connection (why); nothing more will arrive.
-    Closed(String),
+    /// The peer closed or reset the connection; nothing more will arrive.
+    Closed(Lost),
+}
+
+/// How the control connection ended: the words for [`Error::PeerLost`] and the socket error
+/// behind them, which the session core turns into that error with its count.
+#[derive(Debug)]
+pub(crate) struct Lost {
+    /// What was observed.
+    pub(crate) reason: String,
+    /// The socket error that showed it (none for a plain close).
+    pub(crate) cause: Option<io::Error>,
+}
+
+impl Lost {
+    /// A close without a socket error.
+    pub(crate) fn closed(reason: &str) -> Self {
+        Self {
+            reason: reason.to_owned(),
+            cause: None,
+        }
+    }
+
+    /// The error the loss means, with `messages` transferred before it.
+    pub(crate) fn into_error(self, messages: u64) -> Error {
+        Error::PeerLost {
+            reason: self.reason,
+            messages,
+            cause: self.cause,
+        }
+    }
+}
+
+/// The same socket error again (an `io::Error` cannot be cloned; its kind and OS code can).
+fn same_error(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(e.kind(), e.to_string()),
+    }
 }
 
 fn lost(reason: &str) -> Error {
-    Error::PeerLost {
-        reason: reason.to_owned(),
-        messages: 0,
-    }
+    Lost::closed(reason).into_error(0)
 }
 
+/// A socket error that means the peer is gone: [`Error::PeerLost`] keeping it as the source.
 fn io_to_lost(e: io::Error) -> Error {
-    match e.kind() {
+    let reason = match e.kind() {
         io::ErrorKind::ConnectionReset
         | io::ErrorKind::BrokenPipe
-        | io::ErrorKind::ConnectionAborted => lost(&format!("control connection reset ({e})")),
-        io::ErrorKind::TimedOut => lost(&format!(
-            "control connection timed out, keepalive got no answer ({e})"
-        )),
+        | io::ErrorKind::ConnectionAborted => "control connection reset",
+        io::ErrorKind::TimedOut => "control connection timed out, keepalive got no answer",
         // The kernel gave up on the peer's host while retransmitting or probing (its link went
         // down, its neighbour entry failed): a vanished peer as much as a timeout is.
-        io::ErrorKind::HostUnreachable | io::ErrorKind::NetworkUnreachable => lost(&format!(
-            "control connection: the peer's host became unreachable ({e})"
-        )),
-        _ => Error::ControlIo(e),
+        io::ErrorKind::HostUnreachable | io::ErrorKind::NetworkUnreachable => {
+            "control connection: the peer's host became unreachable"
+        }
+        _ => return Error::ControlIo(e),
+    };
+    Lost {
+        reason: reason.to_owned(),
+        cause: Some(e),
     }
+    .into_error(0)
 }

@@ -7,7 +7,7 @@ pub(crate) mod iface;
 pub(crate) mod route;
 pub(crate) mod wait;
 
-pub(crate) use control::{ControlChannel, Received};
+pub(crate) use control::{ControlChannel, Lost, Received};
 
 #[cfg(test)]
 mod tests;

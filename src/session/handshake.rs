@@ -125,7 +125,7 @@ fn step(control: &mut ControlChannel, handshake: &mut Handshake, config: &Config
     );
     match control.recv_until(slice_end) {
         Ok(Received::Message(msg)) => return handshake.on_message(msg),
-        Ok(Received::Closed(reason)) => return Err(handshake.on_control_closed(&reason)),
+        Ok(Received::Closed(lost)) => return Err(handshake.on_control_closed(lost)),
         Ok(Received::Nothing) => {}
         Err(e) => {
             handshake.fail(&e);

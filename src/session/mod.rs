@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::net::iface::PathInfo;
 use crate::net::wait::{remaining, wait_any, Interest};
-use crate::net::{ControlChannel, Received};
+use crate::net::{ControlChannel, Lost, Received};
 use crate::proto::{Hello, Message, Role, TransportKind};
 use crate::roce::DeviceChoice;
 use crate::session_core::explain_wait;
@@ -118,23 +118,23 @@ impl<P: RolePath + ?Sized> Session<P> {
                     return Error::Rejected(reason)
                 }
                 Ok(Received::Message(_)) => continue,
-                Ok(Received::Closed(reason)) => return Error::PeerLost { reason, messages },
+                Ok(Received::Closed(lost)) => return lost.into_error(messages),
                 Ok(Received::Nothing) | Err(_) => break,
             }
         }
         match e {
-            Error::TransportClosed { .. } => Error::PeerLost {
-                reason: e.to_string(),
-                messages,
-            },
+            Error::TransportClosed { .. } => Lost::closed(&e.to_string()).into_error(messages),
             // The kernel gave up on the peer's host (keepalive or retransmissions unanswered,
             // its link down): the data path's way of saying the peer vanished.
-            Error::TransportIo { ref source, .. } if peer_vanished(source.kind()) => {
-                Error::PeerLost {
-                    reason: format!("{e}: {source}"),
-                    messages,
-                }
+            Error::TransportIo {
+                transport,
+                what,
+                source,
+            } if peer_vanished(source.kind()) => Lost {
+                reason: format!("{transport} transport failed ({what})"),
+                cause: Some(source),
             }
+            .into_error(messages),
             other => other,
         }
     }

@@ -34,6 +34,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::auth::{AuthKey, Nonce};
+use crate::net::Lost;
 use crate::proto::{Hello, Message, Role};
 use crate::{Error, ProtocolViolation};
 
@@ -399,17 +400,12 @@ client without one"
     }
 
     /// The control connection closed (why): the peer is gone.
-    pub(crate) fn on_control_closed(&mut self, reason: &str) -> Error {
-        let during = if self.stage == Stage::Connecting {
-            " (during the data path setup)"
-        } else {
-            ""
-        };
-        self.stage = Stage::Failed;
-        Error::PeerLost {
-            reason: format!("{reason}{during}"),
-            messages: 0,
+    pub(crate) fn on_control_closed(&mut self, mut lost: Lost) -> Error {
+        if self.stage == Stage::Connecting {
+            lost.reason.push_str(" (during the data path setup)");
         }
+        self.stage = Stage::Failed;
+        lost.into_error(0)
     }
 
     /// A message that did not decode (or another local failure: our set-up, our data path's

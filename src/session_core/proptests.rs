@@ -13,6 +13,7 @@ use super::handshake::{Auth, Handshake, HandshakeAction};
 use super::receiving::{ReceiverAction, ReceiverCore, RecvStep};
 use super::sending::{FinishStep, SenderAction, SenderCore};
 use crate::auth::AuthKey;
+use crate::net::Lost;
 use crate::proto::{Message, Role, TransportKind};
 use crate::transport::{Arrived, CreditRoute, RecvSlot, SendEvent, StagingSlot};
 use crate::Error;
@@ -254,11 +255,11 @@ impl Sim {
                 self.to_sender.clear();
                 self.to_receiver.clear();
                 if self.tx_running() {
-                    let r = self.tx.on_control_closed("reset");
+                    let r = self.tx.on_control_closed(Lost::closed("reset"));
                     self.tx_result(r);
                 }
                 if self.rx_running() {
-                    let r = self.rx.on_control_closed("reset");
+                    let r = self.rx.on_control_closed(Lost::closed("reset"));
                     self.rx_result(r);
                 }
             }
@@ -272,10 +273,9 @@ impl Sim {
                 if self.tx_running() && !self.finish_started {
                     // The sender's next poll fails; explained as the peer lost.
                     let released = self.tx.released();
-                    self.tx_result::<()>(Err(Error::PeerLost {
-                        reason: "the data path closed".into(),
-                        messages: released,
-                    }));
+                    self.tx_result::<()>(Err(
+                        Lost::closed("the data path closed").into_error(released)
+                    ));
                 }
             }
         }
@@ -332,7 +332,9 @@ impl Sim {
                     let r = self.tx.on_control(msg, self.now);
                     self.tx_result(r);
                 } else if self.rx_write_shut && !self.tx.control_closed() {
-                    let r = self.tx.on_control_closed("closed by the peer");
+                    let r = self
+                        .tx
+                        .on_control_closed(Lost::closed("closed by the peer"));
                     self.tx_result(r);
                 }
             }
@@ -627,7 +629,7 @@ proptest! {
                         // The control connection breaks: both ends see the close.
                         for (i, end) in ends.iter_mut().enumerate() {
                             if !failed[i] && !end.is_established() {
-                                end.on_control_closed("reset");
+                                end.on_control_closed(Lost::closed("reset"));
                                 failed[i] = true;
                             }
                         }

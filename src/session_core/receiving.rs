@@ -29,6 +29,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::{on_failure, FINISH_GRACE, FINISH_PROGRESS};
+use crate::net::Lost;
 use crate::proto::{CreditError, Message, RecvWindow};
 use crate::time::{deadline_after, earliest};
 use crate::transport::{Arrived, CreditRoute, RecvSlot};
@@ -95,7 +96,7 @@ pub(crate) struct ReceiverCore {
     control_closed: bool,
     /// The control connection was lost before Finish (why): reported once every message that
     /// had arrived was delivered.
-    control_lost: Option<String>,
+    control_lost: Option<Lost>,
     data_closed_at: Option<Instant>,
     last_arrival: Instant,
     idle_timeout: Option<Duration>,
@@ -254,8 +255,8 @@ impl ReceiverCore {
         }
     }
 
-    /// The control connection reached end of file (or was reset): `reason` says which.
-    pub(crate) fn on_control_closed(&mut self, reason: &str) -> Result<(), Error> {
+    /// The control connection reached end of file (or was reset): `lost` says which.
+    pub(crate) fn on_control_closed(&mut self, lost: Lost) -> Result<(), Error> {
         self.control_closed = true;
         if self.finish.is_some() {
             // The sender may go once it said Finish; the messages it counted are on their way.
@@ -264,9 +265,9 @@ impl ReceiverCore {
         // Lost before Finish. Nothing that already arrived is dropped: `next` delivers it
         // first, then reports the loss (as after a closed data path).
         if self.ready.is_empty() {
-            return Err(self.lost(reason));
+            return Err(self.lost(lost));
         }
-        self.control_lost.get_or_insert_with(|| reason.to_owned());
+        self.control_lost.get_or_insert(lost);
         Ok(())
     }
 
@@ -335,11 +336,11 @@ impl ReceiverCore {
                 return Ok(RecvStep::End);
             }
             if self.data_closed_at.is_some() {
-                return Err(self.lost("the data path closed"));
+                return Err(self.lost(Lost::closed("the data path closed")));
             }
         }
-        if let Some(reason) = &self.control_lost {
-            return Err(self.lost(reason));
+        if let Some(lost) = self.control_lost.take() {
+            return Err(self.lost(lost));
         }
         Ok(RecvStep::Wait)
     }
@@ -369,14 +370,14 @@ impl ReceiverCore {
         }
         if let Some(closed) = self.data_closed_at {
             if now >= deadline_after(closed, FINISH_GRACE) {
-                return Err(self.lost("the data path closed"));
+                return Err(self.lost(Lost::closed("the data path closed")));
             }
         }
         if self.finish.is_some() && now >= deadline_after(self.last_arrival, FINISH_PROGRESS) {
-            return Err(self.lost(&format!(
+            return Err(self.lost(Lost::closed(&format!(
                 "no message for {} s after Finish",
                 FINISH_PROGRESS.as_secs()
-            )));
+            ))));
         }
         if let Some(idle) = self.idle_timeout {
             if now >= deadline_after(self.last_arrival, idle) {
@@ -390,19 +391,16 @@ impl ReceiverCore {
     }
 
     /// The peer-lost error, with the count of what arrived and, after Finish, what is missing.
-    fn lost(&self, reason: &str) -> Error {
+    fn lost(&self, mut lost: Lost) -> Error {
         let arrived = self.window.arrived();
-        let reason = match self.finish {
-            Some(count) => format!(
-                "{reason} with {} of {count} message(s) still missing",
+        if let Some(count) = self.finish {
+            lost.reason = format!(
+                "{} with {} of {count} message(s) still missing",
+                lost.reason,
                 count.saturating_sub(arrived)
-            ),
-            None => reason.to_owned(),
-        };
-        Error::PeerLost {
-            reason,
-            messages: arrived,
+            );
         }
+        lost.into_error(arrived)
     }
 }
 
@@ -602,7 +600,7 @@ mod tests {
         let mut c = receiver(2, None, now);
         land(&mut c, 0, 3, now).unwrap();
         land(&mut c, 1, 4, now).unwrap();
-        c.on_control_closed("reset").unwrap();
+        c.on_control_closed(Lost::closed("reset")).unwrap();
         assert_eq!(deliver(&mut c), (0, 3));
         assert_eq!(deliver(&mut c), (1, 4));
         assert_eq!(
@@ -618,11 +616,11 @@ mod tests {
     fn control_close_before_finish_is_peer_loss_after_finish_it_is_fine() {
         let now = t0();
         let mut c = receiver(2, None, now);
-        let e = c.on_control_closed("closed").unwrap_err();
+        let e = c.on_control_closed(Lost::closed("closed")).unwrap_err();
         assert!(matches!(e, Error::PeerLost { messages: 0, .. }), "{e}");
         let mut c = receiver(2, None, now);
         c.on_control(Message::Finish { count: 0 }).unwrap();
-        c.on_control_closed("closed").unwrap();
+        c.on_control_closed(Lost::closed("closed")).unwrap();
         assert_eq!(c.next().unwrap(), RecvStep::End);
     }
 
@@ -648,10 +646,7 @@ mod tests {
         assert!(got[0].starts_with("Reject(\"protocol violation"), "{got:?}");
         assert_eq!(got[1], "CloseDataPath");
         let mut c = receiver(2, None, now);
-        c.on_error(&Error::PeerLost {
-            reason: "gone".into(),
-            messages: 0,
-        });
+        c.on_error(&Lost::closed("gone").into_error(0));
         assert_eq!(actions(&mut c), ["CloseDataPath"]);
     }
 }

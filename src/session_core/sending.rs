@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::{on_failure, FINISH_LINGER};
+use crate::net::Lost;
 use crate::proto::{CreditError, Message, SendWindow};
 use crate::time::deadline_after;
 use crate::transport::{CreditRoute, SendEvent, StagingSlot};
@@ -222,17 +223,14 @@ impl SenderCore {
 
     /// The control connection reached end of file or was reset: the end of a lingering
     /// finish, otherwise the receiver is gone.
-    pub(crate) fn on_control_closed(&mut self, reason: &str) -> Result<(), Error> {
+    pub(crate) fn on_control_closed(&mut self, lost: Lost) -> Result<(), Error> {
         self.control_closed = true;
         match self.phase {
             Phase::Lingering { .. } | Phase::Done => {
                 self.phase = Phase::Done;
                 Ok(())
             }
-            _ => Err(Error::PeerLost {
-                reason: reason.to_owned(),
-                messages: self.window.released(),
-            }),
+            _ => Err(lost.into_error(self.window.released())),
         }
     }
 
@@ -309,13 +307,11 @@ impl SenderCore {
                 seconds: self.idle_timeout.unwrap_or_default().as_secs_f64(),
                 messages: self.window.released(),
             }),
-            Phase::Draining { .. } => Err(Error::PeerLost {
-                reason: format!(
-                    "sends did not complete within {} s",
-                    FINISH_LINGER.as_secs()
-                ),
-                messages: self.window.released(),
-            }),
+            Phase::Draining { .. } => Err(Lost::closed(&format!(
+                "sends did not complete within {} s",
+                FINISH_LINGER.as_secs()
+            ))
+            .into_error(self.window.released())),
             Phase::Lingering { .. } => {
                 log::warn!(
                     "the receiver did not acknowledge end of stream within {} s",
@@ -478,7 +474,7 @@ mod tests {
         s.begin_finish(now).unwrap();
         assert_eq!(s.poll_action(), Some(SenderAction::SendFinish { count: 0 }));
         s.on_finish_sent(now);
-        s.on_control_closed("closed").unwrap();
+        s.on_control_closed(Lost::closed("closed")).unwrap();
         assert_eq!(s.finish_step().unwrap(), FinishStep::Done);
     }
 
@@ -512,7 +508,7 @@ mod tests {
     fn control_close_mid_stream_is_peer_loss() {
         let now = Instant::now();
         let mut s = sender(2, 2, None, now);
-        let e = s.on_control_closed("reset").unwrap_err();
+        let e = s.on_control_closed(Lost::closed("reset")).unwrap_err();
         assert!(matches!(e, Error::PeerLost { .. }), "{e}");
     }
 
