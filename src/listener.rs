@@ -12,7 +12,7 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,6 +56,7 @@ pub struct Listener {
     config: Config,
     incoming: Receiver<PendingHello>,
     closed: Arc<AtomicBool>,
+    busy_refusals: Arc<AtomicU64>,
 }
 
 impl Listener {
@@ -79,12 +80,14 @@ impl Listener {
             })?;
         let (tx, rx) = sync_channel(MAX_QUEUED);
         let closed = Arc::new(AtomicBool::new(false));
+        let busy_refusals = Arc::new(AtomicU64::new(0));
         let acceptor = Acceptor {
             listener,
             config: config.clone(),
             queue: tx,
             closed: closed.clone(),
             pending: Arc::new(AtomicUsize::new(0)),
+            busy_refusals: busy_refusals.clone(),
         };
         std::thread::Builder::new()
             .name("acceptor".into())
@@ -98,12 +101,19 @@ impl Listener {
             config: config.clone(),
             incoming: rx,
             closed,
+            busy_refusals,
         })
     }
 
     /// The address the listener is bound to (with the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Clients refused as busy so far because [`MAX_QUEUED`] hellos already waited for
+    /// [`Listener::accept`] (for metrics).
+    pub fn busy_refusals(&self) -> u64 {
+        self.busy_refusals.load(Ordering::Relaxed)
     }
 
     /// Waits for the next client with a valid hello.
@@ -275,6 +285,7 @@ struct Acceptor {
     queue: SyncSender<PendingHello>,
     closed: Arc<AtomicBool>,
     pending: Arc<AtomicUsize>,
+    busy_refusals: Arc<AtomicU64>,
 }
 
 /// Counts a repeated problem and logs it at most once per [`LOG_INTERVAL`].
@@ -349,10 +360,11 @@ impl Acceptor {
     fn spawn_hello(&self, stream: std::net::TcpStream, peer: SocketAddr) {
         log::debug!("connection from {peer}");
         self.pending.fetch_add(1, Ordering::SeqCst);
-        let (config, queue, pending) = (
+        let (config, queue, pending, busy_refusals) = (
             self.config.clone(),
             self.queue.clone(),
             self.pending.clone(),
+            self.busy_refusals.clone(),
         );
         let spawned = std::thread::Builder::new()
             .name(format!("hello-{peer}"))
@@ -362,6 +374,7 @@ impl Acceptor {
                         Ok(()) => {}
                         Err(TrySendError::Full(mut hello)) => {
                             log::warn!("refused {peer}: busy, {MAX_QUEUED} clients already wait");
+                            busy_refusals.fetch_add(1, Ordering::Relaxed);
                             hello.control.reject(
                                 "busy: the server is serving another client; try again later",
                             );

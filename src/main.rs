@@ -38,11 +38,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Bench(args)) => cli::bench::run(&args, stop),
         None => {
             let config = cli::config_from(&cli.session, &stop)?;
+            let metrics = cli.metrics.map(|m| m.0);
             match (cli.server, cli.client) {
                 (Some(addr), None) => {
+                    cli::metrics::start(metrics, &cli.session.sysfs_root)?;
                     cli::server::run(addr, config, cli.once, cli.session.quiet, stop)
                 }
                 (None, Some(addr)) => {
+                    cli::metrics::start(metrics, &cli.session.sysfs_root)?;
                     cli::client::run(addr, &config, cli.session.count, cli.session.size, &stop)
                 }
                 _ => anyhow::bail!(

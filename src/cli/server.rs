@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rdma_container::{Config, Error, Incoming, Listener, RdmaSrc};
 
+use super::metrics;
 use super::output::{summary_line, PayloadPrinter};
 use super::EXIT_INTERRUPTED;
 
@@ -30,12 +31,17 @@ pub enum SessionEnd {
 /// Receives until end of stream, printing payloads and a summary line.
 pub fn receive_all(mut src: RdmaSrc, printer: &mut PayloadPrinter, label: &str) -> SessionEnd {
     let started = Instant::now();
+    metrics::session_started(src.info());
     let end = loop {
         match src.recv() {
-            Ok(Some(payload)) => printer.print(payload),
+            Ok(Some(payload)) => {
+                metrics::message_received(payload.len());
+                printer.print(payload)
+            }
             Ok(None) => break SessionEnd::EndOfStream,
             Err(Error::Interrupted) => break SessionEnd::Interrupted,
             Err(e) => {
+                metrics::error(&e);
                 printer.flush();
                 log::error!("{label}: {}", e.chain());
                 break SessionEnd::Failed;
@@ -43,6 +49,7 @@ pub fn receive_all(mut src: RdmaSrc, printer: &mut PayloadPrinter, label: &str) 
         }
     };
     printer.flush();
+    metrics::session_ended(&end);
     let how = match end {
         SessionEnd::EndOfStream => "end of stream",
         SessionEnd::Interrupted => "interrupted",
@@ -101,6 +108,7 @@ pub fn run(
         let end = match incoming.accept_src() {
             Ok(src) => receive_all(src, &mut printer, &label),
             Err(e) => {
+                metrics::setup_failed(&e);
                 log::error!("{label}: setup failed: {}", e.chain());
                 SessionEnd::Failed
             }
@@ -125,6 +133,7 @@ fn doorman(
     tx: SyncSender<Incoming>,
 ) {
     while !stop.load(Ordering::Relaxed) {
+        metrics::listener_refusals(listener.busy_refusals());
         let incoming = match listener.accept_timeout(Duration::from_millis(200)) {
             Ok(Some(incoming)) => incoming,
             Ok(None) | Err(Error::Interrupted) => continue,
@@ -141,6 +150,7 @@ fn doorman(
                 "rejected {}: busy with another session",
                 incoming.peer_addr()
             );
+            metrics::refused();
             incoming.refuse("busy: the server is serving another client; try again later");
         } else if let Err(SendError(incoming)) = tx.send(incoming) {
             incoming.refuse("the server is shutting down");
