@@ -2,6 +2,9 @@
 //! over 127.0.0.1 (or `RDMA_TEST_ADDR`, on the transport `RDMA_TEST_TRANSPORT` selects), scraped
 //! over a raw TCP connection during a session and after it.
 //!
+//! Also the library's figure behind `rdma_container_credit_wait_seconds_total`:
+//! `RdmaSink::credit_wait`.
+//!
 //! Nothing here depends on timing: a count read while the session runs is compared with what
 //! the server had printed before (a message is counted before it is printed), and exact counts
 //! are read only after the server's summary line (counted before it is logged).
@@ -11,9 +14,16 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
-use common::{free_port, messages_after, run, test_ip, transport_args, FakeSysfs, Proc, SHORT};
+use common::{
+    free_port, messages_after, run, test_config, test_ip, test_listen_addr, transport_args,
+    FakeSysfs, Proc, SHORT,
+};
 use nix::sys::signal::Signal;
+use rdma_container::{Config, Error, Listener, RdmaSink};
 
 /// The endless client: far more messages than it can send during a test.
 const ENDLESS: &str = "100000000";
@@ -206,4 +216,46 @@ fn a_metrics_address_that_is_neither_a_port_nor_ip_and_port_is_refused_with_the_
         assert_eq!(code, 2, "--metrics {bad}: {err}");
         assert!(err.contains("neither a port"), "--metrics {bad}: {err}");
     }
+}
+
+#[test]
+fn credit_wait_grows_only_when_a_send_has_to_wait_for_the_receiver() {
+    let config = test_config(Config::default().with_credits(1));
+    let listener = Listener::bind(test_listen_addr(), &config).expect("bind");
+    let addr = listener.local_addr();
+    let (go, wait_for_go) = mpsc::channel::<()>();
+    let receiver = std::thread::spawn(move || -> Result<u64, Error> {
+        let mut src = listener.accept()?.accept_src()?;
+        // Nothing is released (so no credit returns) until the sender has waited.
+        let _ = wait_for_go.recv();
+        while src.recv()?.is_some() {}
+        Ok(src.received())
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut sink =
+        RdmaSink::connect(addr, &config.clone().with_stop(Some(stop.clone()))).expect("connect");
+    sink.send(b"first").expect("the first send has its credit");
+    assert_eq!(sink.credit_wait(), Duration::ZERO, "nothing waited yet");
+
+    // The one credit is taken and the receiver holds it: the next send waits until the stop
+    // flag interrupts it, and that wait counts.
+    stop.store(true, Ordering::SeqCst);
+    match sink.send(b"second") {
+        Err(Error::Interrupted) => {}
+        other => panic!("a send without credit must wait until interrupted, got {other:?}"),
+    }
+    let waited = sink.credit_wait();
+    assert!(waited > Duration::ZERO, "the wait was not counted");
+
+    stop.store(false, Ordering::SeqCst);
+    go.send(()).expect("the receiver waits for the go");
+    sink.send(b"second")
+        .expect("the credit returns once the receiver reads");
+    assert!(sink.credit_wait() >= waited);
+    assert_eq!(sink.finish().expect("finish"), 2);
+    let received = receiver
+        .join()
+        .expect("the receiver thread does not panic")
+        .expect("the receiver sees the whole stream");
+    assert_eq!(received, 2);
 }
