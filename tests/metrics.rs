@@ -259,3 +259,26 @@ fn credit_wait_grows_only_when_a_send_has_to_wait_for_the_receiver() {
         .expect("the receiver sees the whole stream");
     assert_eq!(received, 2);
 }
+
+#[test]
+fn the_listener_counts_a_client_refused_because_its_queue_is_full() {
+    let config = Config::default().with_handshake_timeout(Duration::from_secs(2));
+    let listener = Listener::bind(test_listen_addr(), &config).expect("bind");
+    let addr = listener.local_addr();
+    assert_eq!(listener.busy_refusals(), 0);
+    // Nobody calls accept: MAX_QUEUED clients wait in the queue, the one after them is refused.
+    // (The waiting clients give up after their handshake timeout, on their own threads.)
+    for _ in 0..=rdma_container::MAX_QUEUED {
+        let config = config.clone();
+        std::thread::spawn(move || RdmaSink::connect(addr, &config).map(drop));
+    }
+    let deadline = std::time::Instant::now() + SHORT;
+    while listener.busy_refusals() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no client was refused within {SHORT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(listener.busy_refusals(), 1);
+}

@@ -426,10 +426,14 @@ pub fn session_ended(outcome: impl Into<Outcome>) {
     m.outcome(outcome.into());
 }
 
-/// A session failed before it started: counted by error kind, and as refused when either end
-/// refused the handshake, otherwise as failed.
+/// A session failed before it started: counted as interrupted after Ctrl-C; otherwise by error
+/// kind, and as refused when either end refused the handshake, else as failed.
 pub fn setup_failed(e: &Error) {
     let Some(m) = METRICS.get() else { return };
+    if matches!(e, Error::Interrupted) {
+        m.outcome(Outcome::Interrupted);
+        return;
+    }
     m.error(e);
     m.outcome(match e {
         Error::Refused(_) | Error::Rejected(_) => Outcome::Refused,
