@@ -78,7 +78,7 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               rxe counters moved; without --device it refuses to start; as uid 1000 with only
               IPC_LOCK or only a memlock limit it works, with neither it fails naming them.
               Not in the default set: .ci/run adds it (--checks ...,container)
-  suite       the behavioural test suites (tests/process.rs, tests/alloc.rs, built with
+  suite       the behavioural test suites (tests/process.rs, tests/sessions.rs, ..., built with
               cargo test --no-run) run inside the guest over verbs: RDMA_TEST_TRANSPORT=verbs,
               RDMA_TEST_ADDR=198.18.1.2 (both ends on rxeB), RDMA_TEST_STRICT=1. Not in the
               default set (.ci/run adds it)
@@ -269,7 +269,7 @@ prepare_test_binary() {
 
 # The test executables for the suite check, and the debug binary they run (its path is compiled
 # into them, so the guest gets it at the same path).
-SUITE_TESTS=(process session rules soak alloc)
+SUITE_TESTS=(process sessions session rules soak alloc)
 SUITE_EXES=()
 prepare_suite() {
 	want_check suite || return 0

@@ -87,6 +87,9 @@ pub struct Config {
     pub busy_poll: Option<Duration>,
     /// Set from a signal handler to make every blocking wait return [`Error::Interrupted`].
     pub stop: Option<Arc<AtomicBool>>,
+    /// The pre-shared key both ends must prove they hold before anything else happens
+    /// (`None`: no authentication; anyone who reaches the server's port may use it).
+    pub auth_key: Option<crate::AuthKey>,
     /// Where sysfs is mounted (`/sys`). Not part of the public API: set through the hidden
     /// [`Config::with_sysfs_root`] hook (tests, the CLI's and the Python module's
     /// `sysfs_root` option).
@@ -157,6 +160,8 @@ with_setters! {
     with_busy_poll => busy_poll: Option<Duration>;
     /// Sets [`Config::stop`] (`None`: no stop flag).
     with_stop => stop: Option<Arc<AtomicBool>>;
+    /// Sets [`Config::auth_key`] (`None`: no authentication).
+    with_auth_key => auth_key: Option<crate::AuthKey>;
 }
 
 impl Default for Config {
@@ -172,6 +177,7 @@ impl Default for Config {
             idle_timeout: None,
             busy_poll: None,
             stop: None,
+            auth_key: None,
             interrupt: None,
         }
     }

@@ -99,6 +99,11 @@ pub enum Error {
     #[error("refused the peer: {0}")]
     Refused(String),
 
+    /// The peer did not prove that it holds our pre-shared key (it was told only
+    /// "authentication failed").
+    #[error("authentication failed: {0}")]
+    AuthenticationFailed(String),
+
     /// The peer disappeared: the control channel closed or reset without a Finish.
     #[error("peer lost ({reason}) after {messages} message(s) had arrived")]
     PeerLost {
@@ -284,6 +289,7 @@ impl Error {
                 | Error::Rejected(_)
                 | Error::PeerLost { .. }
                 | Error::HandshakeTimeout { .. }
+                | Error::AuthenticationFailed(_)
         )
     }
 }

@@ -37,6 +37,7 @@
 #![warn(unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod auth;
 mod busy_poll;
 pub mod config;
 pub mod doctor;
@@ -53,6 +54,7 @@ mod session_core;
 mod time;
 pub(crate) mod transport;
 
+pub use auth::AuthKey;
 /// The Python module's interrupt hook (see the hidden `Config::with_interrupt`).
 #[doc(hidden)]
 pub use config::InterruptCheck;

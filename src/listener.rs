@@ -1,20 +1,27 @@
 //! The server side: [`Listener`] accepts clients, each as an [`Incoming`] session to accept
 //! in a role or refuse.
 //!
-//! A background acceptor reads each new connection's hello on a thread of its own, so a
-//! silent or garbage peer never delays a real client. At most [`MAX_PENDING_HANDSHAKES`]
-//! hellos are read at once (a connection beyond that is closed at once, newest first, and the
-//! drops are logged once per second with a count), at most [`MAX_QUEUED`] valid hellos wait for
+//! A background acceptor reads each new connection's hello (and, with a key, its
+//! authentication) on a thread of its own, so a silent or garbage peer never delays a real
+//! client. At most [`MAX_PENDING_HANDSHAKES`] hellos are read at once; when that many are in
+//! progress, a new connection takes the place of the oldest one that has not completed its
+//! hello, which is closed (a flood of silent connections cannot keep a real client out: each
+//! new one pushes the oldest out, and a real client completes its hello within a round trip or
+//! two; the evictions are logged once per second with a count). At most [`MAX_QUEUED`] valid
+//! hellos wait for
 //! [`Listener::accept`] (beyond that a client is refused as busy), and when `accept()` fails for
 //! lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the acceptor backs off
 //! instead of spinning, logging once per second with the count.
 
+use std::collections::VecDeque;
 use std::io;
+use std::net::TcpStream;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
@@ -78,6 +85,12 @@ impl Listener {
                 what: "set non-blocking",
                 source,
             })?;
+        if config.auth_key.is_none() && !local.ip().is_loopback() {
+            log::warn!(
+                "listening on {local} without an authentication key: anyone who reaches this \
+port can send to this server (set --auth-key-file / Config::auth_key on both ends)"
+            );
+        }
         let (tx, rx) = sync_channel(MAX_QUEUED);
         let closed = Arc::new(AtomicBool::new(false));
         let busy_refusals = Arc::new(AtomicU64::new(0));
@@ -86,7 +99,10 @@ impl Listener {
             config: config.clone(),
             queue: tx,
             closed: closed.clone(),
-            pending: Arc::new(AtomicUsize::new(0)),
+            pending: Arc::new(Mutex::new(HandshakeTable::default())),
+            unauthenticated: Arc::new(Mutex::new(RateLimitedLog::new(
+                "refused a client that did not authenticate",
+            ))),
             busy_refusals: busy_refusals.clone(),
         };
         std::thread::Builder::new()
@@ -251,6 +267,20 @@ impl Incoming {
         self.config.max_msg_size = self.config.max_msg_size.min(self.peer_max_message_size());
     }
 
+    /// Sizes this session's slots for the client's largest message when it is below the
+    /// listener's: the session's largest message is the smaller of the two anyway, so only the
+    /// memory the slots take changes (a server sized for large messages serves a client of
+    /// small ones with small slots).
+    pub fn fit_slots_to_peer(&mut self) {
+        self.config.max_msg_size = self.config.max_msg_size.min(self.peer_max_message_size());
+    }
+
+    /// The memory this session's slots take once it is accepted, in bytes: credits times the
+    /// slot size (an upper bound: a transport may carry less per slot).
+    pub fn slot_memory(&self) -> usize {
+        usize::from(self.config.credits).saturating_mul(self.config.max_msg_size)
+    }
+
     /// Accepts the client as its receiver (the client sends): we become the [`RdmaSrc`], the
     /// source the client's messages come out of, for a client that connected with
     /// [`RdmaSink::connect`] ([`Incoming::peer_role`] is [`Role::Sender`]). The name is the
@@ -284,8 +314,65 @@ struct Acceptor {
     config: Config,
     queue: SyncSender<PendingHello>,
     closed: Arc<AtomicBool>,
-    pending: Arc<AtomicUsize>,
+    pending: Arc<Mutex<HandshakeTable>>,
+    /// Who tried without the key, logged at most once per second.
+    unauthenticated: Arc<Mutex<RateLimitedLog>>,
     busy_refusals: Arc<AtomicU64>,
+}
+
+/// The connections whose hello (and authentication) is being read, oldest first.
+#[derive(Debug, Default)]
+struct HandshakeTable {
+    next_id: u64,
+    entries: VecDeque<PendingEntry>,
+}
+
+/// One connection in the handshake table: a second handle on its socket, to close it from the
+/// acceptor when it is evicted (its hello thread then sees the close and ends).
+#[derive(Debug)]
+struct PendingEntry {
+    id: u64,
+    peer: SocketAddr,
+    since: Instant,
+    socket: TcpStream,
+}
+
+impl HandshakeTable {
+    /// Adds a connection; returns its id.
+    fn add(&mut self, peer: SocketAddr, socket: TcpStream) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.entries.push_back(PendingEntry {
+            id,
+            peer,
+            since: Instant::now(),
+            socket,
+        });
+        id
+    }
+
+    /// The connection's hello thread is done with it.
+    fn remove(&mut self, id: u64) {
+        self.entries.retain(|e| e.id != id);
+    }
+
+    /// Closes and forgets the oldest connection still in its handshake.
+    fn evict_oldest(&mut self) -> Option<(SocketAddr, Duration)> {
+        let oldest = self.entries.pop_front()?;
+        // Failing only means it is already closed, which is what we want.
+        let _ = oldest.socket.shutdown(std::net::Shutdown::Both);
+        Some((oldest.peer, oldest.since.elapsed()))
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// Locks a mutex, also one a panicking hello thread poisoned (the table stays consistent:
+/// every change is one push, retain or pop).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Counts a repeated problem and logs it at most once per [`LOG_INTERVAL`].
@@ -322,8 +409,9 @@ impl Acceptor {
         let mut backoff = Duration::from_millis(10);
         let mut starved =
             RateLimitedLog::new("accept() is failing for lack of resources; backing off");
-        let mut dropped =
-            RateLimitedLog::new("dropped a connection: too many handshakes in progress");
+        let mut evicted = RateLimitedLog::new(
+            "closed the oldest unfinished handshake for a new connection: too many in progress",
+        );
         while !self.closed.load(Ordering::Relaxed) {
             match wait_any([Interest::read(self.listener.as_fd())], SLICE) {
                 // Nothing pending: look at the stop flag again without an accept() call.
@@ -337,12 +425,14 @@ impl Acceptor {
             match bootstrap::accept(&self.listener) {
                 Ok(Some((stream, peer))) => {
                     backoff = Duration::from_millis(10);
-                    if self.pending.load(Ordering::SeqCst) >= MAX_PENDING_HANDSHAKES {
-                        dropped.hit(&format_args!(
-                            "newest from {peer} closed, limit {MAX_PENDING_HANDSHAKES}"
-                        ));
-                        drop(stream);
-                        continue;
+                    let full = lock(&self.pending).len() >= MAX_PENDING_HANDSHAKES;
+                    if full {
+                        if let Some((old, age)) = lock(&self.pending).evict_oldest() {
+                            evicted.hit(&format_args!(
+                                "{old} after {:.1} s, for {peer}; limit {MAX_PENDING_HANDSHAKES}",
+                                age.as_secs_f64()
+                            ));
+                        }
                     }
                     self.spawn_hello(stream, peer);
                 }
@@ -359,17 +449,28 @@ impl Acceptor {
 
     fn spawn_hello(&self, stream: std::net::TcpStream, peer: SocketAddr) {
         log::debug!("connection from {peer}");
-        self.pending.fetch_add(1, Ordering::SeqCst);
-        let (config, queue, pending, busy_refusals) = (
+        let handle = match stream.try_clone() {
+            Ok(handle) => handle,
+            Err(e) => {
+                log::warn!("dropped the connection from {peer}: cannot keep a handle on it: {e}");
+                return;
+            }
+        };
+        let id = lock(&self.pending).add(peer, handle);
+        let (config, queue, pending, unauthenticated, busy_refusals) = (
             self.config.clone(),
             self.queue.clone(),
             self.pending.clone(),
+            self.unauthenticated.clone(),
             self.busy_refusals.clone(),
         );
         let spawned = std::thread::Builder::new()
             .name(format!("hello-{peer}"))
             .spawn(move || {
-                match read_hello(stream, &config) {
+                let read = read_hello(stream, &config);
+                // Done with its handshake either way: no longer a candidate for eviction.
+                lock(&pending).remove(id);
+                match read {
                     Ok(hello) => match queue.try_send(hello) {
                         Ok(()) => {}
                         Err(TrySendError::Full(mut hello)) => {
@@ -383,14 +484,26 @@ impl Acceptor {
                             hello.control.reject("the server is shutting down");
                         }
                     },
+                    Err(e) if config.auth_key.is_some() && failed_to_authenticate(&e) => {
+                        lock(&unauthenticated).hit(&format_args!("{peer}: {e}"));
+                    }
                     Err(e) => log::warn!("ignored connection from {peer}: {}", e.chain()),
                 }
-                pending.fetch_sub(1, Ordering::SeqCst);
             });
         if let Err(e) = spawned {
-            self.pending.fetch_sub(1, Ordering::SeqCst);
+            lock(&self.pending).remove(id);
             log::error!("cannot start a handshake thread for {peer}: {e}");
         }
+    }
+}
+
+/// Whether a hello thread's error is a client that did not prove the key: it had none, another
+/// one (we or it found out), or it was refused for that.
+fn failed_to_authenticate(e: &Error) -> bool {
+    match e {
+        Error::AuthenticationFailed(_) | Error::Refused(_) => true,
+        Error::Rejected(reason) => reason.starts_with("authentication"),
+        _ => false,
     }
 }
 

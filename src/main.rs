@@ -42,7 +42,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             match (cli.server, cli.client) {
                 (Some(addr), None) => {
                     cli::metrics::start(metrics, &cli.session.sysfs_root)?;
-                    cli::server::run(addr, config, cli.once, cli.session.quiet, stop)
+                    let options = cli::server::ServerOptions {
+                        once: cli.once,
+                        quiet: cli.session.quiet,
+                        max_sessions: cli.max_sessions,
+                        max_receive_memory: cli.max_receive_memory,
+                    };
+                    cli::server::run(addr, config, &options, stop)
                 }
                 (None, Some(addr)) => {
                     cli::metrics::start(metrics, &cli.session.sysfs_root)?;

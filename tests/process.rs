@@ -13,8 +13,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    check_counting, free_port, messages_after, run, test_ip, transport_args, FakeSysfs, Proc, LONG,
-    SHORT,
+    assert_fails_saying, assert_running, check_counting, client, free_port, messages_after, run,
+    server, server_logging, test_ip, FakeSysfs, Proc, LONG, SHORT,
 };
 use nix::sys::signal::Signal;
 use rdma_test_support::wire;
@@ -23,25 +23,6 @@ use rdma_test_support::wire;
 const MID_STREAM: Duration = Duration::from_millis(500);
 /// The endless client: far more messages than it can send during a test.
 const ENDLESS: &str = "100000000";
-
-/// Starts a server on the test address and `port` and waits until it listens.
-fn server(name: &str, port: u16, extra: &[&str]) -> Proc {
-    server_logging(name, port, extra, "info")
-}
-
-/// [`server`] with another `RUST_LOG` level.
-fn server_logging(name: &str, port: u16, extra: &[&str], log: &str) -> Proc {
-    let addr = format!("{}:{port}", test_ip());
-    let transport = transport_args(&[]);
-    let mut args = vec!["--server", addr.as_str()];
-    args.extend(transport.iter().map(String::as_str));
-    args.extend_from_slice(extra);
-    let mut cmd = common::command(&args);
-    cmd.env("RUST_LOG", log);
-    let mut p = Proc::spawn(name, cmd);
-    p.wait_for_stderr("listening on", SHORT);
-    p
-}
 
 /// After the bad connections: a normal client's 100 messages reach the `--once` server, which
 /// then exits 0 having printed exactly "0".."99".
@@ -52,16 +33,6 @@ fn serve_a_good_client_then_exit(s: &mut Proc, port: u16) {
     if let Err(e) = check_counting(&s.stdout(), 100) {
         panic!("server stdout: {e}\n{}", s.report());
     }
-}
-
-/// Starts a client toward 127.0.0.1:`port`.
-fn client(name: &str, port: u16, extra: &[&str]) -> Proc {
-    let addr = format!("{}:{port}", test_ip());
-    let transport = transport_args(&[]);
-    let mut args = vec!["--client", addr.as_str(), "--connect-timeout", "10"];
-    args.extend(transport.iter().map(String::as_str));
-    args.extend_from_slice(extra);
-    common::start(name, &args)
 }
 
 /// Runs a client sending "0".."count-1" and checks it succeeds.
@@ -415,14 +386,10 @@ fn ctrl_c_on_the_server_mid_session() {
     }
 
     // README: the client exits 1 saying the server was interrupted.
-    let client_code = c.wait_code(SHORT);
-    assert_eq!(client_code, 1, "{}", c.report());
-    assert!(
-        c.stderr()
-            .lines()
-            .any(|l| l.contains("ERROR") && l.contains("interrupted")),
-        "the client should say that the server was interrupted\n{}",
-        c.report()
+    assert_fails_saying(
+        &mut c,
+        &["interrupted"],
+        "the client should say that the server was interrupted",
     );
 }
 
@@ -433,22 +400,13 @@ fn second_client_during_a_session_is_told_busy() {
     let mut first = client("first client", port, &["--count", ENDLESS]);
     s.wait_for_stdout_lines(100, SHORT);
     let mut second = client("second client", port, &["--count", "10"]);
-    let code = second.wait_code(SHORT);
-    assert_eq!(code, 1, "{}", second.report());
-    assert!(
-        second
-            .stderr()
-            .lines()
-            .any(|l| l.contains("ERROR") && l.contains("busy")),
-        "the second client should say that the server is busy\n{}",
-        second.report()
+    assert_fails_saying(
+        &mut second,
+        &["busy"],
+        "the second client should say that the server is busy",
     );
-    assert!(
-        first.try_status().is_none(),
-        "the first client should still be sending\n{}",
-        first.report()
-    );
-    assert!(s.try_status().is_none(), "server exited\n{}", s.report());
+    assert_running(&mut first, "the first client (it should still be sending)");
+    assert_running(&mut s, "the server");
 }
 
 #[test]

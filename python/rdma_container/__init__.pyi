@@ -55,6 +55,7 @@ class _Options(TypedDict, total=False):
     handshake_timeout: float
     idle_timeout: Optional[float]
     busy_poll: Optional[float]
+    auth_key_file: Optional[str]
 
 class Error(Exception): ...
 

@@ -147,7 +147,7 @@ pub(crate) fn raise(py: Python<'_>, e: rdma::Error) -> PyErr {
         rdma::Error::Rejected(reason) => {
             with_attrs(py, Rejected::new_err(text), &[("reason", obj(py, reason))])
         }
-        rdma::Error::Refused(reason) => {
+        rdma::Error::Refused(reason) | rdma::Error::AuthenticationFailed(reason) => {
             with_attrs(py, Refused::new_err(text), &[("reason", obj(py, reason))])
         }
         rdma::Error::MessageTooLarge { len, max } => with_attrs(

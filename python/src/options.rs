@@ -47,11 +47,19 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
             "handshake_timeout" => config.handshake_timeout = seconds(value.extract()?)?,
             "idle_timeout" => config.idle_timeout = optional_seconds(&value)?,
             "busy_poll" => config.busy_poll = optional_seconds(&value)?,
+            "auth_key_file" => {
+                let path = value.extract::<Option<std::path::PathBuf>>()?;
+                config.auth_key = path
+                    .as_deref()
+                    .map(rdma_container::AuthKey::from_file)
+                    .transpose()
+                    .map_err(|e| crate::errors::raise(py, e))?;
+            }
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unexpected keyword argument {other:?} (known: transport, credits, \
                      max_msg_size, device, ib_port, gid_index, sysfs_root, connect_timeout, \
-                     handshake_timeout, idle_timeout, busy_poll)"
+                     handshake_timeout, idle_timeout, busy_poll, auth_key_file)"
                 )))
             }
         }

@@ -7,6 +7,7 @@ from typing import Any, Dict, List
 import pytest
 
 import rdma_container as rc
+from conftest import Server
 
 try:
     import numpy as np
@@ -435,3 +436,24 @@ def test_a_fill_function_that_keeps_a_view_of_the_slot_raises_and_aborts(serve, 
     assert sink.closed
     assert len(views[0]) == 4  # still readable memory: the slot is never freed
     assert "view of its send slot" in server.join()
+
+
+def test_a_shared_key_authenticates_and_another_key_is_refused(opts, tmp_path):
+    def key_file(name: str, text: str) -> str:
+        path = tmp_path / name
+        path.write_text(text + "\n")
+        path.chmod(0o600)
+        return str(path)
+
+    key = key_file("key", "a-pre-shared-key-of-enough-length")
+    other = key_file("other", "another-key-of-enough-length-too")
+    server = Server({**opts, "auth_key_file": key}, "src", collect)
+    with rc.RdmaSink.connect(server.addr, **{**opts, "auth_key_file": key}) as sink:
+        sink.send(b"hello")
+        assert sink.finish() == 1
+    assert server.join() == [b"hello"]
+
+    listener = rc.Listener("127.0.0.1:0", **{**opts, "auth_key_file": key})
+    with pytest.raises(rc.Error) as refused:
+        rc.RdmaSink.connect(listener.local_addr, **{**opts, "auth_key_file": other})
+    assert "authentication failed" in str(refused.value)

@@ -13,6 +13,9 @@ Examples:
   rdma-container demo                         server and client in one process over 127.0.0.1
   rdma-container --server 10.0.0.2:5000       receive; print each message on stdout
   rdma-container --client 10.0.0.2:5000       send 10,000 messages \"0\"..\"9999\"
+  rdma-container --server 10.0.0.2:5000 --max-sessions 4
+                                              receive from up to 4 clients at once; each line
+                                              on stdout is \"N: payload\", N the session number
   rdma-container doctor --peer 10.0.0.2       GID table, device choice and what to fix
   rdma-container bench --server 10.0.0.2:5001 and bench --client 10.0.0.2:5001 [--mode lat] [-a]
                                               perftest-style bandwidth and latency
@@ -23,6 +26,11 @@ for that address, --transport auto falls back to TCP and says so. Payloads go to
 as is, with a \\ in front when it starts with < or \\; anything else, or text with control or
 invisible characters, as <N bytes: hex...>), logs and summaries to stderr (RUST_LOG=debug for
 more).";
+
+/// The most sessions `--max-sessions` allows.
+pub const MAX_SESSIONS: u64 = 256;
+/// `--max-receive-memory`'s default: 1 GiB (51 sessions of the default 2 x 10 MiB slots).
+pub const DEFAULT_MAX_RECEIVE_MEMORY: u64 = 1 << 30;
 
 /// Message-oriented RDMA (RoCE v2) sender/receiver with credit-based flow control.
 #[derive(Debug, Parser)]
@@ -40,6 +48,22 @@ pub struct Cli {
     /// Server: exit after one session instead of serving clients one after another.
     #[arg(long)]
     pub once: bool,
+
+    /// Server: receive from up to N clients at once, each session on its own thread (1 to
+    /// 256; default 1: one client after another). With N > 1 every payload line on stdout
+    /// starts with its session's number and a colon and space (`3: payload`), and a client
+    /// beyond N is refused as busy.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SESSIONS))]
+    pub max_sessions: u64,
+
+    /// Server: the receive slots of all running sessions together may take at most BYTES
+    /// (each session takes --credits times its slot size, the smaller of --max-msg-size and
+    /// the client's largest message); a client that would go beyond is refused as busy. A
+    /// session that runs alone is always admitted, so --max-sessions 1 never refuses for memory
+    /// (default 1 GiB).
+    #[arg(long, default_value_t = DEFAULT_MAX_RECEIVE_MEMORY, value_name = "BYTES")]
+    pub max_receive_memory: u64,
 
     /// Serve Prometheus metrics at http://ADDR/metrics (sessions by outcome, messages, bytes,
     /// errors by kind, credit wait, refused handshakes, the RDMA port's counters; see
@@ -130,6 +154,14 @@ pub struct SessionArgs {
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
     #[arg(long, default_value = "/sys", value_name = "DIR")]
     pub sysfs_root: PathBuf,
+
+    /// A file holding the pre-shared key both ends must prove they hold before anything else
+    /// happens (HMAC-SHA256 challenge-response; at least 16 bytes, the trailing newline is not
+    /// part of it; the file must not be readable by group or others: chmod 600). Without it,
+    /// anyone who reaches the server's port can use it. Make one with:
+    /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
+    #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
+    pub auth_key_file: Option<PathBuf>,
 }
 
 /// `bench` options.
@@ -208,6 +240,14 @@ pub struct BenchArgs {
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
     #[arg(long, default_value = "/sys", value_name = "DIR")]
     pub sysfs_root: PathBuf,
+
+    /// A file holding the pre-shared key both ends must prove they hold before anything else
+    /// happens (HMAC-SHA256 challenge-response; at least 16 bytes, the trailing newline is not
+    /// part of it; the file must not be readable by group or others: chmod 600). Without it,
+    /// anyone who reaches the server's port can use it. Make one with:
+    /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
+    #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
+    pub auth_key_file: Option<PathBuf>,
 }
 
 /// What `bench` measures.
@@ -241,6 +281,7 @@ impl BenchArgs {
                 .or((self.mode == BenchMode::Lat).then_some(1_000_000)),
             quiet: false,
             sysfs_root: self.sysfs_root.clone(),
+            auth_key_file: self.auth_key_file.clone(),
         }
     }
 }

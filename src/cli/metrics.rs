@@ -105,7 +105,7 @@ const ERROR_KINDS: [&str; 6] = [
 pub fn error_kind(e: &Error) -> &'static str {
     match e {
         Error::PeerLost { .. } => "peer_lost",
-        Error::Rejected(_) | Error::Refused(_) => "rejected",
+        Error::Rejected(_) | Error::Refused(_) | Error::AuthenticationFailed(_) => "rejected",
         Error::Protocol(_) | Error::Decode(_) => "protocol_violation",
         Error::HandshakeTimeout { .. } | Error::IdleTimeout { .. } => "timeout",
         Error::TransportIo { .. }
@@ -436,7 +436,7 @@ pub fn setup_failed(e: &Error) {
     }
     m.error(e);
     m.outcome(match e {
-        Error::Refused(_) | Error::Rejected(_) => Outcome::Refused,
+        Error::Refused(_) | Error::Rejected(_) | Error::AuthenticationFailed(_) => Outcome::Refused,
         _ => Outcome::Failed,
     });
 }

@@ -37,7 +37,13 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
                 .filter(|&us| us > 0)
                 .map(std::time::Duration::from_micros),
         )
-        .with_stop(Some(stop.clone()));
+        .with_stop(Some(stop.clone()))
+        .with_auth_key(
+            args.auth_key_file
+                .as_deref()
+                .map(rdma_container::AuthKey::from_file)
+                .transpose()?,
+        );
     config.validate()?;
     if let Some(size) = args.size {
         if size > args.max_msg_size {

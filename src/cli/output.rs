@@ -1,14 +1,27 @@
 //! Printing received messages and session summaries.
 
 use std::io::{self, IsTerminal, Write};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Writes payloads to stdout, one per line.
+/// Writes payloads to stdout, one per line. Printers made by [`PayloadPrinter::for_session`]
+/// share one buffered stdout behind a lock and write whole lines under it, so the lines of
+/// concurrent sessions never mix mid-line.
+#[derive(Clone)]
 pub struct PayloadPrinter {
+    out: Arc<Mutex<Stdout>>,
+    /// `"N: "` in front of each line (several sessions at once), or nothing.
+    prefix: String,
+    quiet: bool,
+}
+
+/// The stdout all printers of a process share.
+struct Stdout {
     out: io::BufWriter<io::Stdout>,
     flush_each: bool,
-    quiet: bool,
     pending: usize,
+    /// Writing failed once: nothing more is printed.
+    failed: bool,
 }
 
 impl PayloadPrinter {
@@ -17,11 +30,29 @@ impl PayloadPrinter {
         let stdout = io::stdout();
         let flush_each = stdout.is_terminal();
         Self {
-            out: io::BufWriter::with_capacity(64 * 1024, stdout),
-            flush_each,
+            out: Arc::new(Mutex::new(Stdout {
+                out: io::BufWriter::with_capacity(64 * 1024, stdout),
+                flush_each,
+                pending: 0,
+                failed: false,
+            })),
+            prefix: String::new(),
             quiet,
-            pending: 0,
         }
+    }
+
+    /// A printer for session `n` on the same stdout, each line prefixed with `n: `.
+    pub fn for_session(&self, n: u64) -> Self {
+        Self {
+            out: self.out.clone(),
+            prefix: format!("{n}: "),
+            quiet: self.quiet,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Stdout> {
+        // A panic while printing leaves nothing half-done that matters: keep printing.
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Prints one payload: printable UTF-8 as is (with a `\\` in front when it starts with `<`
@@ -30,32 +61,44 @@ impl PayloadPrinter {
         if self.quiet {
             return;
         }
-        let result = match printable_text(payload) {
+        let text = printable_text(payload);
+        let summary = if text.is_none() {
+            summarize(payload)
+        } else {
+            String::new()
+        };
+        let prefix = self.prefix.as_str();
+        let mut stdout = self.lock();
+        if stdout.failed {
+            return;
+        }
+        let result = match text {
             // A text that starts like a summary (or like an escaped text) gets a backslash,
             // so a line starting with `<` is always one of our summaries.
-            Some(s) if s.starts_with(['<', '\\']) => writeln!(self.out, "\\{s}"),
-            Some(s) => writeln!(self.out, "{s}"),
-            None => writeln!(self.out, "{}", summarize(payload)),
+            Some(s) if s.starts_with(['<', '\\']) => writeln!(stdout.out, "{prefix}\\{s}"),
+            Some(s) => writeln!(stdout.out, "{prefix}{s}"),
+            None => writeln!(stdout.out, "{prefix}{summary}"),
         };
-        self.pending += 1;
+        stdout.pending += 1;
         let result = result.and_then(|()| {
-            if self.flush_each || self.pending >= 1024 {
-                self.pending = 0;
-                self.out.flush()
+            if stdout.flush_each || stdout.pending >= 1024 {
+                stdout.pending = 0;
+                stdout.out.flush()
             } else {
                 Ok(())
             }
         });
         if let Err(e) = result {
             log::warn!("cannot write to stdout ({e}); no more payloads will be printed");
-            self.quiet = true;
+            stdout.failed = true;
         }
     }
 
     /// Flushes what is buffered.
     pub fn flush(&mut self) {
-        self.pending = 0;
-        if let Err(e) = self.out.flush() {
+        let mut stdout = self.lock();
+        stdout.pending = 0;
+        if let Err(e) = stdout.out.flush() {
             log::warn!("cannot write to stdout ({e})");
         }
     }

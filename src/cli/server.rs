@@ -1,21 +1,28 @@
-//! `--server`: accept senders one after another and print what they send.
+//! `--server`: accept senders and print what they send, one after another or (with
+//! `--max-sessions N`) up to N at once.
 //!
 //! The library's [`Listener`] reads each new connection's hello on its own thread (so a silent
-//! or garbage peer cannot block anybody); a doorman thread hands valid clients to the session
-//! loop and, while a session runs, answers further clients with Reject("busy").
+//! or garbage peer cannot block anybody); a doorman thread hands valid clients to the main
+//! loop, which admits each one within `--max-sessions` and `--max-receive-memory` and runs its
+//! session on a thread of its own, or refuses it with Reject("busy: ..."). Sessions report
+//! their end to the main loop over the same channel. Ctrl-C sets the configuration's stop flag:
+//! every running session ends with the interrupted reason, and the server exits once all have.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, RecvTimeoutError, SendError, SyncSender};
+use std::sync::mpsc::{channel, RecvTimeoutError, SendError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rdma_container::{Config, Error, Incoming, Listener, RdmaSrc};
 
 use super::metrics;
 use super::output::{summary_line, PayloadPrinter};
 use super::EXIT_INTERRUPTED;
+
+/// How often the main loop and the doorman look at the stop flag.
+const SLICE: Duration = Duration::from_millis(200);
 
 /// How a receiving session ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -65,14 +72,95 @@ pub fn receive_all(mut src: RdmaSrc, printer: &mut PayloadPrinter, label: &str) 
     end
 }
 
+/// The server's own flags.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Exit after one session.
+    pub once: bool,
+    /// Print no payloads.
+    pub quiet: bool,
+    /// Sessions that may run at once.
+    pub max_sessions: u64,
+    /// Bytes the receive slots of all running sessions may take together.
+    pub max_receive_memory: u64,
+}
+
+/// What the main loop hears about.
+enum Event {
+    /// A client whose hello arrived.
+    Client(Box<Incoming>),
+    /// A session's thread ended; its slots (`memory` bytes) are free.
+    Ended { end: SessionEnd, memory: u64 },
+    /// The doorman could not accept any more clients (logged).
+    DoormanStopped,
+}
+
+/// The sessions running and the memory their slots take, against the limits.
+struct Admission {
+    max_sessions: u64,
+    max_memory: u64,
+    running: u64,
+    memory: u64,
+}
+
+impl Admission {
+    /// Why a session whose slots take `memory` bytes cannot start now: the session limit is
+    /// reached, or its slots would take the running sessions' beyond the memory limit (a
+    /// session alone is always admitted).
+    fn refusal(&self, memory: u64) -> Option<String> {
+        if self.running >= self.max_sessions {
+            return Some(if self.max_sessions == 1 {
+                "busy: the server is serving another client; try again later".to_owned()
+            } else {
+                format!(
+                    "busy: the server is serving {} clients (--max-sessions {}); try again later",
+                    self.running, self.max_sessions
+                )
+            });
+        }
+        if self.running > 0 && self.memory.saturating_add(memory) > self.max_memory {
+            return Some(format!(
+                "busy: the server's receive memory is taken: this session's slots need {memory} \
+                 bytes and {} of the {} bytes of --max-receive-memory are in use; try again later",
+                self.memory, self.max_memory
+            ));
+        }
+        None
+    }
+}
+
+/// Tells the main loop that a session ended when dropped, so a session that fails in any way
+/// (a panic included) still frees its place.
+struct EndReport {
+    tx: Sender<Event>,
+    memory: u64,
+    end: SessionEnd,
+}
+
+impl Drop for EndReport {
+    fn drop(&mut self) {
+        let end = std::mem::replace(&mut self.end, SessionEnd::Failed);
+        // The main loop outlives every session unless it failed itself.
+        let _ = self.tx.send(Event::Ended {
+            end,
+            memory: self.memory,
+        });
+    }
+}
+
 /// Runs the server until Ctrl-C (or after one session with `once`); returns the exit status.
 pub fn run(
     addr: SocketAddr,
     config: Config,
-    once: bool,
-    quiet: bool,
+    options: &ServerOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<u8> {
+    if options.once && options.max_sessions > 1 {
+        bail!(
+            "--once serves one session; it cannot be combined with --max-sessions {}",
+            options.max_sessions
+        );
+    }
     let listener = Listener::bind(addr, &config)?;
     log::info!(
         "listening on {addr} (transport {}, credits {}, max message {} bytes)",
@@ -80,81 +168,184 @@ pub fn run(
         config.credits,
         config.max_msg_size
     );
-    // The doorman hands clients over while we are idle and refuses them as busy during a
-    // session.
-    let busy = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = sync_channel::<Incoming>(0);
+    if options.max_sessions > 1 {
+        log::info!(
+            "serving up to {} clients at once, their receive slots within {} bytes",
+            options.max_sessions,
+            options.max_receive_memory
+        );
+    }
+    let (tx, rx) = channel::<Event>();
     {
-        let (busy, stop) = (busy.clone(), stop.clone());
+        let (stop, tx) = (stop.clone(), tx.clone());
         std::thread::Builder::new()
             .name("doorman".into())
-            .spawn(move || doorman(listener, busy, stop, tx))
+            .spawn(move || doorman(listener, stop, tx))
             .context("cannot start the doorman thread")?;
     }
-    let mut printer = PayloadPrinter::new(quiet);
+    let printer = PayloadPrinter::new(options.quiet);
+    let mut admission = Admission {
+        max_sessions: options.max_sessions,
+        max_memory: options.max_receive_memory,
+        running: 0,
+        memory: 0,
+    };
     let mut sessions = 0u64;
+    let mut stopping = false;
+    let mut doorman_stopped = false;
     loop {
-        let incoming = match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(incoming) => incoming,
-            Err(_) if stop.load(Ordering::Relaxed) => {
+        match rx.recv_timeout(SLICE) {
+            Ok(Event::Client(incoming)) if stopping || stop.load(Ordering::Relaxed) => {
+                incoming.refuse("the server is shutting down");
+            }
+            Ok(Event::Client(mut incoming)) => {
+                incoming.fit_slots_to_peer();
+                let memory = u64::try_from(incoming.slot_memory()).unwrap_or(u64::MAX);
+                if let Some(reason) = admission.refusal(memory) {
+                    if options.max_sessions == 1 {
+                        log::warn!(
+                            "rejected {}: busy with another session",
+                            incoming.peer_addr()
+                        );
+                    } else {
+                        log::warn!("rejected {}: {reason}", incoming.peer_addr());
+                    }
+                    metrics::refused();
+                    incoming.refuse(&reason);
+                    continue;
+                }
+                sessions += 1;
+                let printer = if options.max_sessions > 1 {
+                    printer.for_session(sessions)
+                } else {
+                    printer.clone()
+                };
+                match start_session(sessions, *incoming, printer, tx.clone(), memory) {
+                    Ok(()) => {
+                        admission.running += 1;
+                        admission.memory = admission.memory.saturating_add(memory);
+                    }
+                    Err(e) => log::error!("session {sessions}: {e:#}"),
+                }
+            }
+            Ok(Event::Ended { end, memory }) => {
+                admission.running = admission.running.saturating_sub(1);
+                admission.memory = admission.memory.saturating_sub(memory);
+                match end {
+                    SessionEnd::Interrupted => stopping = true,
+                    SessionEnd::EndOfStream if options.once => return Ok(0),
+                    SessionEnd::Failed if options.once => return Ok(1),
+                    _ => {}
+                }
+            }
+            Ok(Event::DoormanStopped) => doorman_stopped = true,
+            Err(RecvTimeoutError::Timeout) => {}
+            // We hold a sender ourselves.
+            Err(RecvTimeoutError::Disconnected) => bail!("the session channel closed"),
+        }
+        if !stopping && stop.load(Ordering::Relaxed) {
+            stopping = true;
+            if admission.running == 0 {
                 log::info!("interrupted after {sessions} session(s)");
+            }
+        }
+        if admission.running == 0 {
+            if stopping {
                 return Ok(EXIT_INTERRUPTED);
             }
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("the doorman thread stopped"),
-        };
-        sessions += 1;
-        let label = format!("session {sessions} from {}", incoming.peer_addr());
-        let end = match incoming.accept_src() {
-            Ok(src) => receive_all(src, &mut printer, &label),
-            Err(e) => {
-                metrics::setup_failed(&e);
-                log::error!("{label}: setup failed: {}", e.chain());
-                SessionEnd::Failed
+            if doorman_stopped {
+                bail!("the doorman thread stopped");
             }
-        };
-        busy.store(false, Ordering::SeqCst);
-        match end {
-            SessionEnd::Interrupted => return Ok(EXIT_INTERRUPTED),
-            _ if stop.load(Ordering::Relaxed) => return Ok(EXIT_INTERRUPTED),
-            SessionEnd::EndOfStream if once => return Ok(0),
-            SessionEnd::Failed if once => return Ok(1),
-            _ => {}
         }
     }
 }
 
-/// Takes clients from the listener: the first while idle goes to the session loop, the rest
-/// are refused as busy until that session ends.
-fn doorman(
-    listener: Listener,
-    busy: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    tx: SyncSender<Incoming>,
-) {
+/// Runs session `n` on a thread of its own: set-up, then receiving until it ends.
+fn start_session(
+    n: u64,
+    incoming: Incoming,
+    mut printer: PayloadPrinter,
+    tx: Sender<Event>,
+    memory: u64,
+) -> Result<()> {
+    let label = format!("session {n} from {}", incoming.peer_addr());
+    std::thread::Builder::new()
+        .name(format!("session-{n}"))
+        .spawn(move || {
+            let mut report = EndReport {
+                tx,
+                memory,
+                end: SessionEnd::Failed,
+            };
+            report.end = match incoming.accept_src() {
+                Ok(src) => receive_all(src, &mut printer, &label),
+                Err(e) => {
+                    metrics::setup_failed(&e);
+                    log::error!("{label}: setup failed: {}", e.chain());
+                    SessionEnd::Failed
+                }
+            };
+        })
+        .context("cannot start its thread; the client's connection was closed")?;
+    Ok(())
+}
+
+/// Takes clients from the listener and hands them to the main loop, until Ctrl-C.
+fn doorman(listener: Listener, stop: Arc<AtomicBool>, tx: Sender<Event>) {
     while !stop.load(Ordering::Relaxed) {
         metrics::listener_refusals(listener.busy_refusals());
-        let incoming = match listener.accept_timeout(Duration::from_millis(200)) {
+        let incoming = match listener.accept_timeout(SLICE) {
             Ok(Some(incoming)) => incoming,
             Ok(None) | Err(Error::Interrupted) => continue,
             Err(e) => {
                 log::error!("accepting clients failed: {}", e.chain());
+                let _ = tx.send(Event::DoormanStopped);
                 return;
             }
         };
-        if busy
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
+        if let Err(SendError(Event::Client(incoming))) = tx.send(Event::Client(Box::new(incoming)))
         {
-            log::warn!(
-                "rejected {}: busy with another session",
-                incoming.peer_addr()
-            );
-            metrics::refused();
-            incoming.refuse("busy: the server is serving another client; try again later");
-        } else if let Err(SendError(incoming)) = tx.send(incoming) {
             incoming.refuse("the server is shutting down");
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admission(max_sessions: u64, max_memory: u64, running: u64, memory: u64) -> Admission {
+        Admission {
+            max_sessions,
+            max_memory,
+            running,
+            memory,
+        }
+    }
+
+    #[test]
+    fn one_session_at_a_time_refuses_the_second_as_busy_with_the_old_words() {
+        let a = admission(1, 10, 0, 0);
+        assert_eq!(a.refusal(1000), None, "a session alone is always admitted");
+        let a = admission(1, 10, 1, 1000);
+        assert_eq!(
+            a.refusal(1).as_deref(),
+            Some("busy: the server is serving another client; try again later")
+        );
+    }
+
+    #[test]
+    fn several_sessions_are_refused_beyond_the_count_or_the_memory() {
+        assert_eq!(admission(4, 3000, 1, 2000).refusal(1000), None);
+        let memory = admission(4, 3000, 1, 2000)
+            .refusal(1001)
+            .unwrap_or_default();
+        assert!(
+            memory.starts_with("busy: the server's receive memory") && memory.contains("1001"),
+            "{memory}"
+        );
+        let count = admission(4, u64::MAX, 4, 0).refusal(0).unwrap_or_default();
+        assert!(count.contains("--max-sessions 4"), "{count}");
     }
 }

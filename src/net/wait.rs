@@ -80,6 +80,34 @@ pub(crate) fn wait_any<const N: usize>(
     Ok(ready)
 }
 
+/// Waits until any of `fds` is readable (or closed, or failed) or `timeout` passes, for a
+/// number of descriptors known only at run time (a data path's set-up): bit `i` of the result
+/// is set when `fds[i]` is ready (the first 64 are reported; all are waited on).
+pub(crate) fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Result<u64> {
+    let mut polled: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    match poll(&mut polled, PollTimeout::from(ms)) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return Ok(0),
+        Err(e) => {
+            return Err(Error::Socket {
+                what: "poll",
+                source: e.into(),
+            })
+        }
+    }
+    let mut ready = 0u64;
+    for (i, fd) in polled.iter().enumerate().take(64) {
+        if fd.revents().is_some_and(|r| !r.is_empty()) {
+            ready |= 1 << i;
+        }
+    }
+    Ok(ready)
+}
+
 /// Time left until `deadline`, or `None` when it has passed.
 pub(crate) fn remaining(deadline: Instant) -> Option<Duration> {
     deadline

@@ -6,7 +6,7 @@ use super::DecodeError;
 /// The four bytes every hello starts with.
 pub(crate) const HELLO_MAGIC: [u8; 4] = *b"RDMC";
 /// The protocol version this build speaks.
-pub(crate) const PROTOCOL_VERSION: u16 = 2;
+pub(crate) const PROTOCOL_VERSION: u16 = 3;
 /// Upper bound on the transport blob (DOCA's exported connection is a few hundred bytes).
 pub(crate) const MAX_BLOB_LEN: usize = 1024;
 /// Upper bound on the credit count a hello may announce.

@@ -12,6 +12,12 @@ const KIND_READY: u8 = 2;
 const KIND_CREDIT: u8 = 3;
 const KIND_FINISH: u8 = 4;
 const KIND_REJECT: u8 = 5;
+const KIND_AUTH_CHALLENGE: u8 = 6;
+const KIND_AUTH_RESPONSE: u8 = 7;
+const KIND_AUTH_PROOF: u8 = 8;
+
+/// Bytes of an authentication nonce or proof.
+pub(crate) const AUTH_LEN: usize = 32;
 
 /// One message on the control channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +42,23 @@ pub(crate) enum Message {
         /// Human-readable reason, at most [`MAX_REASON_LEN`] bytes.
         reason: String,
     },
+    /// Client to server, first when a key is set: the client's fresh nonce.
+    AuthChallenge {
+        /// 32 random bytes.
+        nonce: [u8; AUTH_LEN],
+    },
+    /// Server to client: the server's fresh nonce and its proof of the key over both.
+    AuthResponse {
+        /// 32 random bytes.
+        nonce: [u8; AUTH_LEN],
+        /// HMAC-SHA256 under the key (see `crate::auth`).
+        proof: [u8; AUTH_LEN],
+    },
+    /// Client to server: the client's proof of the key over both nonces.
+    AuthProof {
+        /// HMAC-SHA256 under the key (see `crate::auth`).
+        proof: [u8; AUTH_LEN],
+    },
 }
 
 impl Message {
@@ -58,6 +81,9 @@ impl Message {
             Message::Credit { .. } => "Credit",
             Message::Finish { .. } => "Finish",
             Message::Reject { .. } => "Reject",
+            Message::AuthChallenge { .. } => "AuthChallenge",
+            Message::AuthResponse { .. } => "AuthResponse",
+            Message::AuthProof { .. } => "AuthProof",
         }
     }
 
@@ -85,6 +111,19 @@ impl Message {
                 }
                 put_prefixed(out, &reason.as_bytes()[..end]);
             }
+            Message::AuthChallenge { nonce } => {
+                out.push(KIND_AUTH_CHALLENGE);
+                out.extend_from_slice(nonce);
+            }
+            Message::AuthResponse { nonce, proof } => {
+                out.push(KIND_AUTH_RESPONSE);
+                out.extend_from_slice(nonce);
+                out.extend_from_slice(proof);
+            }
+            Message::AuthProof { proof } => {
+                out.push(KIND_AUTH_PROOF);
+                out.extend_from_slice(proof);
+            }
         }
     }
 
@@ -106,6 +145,16 @@ impl Message {
                     reason: String::from_utf8_lossy(raw).into_owned(),
                 }
             }
+            KIND_AUTH_CHALLENGE => Message::AuthChallenge {
+                nonce: r.array("nonce")?,
+            },
+            KIND_AUTH_RESPONSE => Message::AuthResponse {
+                nonce: r.array("nonce")?,
+                proof: r.array("proof")?,
+            },
+            KIND_AUTH_PROOF => Message::AuthProof {
+                proof: r.array("proof")?,
+            },
             other => return Err(DecodeError::UnknownKind(other)),
         };
         r.finish()?;

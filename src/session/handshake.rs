@@ -8,20 +8,21 @@
 //! so that the stop flag (Ctrl-C) is seen within a slice.
 
 use std::net::{SocketAddr, TcpStream};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::choice::create_transport;
 use super::{ipv4, Session, SessionInfo, WAIT_SLICE};
+use crate::auth::fresh_nonce;
 use crate::config::Config;
 use crate::net::bootstrap;
 use crate::net::iface::{path_info, PathInfo};
-use crate::net::wait::remaining;
+use crate::net::wait::{remaining, wait_readable};
 use crate::net::{ControlChannel, Received};
 use crate::proto::{Hello, PROTOCOL_VERSION};
 use crate::roce::{self, DeviceChoice};
-use crate::session_core::handshake::{Handshake, HandshakeAction};
+use crate::session_core::handshake::{Auth, Handshake, HandshakeAction};
 use crate::time::deadline_after;
-use crate::transport::{BootstrapSide, RolePath, SetupInterrupted, SetupParams};
+use crate::transport::{BootstrapSide, RolePath, SetupParams, SetupStep};
 use crate::{Error, Result};
 
 /// A client's hello, read on the server within the handshake deadline, not yet answered.
@@ -48,7 +49,14 @@ impl<P: RolePath + ?Sized> Session<P> {
                 return Err(e);
             }
         };
-        let handshake = Handshake::client(prepared.hello.clone(), deadline);
+        let auth = match auth_of(config) {
+            Ok(auth) => auth,
+            Err(e) => {
+                control.reject("the client could not draw a nonce");
+                return Err(e);
+            }
+        };
+        let handshake = Handshake::client(prepared.hello.clone(), deadline, auth);
         prepared.run(control, handshake, config)
     }
 
@@ -87,9 +95,12 @@ impl<P: RolePath + ?Sized> Session<P> {
 pub(crate) fn read_hello(stream: TcpStream, config: &Config) -> Result<PendingHello> {
     let deadline = deadline_after(Instant::now(), config.handshake_timeout);
     let mut control = ControlChannel::new(stream)?;
-    let mut handshake = Handshake::server(deadline);
+    let mut handshake = Handshake::server(deadline, auth_of(config)?);
     while !handshake.awaits_our_hello() {
-        if let Err(e) = step(&mut control, &mut handshake, config) {
+        // The authentication answers (AuthResponse) go out as the core queues them.
+        let stepped = send_actions(&mut control, &mut handshake)
+            .and_then(|()| step(&mut control, &mut handshake, config));
+        if let Err(e) = stepped {
             run_failure_actions(&mut control, &mut handshake);
             return Err(e);
         }
@@ -121,6 +132,11 @@ fn step(control: &mut ControlChannel, handshake: &mut Handshake, config: &Config
             return Err(e);
         }
     }
+    expire(control, handshake, config)
+}
+
+/// Applies the handshake's deadline and the stop flag.
+fn expire(control: &ControlChannel, handshake: &mut Handshake, config: &Config) -> Result<()> {
     if let Err(stage) = handshake.handle_timeout(Instant::now()) {
         return Err(Error::HandshakeTimeout {
             peer: control.peer_addr(),
@@ -130,6 +146,36 @@ fn step(control: &mut ControlChannel, handshake: &mut Handshake, config: &Config
     }
     if config.stopped() {
         return Err(Error::Interrupted);
+    }
+    Ok(())
+}
+
+/// The key from the configuration with a fresh nonce, when authentication is on.
+fn auth_of(config: &Config) -> Result<Option<Auth>> {
+    config
+        .auth_key
+        .as_ref()
+        .map(|key| {
+            Ok(Auth {
+                key: key.clone(),
+                nonce: fresh_nonce()?,
+            })
+        })
+        .transpose()
+}
+
+/// Sends the messages the core queued before the hellos are known (authentication).
+fn send_actions(control: &mut ControlChannel, handshake: &mut Handshake) -> Result<()> {
+    while let Some(action) = handshake.poll_action() {
+        match action {
+            HandshakeAction::Send(msg) => control.send(&msg)?,
+            HandshakeAction::Reject(reason) => control.reject(&reason),
+            other => {
+                return Err(Error::Internal(format!(
+                    "{other:?} before the client's hello"
+                )))
+            }
+        }
     }
     Ok(())
 }
@@ -255,8 +301,9 @@ impl<P: RolePath + ?Sized> Prepared<P> {
         }
     }
 
-    /// Connects the data path, reading the control connection whenever it speaks meanwhile
-    /// (the peer's Reject, its close, or the receiver's Ready on tcp) and going on after.
+    /// Connects the data path step by step, watching the control connection between the steps
+    /// (the peer's Reject, its close, or on tcp the receiver's early Ready) and feeding what it
+    /// says to the handshake core.
     fn connect(
         &mut self,
         control: &mut ControlChannel,
@@ -266,19 +313,19 @@ impl<P: RolePath + ?Sized> Prepared<P> {
     ) -> Result<()> {
         let deadline = handshake.poll_timeout().unwrap_or_else(Instant::now);
         loop {
-            match self.transport.connect(peer_blob, deadline, control.fd()) {
-                Ok(()) => return handshake.on_connected(self.transport.early_data()),
-                Err(SetupInterrupted::Failed(e)) => return Err(e),
-                Err(SetupInterrupted::ControlReadable) => {
-                    step(control, handshake, config)?;
-                    if remaining(deadline).is_none() {
-                        return Err(Error::HandshakeTimeout {
-                            peer: control.peer_addr(),
-                            seconds: config.handshake_timeout.as_secs_f64(),
-                            stage: "the data path set-up",
-                        });
-                    }
-                }
+            if self.transport.connect(peer_blob, deadline)? == SetupStep::Done {
+                return handshake.on_connected(self.transport.early_data());
+            }
+            let slice = remaining(deadline).map_or(Duration::ZERO, |left| left.min(WAIT_SLICE));
+            let ready = {
+                let mut fds = vec![control.fd()];
+                self.transport.setup_fds(&mut fds);
+                wait_readable(&fds, slice)?
+            };
+            if ready & 1 != 0 {
+                step(control, handshake, config)?;
+            } else {
+                expire(control, handshake, config)?;
             }
         }
     }

@@ -1,7 +1,9 @@
 //! The handshake's rules, as a state machine the session driver runs.
 //!
-//! Order: the client sends Hello; the server answers with Hello or Reject; both connect their
-//! data paths with the blobs; the receiver posts every slot and sends Ready; the sender sends
+//! Order: with a pre-shared key, authentication first (the client's AuthChallenge with its
+//! nonce; the server's AuthResponse with its nonce and its proof; the client's AuthProof); then
+//! the client sends Hello; the server answers with Hello or Reject; both connect their data
+//! paths with the blobs; the receiver posts every slot and sends Ready; the sender sends
 //! nothing before Ready. One deadline covers all of it on each side.
 //!
 //! Events in: a control message ([`Handshake::on_message`]), one that did not decode, the
@@ -12,6 +14,10 @@
 //! ([`Handshake::poll_timeout`], pure), and the end: established, or an error.
 //!
 //! Rules kept here:
+//! - with a key, nothing but authentication happens before both ends proved it: a server
+//!   answers a client without the key (or with another one) in one round trip and sets nothing
+//!   up; a client refuses a server whose proof does not check (it does not hold our key); an end
+//!   with a key and one without refuse each other with a reason that says so;
 //! - each step takes only its message: the peer's Reject ends the handshake as
 //!   [`Error::Rejected`], anything else is a protocol violation, answered with a Reject;
 //! - the peers must play different roles over the same transport (else a Reject saying why,
@@ -27,9 +33,9 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use crate::auth::{AuthKey, Nonce};
 use crate::proto::{Hello, Message, Role};
-use crate::Error;
-use crate::ProtocolViolation;
+use crate::{Error, ProtocolViolation};
 
 /// Which end of the bootstrap connection we are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +48,12 @@ pub(crate) enum Side {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
+    /// Server with a key: waiting for the client's AuthChallenge.
+    ClientChallenge,
+    /// Server with a key: our AuthResponse is out; waiting for the client's AuthProof.
+    ClientProof,
+    /// Client with a key: our AuthChallenge is out; waiting for the server's AuthResponse.
+    ServerResponse,
     /// Server: waiting for the client's Hello.
     ClientHello,
     /// Server: the client's Hello is in; our own is being prepared.
@@ -60,6 +72,8 @@ impl Stage {
     /// What the stage waits for, as timeouts say it.
     fn describe(self) -> &'static str {
         match self {
+            Stage::ClientChallenge | Stage::ClientProof => "the client's authentication",
+            Stage::ServerResponse => "the server's authentication",
             Stage::ClientHello => "the client's hello",
             Stage::Preparing => "our own data path set-up",
             Stage::ServerHello => "the server's hello",
@@ -87,11 +101,23 @@ pub(crate) enum HandshakeAction {
     PostSlots,
 }
 
+/// The pre-shared key and our fresh nonce, when authentication is on.
+#[derive(Debug)]
+pub(crate) struct Auth {
+    /// The key both ends must hold.
+    pub(crate) key: AuthKey,
+    /// Our nonce for this handshake (fresh random bytes: the driver draws them).
+    pub(crate) nonce: Nonce,
+}
+
 /// One end's handshake, without I/O.
 #[derive(Debug)]
 pub(crate) struct Handshake {
     side: Side,
     stage: Stage,
+    auth: Option<Auth>,
+    /// Server with a key: the client's nonce, once its challenge arrived.
+    client_nonce: Option<Nonce>,
     deadline: Instant,
     ours: Option<Hello>,
     peer: Option<Hello>,
@@ -101,24 +127,39 @@ pub(crate) struct Handshake {
 }
 
 impl Handshake {
-    /// A client that will play `ours.role`: its Hello goes out first.
-    pub(crate) fn client(ours: Hello, deadline: Instant) -> Self {
-        let mut h = Self::new(Side::Client, Stage::ServerHello, deadline);
-        h.actions
-            .push_back(HandshakeAction::Send(Message::Hello(ours.clone())));
+    /// A client that will play `ours.role`: its AuthChallenge (with a key) or its Hello
+    /// goes out first.
+    pub(crate) fn client(ours: Hello, deadline: Instant, auth: Option<Auth>) -> Self {
+        let first = match &auth {
+            Some(auth) => {
+                let nonce = auth.nonce;
+                (Stage::ServerResponse, Message::AuthChallenge { nonce })
+            }
+            None => (Stage::ServerHello, Message::Hello(ours.clone())),
+        };
+        let mut h = Self::new(Side::Client, first.0, deadline, auth);
+        h.actions.push_back(HandshakeAction::Send(first.1));
         h.ours = Some(ours);
         h
     }
 
-    /// A server: it waits for the client's Hello first, and chooses its role after.
-    pub(crate) fn server(deadline: Instant) -> Self {
-        Self::new(Side::Server, Stage::ClientHello, deadline)
+    /// A server: it waits for the client's authentication (with a key) or its Hello first,
+    /// and chooses its role after.
+    pub(crate) fn server(deadline: Instant, auth: Option<Auth>) -> Self {
+        let stage = if auth.is_some() {
+            Stage::ClientChallenge
+        } else {
+            Stage::ClientHello
+        };
+        Self::new(Side::Server, stage, deadline, auth)
     }
 
-    fn new(side: Side, stage: Stage, deadline: Instant) -> Self {
+    fn new(side: Side, stage: Stage, deadline: Instant, auth: Option<Auth>) -> Self {
         Self {
             side,
             stage,
+            auth,
+            client_nonce: None,
             deadline,
             ours: None,
             peer: None,
@@ -192,6 +233,63 @@ impl Handshake {
     fn take_message(&mut self, msg: Message) -> Result<(), Error> {
         match (self.stage, msg) {
             (_, Message::Reject { reason }) => Err(Error::Rejected(reason)),
+            (Stage::ClientChallenge, Message::AuthChallenge { nonce }) => {
+                let auth = self.auth()?;
+                let proof = auth.key.server_proof(&nonce, &auth.nonce);
+                let ours = auth.nonce;
+                self.client_nonce = Some(nonce);
+                self.actions
+                    .push_back(HandshakeAction::Send(Message::AuthResponse {
+                        nonce: ours,
+                        proof,
+                    }));
+                self.stage = Stage::ClientProof;
+                Ok(())
+            }
+            (Stage::ClientChallenge, Message::Hello(_)) => Err(Error::Refused(
+                "authentication required: this server has a key (--auth-key-file); start the \
+client with the same key"
+                    .to_owned(),
+            )),
+            (Stage::ClientProof, Message::AuthProof { proof }) => {
+                let auth = self.auth()?;
+                let client = self.client_nonce.ok_or_else(|| {
+                    Error::Internal("a client proof before its challenge".to_owned())
+                })?;
+                if !auth.key.is_client_proof(&proof, &client, &auth.nonce) {
+                    return Err(Error::AuthenticationFailed(
+                        "the client's key is not ours".to_owned(),
+                    ));
+                }
+                self.stage = Stage::ClientHello;
+                Ok(())
+            }
+            (Stage::ServerResponse, Message::AuthResponse { nonce, proof }) => {
+                let auth = self.auth()?;
+                if !auth.key.is_server_proof(&proof, &auth.nonce, &nonce) {
+                    return Err(Error::AuthenticationFailed(
+                        "the server does not hold our key (the keys differ, or this is not the \
+server meant)"
+                            .to_owned(),
+                    ));
+                }
+                let proof = auth.key.client_proof(&auth.nonce, &nonce);
+                let ours = self
+                    .ours
+                    .clone()
+                    .ok_or_else(|| Error::Internal("a client without its hello".to_owned()))?;
+                self.actions
+                    .push_back(HandshakeAction::Send(Message::AuthProof { proof }));
+                self.actions
+                    .push_back(HandshakeAction::Send(Message::Hello(ours)));
+                self.stage = Stage::ServerHello;
+                Ok(())
+            }
+            (Stage::ClientHello, Message::AuthChallenge { .. }) => Err(Error::Refused(
+                "this server has no authentication key: start it with --auth-key-file, or the \
+client without one"
+                    .to_owned(),
+            )),
             (Stage::ClientHello, Message::Hello(theirs)) => {
                 self.peer = Some(theirs);
                 self.stage = Stage::Preparing;
@@ -210,6 +308,9 @@ impl Handshake {
             }
             (stage, other) => Err(Error::Protocol(ProtocolViolation::Unexpected {
                 expected: match stage {
+                    Stage::ClientChallenge => "AuthChallenge",
+                    Stage::ClientProof => "AuthProof",
+                    Stage::ServerResponse => "AuthResponse",
                     Stage::ClientHello | Stage::ServerHello => "Hello",
                     Stage::Ready => "Ready",
                     _ => "nothing during the data path setup",
@@ -217,6 +318,12 @@ impl Handshake {
                 got: other.name(),
             })),
         }
+    }
+
+    fn auth(&self) -> Result<&Auth, Error> {
+        self.auth
+            .as_ref()
+            .ok_or_else(|| Error::Internal("an authentication step without a key".to_owned()))
     }
 
     /// Server: our data path is prepared and our Hello built; it is checked against the
@@ -315,6 +422,19 @@ impl Handshake {
         self.stage = Stage::Failed;
         let reason = match (e, stage) {
             (Error::Protocol(v), _) => format!("protocol violation: {v}"),
+            // The authentication rules refuse with their own words; a mismatch of the hellos
+            // already queued its Reject.
+            (Error::Refused(reason), Stage::ClientChallenge | Stage::ClientHello) => {
+                if self
+                    .actions
+                    .iter()
+                    .any(|a| matches!(a, HandshakeAction::Reject(_)))
+                {
+                    return;
+                }
+                reason.clone()
+            }
+            (Error::AuthenticationFailed(_), _) => "authentication failed".to_owned(),
             (Error::Decode(d), Stage::ClientHello) => format!("invalid hello: {d}"),
             // Their own end, or nobody to tell, or already told (Refused).
             (
@@ -358,6 +478,7 @@ pub(crate) fn check_peer(ours: &Hello, theirs: &Hello) -> Result<(), String> {
 pub(crate) mod tests {
     use super::*;
     use crate::proto::{TransportKind, PROTOCOL_VERSION};
+    use std::collections::VecDeque;
 
     pub(crate) fn hello(role: Role, transport: TransportKind) -> Hello {
         Hello {
@@ -379,7 +500,7 @@ pub(crate) mod tests {
     fn a_receiving_client_says_ready_only_after_connecting_and_posting() {
         let now = Instant::now();
         let ours = hello(Role::Receiver, TransportKind::Tcp);
-        let mut h = Handshake::client(ours.clone(), now);
+        let mut h = Handshake::client(ours.clone(), now, None);
         assert_eq!(drain(&mut h), [HandshakeAction::Send(Message::Hello(ours))]);
         h.on_message(Message::Hello(hello(Role::Sender, TransportKind::Tcp)))
             .unwrap();
@@ -402,7 +523,7 @@ pub(crate) mod tests {
     #[test]
     fn a_sending_server_answers_then_waits_for_ready_which_may_come_before_its_connect() {
         let now = Instant::now();
-        let mut h = Handshake::server(now);
+        let mut h = Handshake::server(now, None);
         h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
             .unwrap();
         assert!(h.awaits_our_hello());
@@ -425,20 +546,20 @@ pub(crate) mod tests {
     #[test]
     fn each_step_takes_only_its_message_and_violations_are_rejected() {
         let now = Instant::now();
-        let mut h = Handshake::server(now);
+        let mut h = Handshake::server(now, None);
         let e = h.on_message(Message::Finish { count: 0 }).unwrap_err();
         assert!(e.to_string().contains("expected Hello, got Finish"), "{e}");
         assert!(
             matches!(&drain(&mut h)[..], [HandshakeAction::Reject(r)] if r.starts_with("protocol violation"))
         );
 
-        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now);
+        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
         drain(&mut h);
         let e = h.on_message(Message::reject("busy")).unwrap_err();
         assert!(matches!(e, Error::Rejected(ref r) if r == "busy"), "{e}");
         assert!(drain(&mut h).is_empty(), "a Reject is not answered");
 
-        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now);
+        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
         h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
             .unwrap();
         h.on_connected(false).unwrap();
@@ -452,7 +573,7 @@ pub(crate) mod tests {
     #[test]
     fn data_before_ready_is_a_violation_the_sender_is_told_about() {
         let now = Instant::now();
-        let mut h = Handshake::client(hello(Role::Receiver, TransportKind::Tcp), now);
+        let mut h = Handshake::client(hello(Role::Receiver, TransportKind::Tcp), now, None);
         h.on_message(Message::Hello(hello(Role::Sender, TransportKind::Tcp)))
             .unwrap();
         drain(&mut h);
@@ -466,7 +587,7 @@ pub(crate) mod tests {
         );
         assert!(!h.is_established());
         // A sender's peer is the receiver: nothing it could send early is data.
-        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now);
+        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
         h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
             .unwrap();
         h.on_connected(true).unwrap();
@@ -475,7 +596,7 @@ pub(crate) mod tests {
     #[test]
     fn mismatched_peers_are_refused_with_the_reason_sent() {
         let now = Instant::now();
-        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now);
+        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
         drain(&mut h);
         let e = h
             .on_message(Message::Hello(hello(Role::Sender, TransportKind::Tcp)))
@@ -484,7 +605,7 @@ pub(crate) mod tests {
         assert!(
             matches!(&drain(&mut h)[..], [HandshakeAction::Reject(r)] if r.contains("both ends are senders"))
         );
-        let mut h = Handshake::server(now);
+        let mut h = Handshake::server(now, None);
         h.on_message(Message::Hello(hello(Role::Sender, TransportKind::Verbs)))
             .unwrap();
         let e = h
@@ -493,10 +614,129 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("transport mismatch"), "{e}");
     }
 
+    fn auth(key: u8, nonce: u8) -> Option<Auth> {
+        Some(Auth {
+            key: AuthKey::from_bytes(&[key; 32]).expect("key"),
+            nonce: [nonce; 32],
+        })
+    }
+
+    /// Passes messages between a client and a server until both are quiet (the server
+    /// prepares a receiver's hello over tcp when asked): each end's first error.
+    fn exchange(client: &mut Handshake, server: &mut Handshake) -> (Option<Error>, Option<Error>) {
+        fn outbox(h: &mut Handshake, wire: &mut VecDeque<Message>) {
+            while let Some(action) = h.poll_action() {
+                match action {
+                    HandshakeAction::Send(m) => wire.push_back(m),
+                    HandshakeAction::Reject(reason) => wire.push_back(Message::Reject { reason }),
+                    _ => {}
+                }
+            }
+        }
+        let (mut to_server, mut to_client) = (VecDeque::new(), VecDeque::new());
+        let (mut client_error, mut server_error) = (None, None);
+        for _ in 0..50 {
+            outbox(client, &mut to_server);
+            outbox(server, &mut to_client);
+            if server_error.is_none() && server.awaits_our_hello() {
+                server_error = server
+                    .our_hello(hello(Role::Receiver, TransportKind::Tcp))
+                    .err();
+            } else if let Some(m) = to_server.pop_front() {
+                if server_error.is_none() {
+                    server_error = server.on_message(m).err();
+                }
+            } else if let Some(m) = to_client.pop_front() {
+                if client_error.is_none() {
+                    client_error = client.on_message(m).err();
+                }
+            } else {
+                break;
+            }
+        }
+        (client_error, server_error)
+    }
+
+    #[test]
+    fn the_same_key_on_both_ends_leads_to_the_hellos() {
+        let now = Instant::now();
+        let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
+        let mut s = Handshake::server(now, auth(1, 20));
+        let (ce, se) = exchange(&mut c, &mut s);
+        assert!(ce.is_none() && se.is_none(), "{ce:?} {se:?}");
+        assert!(s.peer().is_some(), "the server saw the client's hello");
+        assert_eq!(c.stage, Stage::Connecting);
+    }
+
+    #[test]
+    fn another_key_is_refused_in_one_round_trip_before_any_hello() {
+        let now = Instant::now();
+        let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
+        let mut s = Handshake::server(now, auth(2, 20));
+        let (ce, se) = exchange(&mut c, &mut s);
+        assert!(matches!(ce, Some(Error::AuthenticationFailed(_))), "{ce:?}");
+        assert!(
+            matches!(se, Some(Error::Rejected(ref r)) if r == "authentication failed"),
+            "{se:?}"
+        );
+        assert!(s.peer().is_none(), "no hello reached the server");
+    }
+
+    #[test]
+    fn a_key_on_one_side_only_is_refused_with_a_reason_that_says_so() {
+        let now = Instant::now();
+        let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
+        let mut s = Handshake::server(now, auth(1, 20));
+        let (ce, se) = exchange(&mut c, &mut s);
+        assert!(matches!(se, Some(Error::Refused(_))), "{se:?}");
+        assert!(
+            matches!(ce, Some(Error::Rejected(ref r)) if r.contains("authentication required")),
+            "{ce:?}"
+        );
+        let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
+        let mut s = Handshake::server(now, None);
+        let (ce, se) = exchange(&mut c, &mut s);
+        assert!(matches!(se, Some(Error::Refused(_))), "{se:?}");
+        assert!(
+            matches!(ce, Some(Error::Rejected(ref r)) if r.contains("no authentication key")),
+            "{ce:?}"
+        );
+    }
+
+    #[test]
+    fn a_replayed_client_proof_does_not_check_against_a_fresh_server_nonce() {
+        let now = Instant::now();
+        let key = AuthKey::from_bytes(&[1; 32]).expect("key");
+        let (client_nonce, old_server_nonce) = ([10u8; 32], [30u8; 32]);
+        let recorded = key.client_proof(&client_nonce, &old_server_nonce);
+        let mut s = Handshake::server(now, auth(1, 20));
+        s.on_message(Message::AuthChallenge {
+            nonce: client_nonce,
+        })
+        .unwrap();
+        let e = s
+            .on_message(Message::AuthProof { proof: recorded })
+            .unwrap_err();
+        assert!(matches!(e, Error::AuthenticationFailed(_)), "{e}");
+        assert!(s.peer().is_none());
+        // Nor does the server's own proof, reflected back to it.
+        let mut s = Handshake::server(now, auth(1, 20));
+        s.on_message(Message::AuthChallenge {
+            nonce: client_nonce,
+        })
+        .unwrap();
+        let Some(HandshakeAction::Send(Message::AuthResponse { proof, .. })) = s.poll_action()
+        else {
+            panic!("an AuthResponse");
+        };
+        let e = s.on_message(Message::AuthProof { proof }).unwrap_err();
+        assert!(matches!(e, Error::AuthenticationFailed(_)), "{e}");
+    }
+
     #[test]
     fn the_one_deadline_ends_every_step() {
         let now = Instant::now();
-        let mut h = Handshake::server(now + std::time::Duration::from_secs(1));
+        let mut h = Handshake::server(now + std::time::Duration::from_secs(1), None);
         assert!(h.handle_timeout(now).is_ok());
         assert_eq!(
             h.handle_timeout(now + std::time::Duration::from_secs(1)),

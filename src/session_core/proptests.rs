@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-use super::handshake::{Handshake, HandshakeAction};
+use super::handshake::{Auth, Handshake, HandshakeAction};
 use super::receiving::{ReceiverAction, ReceiverCore, RecvStep};
 use super::sending::{FinishStep, SenderAction, SenderCore};
+use crate::auth::AuthKey;
 use crate::proto::{Message, Role, TransportKind};
 use crate::transport::{Arrived, CreditRoute, RecvSlot, SendEvent, StagingSlot};
 use crate::Error;
@@ -566,15 +567,18 @@ proptest! {
         }
     }
 
-    /// Two handshakes over a simulated control connection, with any roles and transports, a
-    /// Reject or a loss at any step, and the deadline: both terminate; both establish only
-    /// when the peers are compatible and nothing was injected; a receiver says Ready only
+    /// Two handshakes over a simulated control connection, with any roles, transports and
+    /// keys (none, the same, different), a Reject or a loss at any step, and the deadline: both
+    /// terminate; no hello gets past a key mismatch; both establish only when the peers are
+    /// compatible and nothing was injected; a receiver says Ready only
     /// after its slots are posted, and a sender is never established before Ready.
     #[test]
     fn handshakes_establish_only_compatible_peers_and_end_on_any_fault(
         client_sends in any::<bool>(),
         server_sends in any::<bool>(),
         same_transport in prop::bool::weighted(0.8),
+        client_key in prop::sample::select(vec![0u8, 1, 1, 2]),
+        server_key in prop::sample::select(vec![0u8, 1, 1, 2]),
         fault_at in 0usize..12,
         fault in 0u8..4,
         order in proptest::collection::vec(0u8..4, 0..60),
@@ -585,7 +589,15 @@ proptest! {
         let client_hello = crate::session_core::handshake::tests::hello(role(client_sends), TransportKind::Tcp);
         let server_transport = if same_transport { TransportKind::Tcp } else { TransportKind::Verbs };
         let server_hello = crate::session_core::handshake::tests::hello(role(server_sends), server_transport);
-        let mut ends = [Handshake::client(client_hello, deadline), Handshake::server(deadline)];
+        // Key 0: none; 1 and 2: two different keys. Nonces differ per end.
+        let auth = |key: u8, nonce: u8| (key > 0).then(|| Auth {
+            key: AuthKey::from_bytes(&[key; 32]).expect("key"),
+            nonce: [nonce; 32],
+        });
+        let mut ends = [
+            Handshake::client(client_hello, deadline, auth(client_key, 11)),
+            Handshake::server(deadline, auth(server_key, 22)),
+        ];
         let mut wires: [VecDeque<Message>; 2] = [VecDeque::new(), VecDeque::new()];
         let mut connect_pending = [false, false];
         let mut posted = [false, false];
@@ -647,6 +659,9 @@ proptest! {
             if failed[i] {
                 continue;
             }
+            if i == 1 && server_key != client_key {
+                prop_assert!(ends[1].peer().is_none(), "a hello got past a key mismatch");
+            }
             if i == 1 && ends[1].awaits_our_hello() && !server_prepared {
                 server_prepared = true;
                 if ends[1].our_hello(server_hello.clone()).is_err() {
@@ -683,7 +698,7 @@ proptest! {
                 prop_assert!(end.handle_timeout(deadline).is_err());
             }
         }
-        let compatible = client_sends != server_sends && same_transport;
+        let compatible = client_sends != server_sends && same_transport && client_key == server_key;
         if ends[0].is_established() && ends[1].is_established() {
             prop_assert!(compatible, "incompatible peers established");
         }

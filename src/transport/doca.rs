@@ -44,7 +44,7 @@ use sys::{doca_data, doca_error, doca_error_t};
 use super::slots::{chosen_device, SlotMemory};
 use super::{
     receiver_arrivals, sender_events, Arrived, Completion, CreditRoute, DataPath, RecvPath,
-    RecvSlot, SendEvent, SendPath, SetupInterrupted, SetupParams, StagingSlot, WaitHandle,
+    RecvSlot, SendEvent, SendPath, SetupParams, SetupStep, StagingSlot, WaitHandle,
 };
 use crate::proto::{Role, TransportKind};
 use crate::{Error, Result};
@@ -902,14 +902,10 @@ impl DataPath for DocaTransport {
         self.blob.clone()
     }
 
-    fn connect(
-        &mut self,
-        peer_blob: &[u8],
-        deadline: Instant,
-        _control: BorrowedFd<'_>,
-    ) -> std::result::Result<(), SetupInterrupted> {
+    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<SetupStep> {
+        // DOCA's connect is local work plus progress to RUNNING, bounded by the deadline.
         self.connect_until(peer_blob, deadline)?;
-        Ok(())
+        Ok(SetupStep::Done)
     }
 
     fn path_mtu(&self) -> Option<u32> {

@@ -198,17 +198,21 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
     /// Connection data for the peer, carried in our hello (bounded by `MAX_BLOB_LEN`).
     fn local_blob(&self) -> Vec<u8>;
 
-    /// Connects to the peer described by its blob, finishing before `deadline`, and gives up
-    /// at once with [`SetupInterrupted`] when `control` (the control connection) becomes
-    /// readable: then the peer vanished or spoke out of turn, and the session's driver reads
-    /// the control connection to say which. A transport whose connect does not wait for the
-    /// peer ignores `control`.
-    fn connect(
-        &mut self,
-        peer_blob: &[u8],
-        deadline: Instant,
-        control: BorrowedFd<'_>,
-    ) -> std::result::Result<(), SetupInterrupted>;
+    /// One step of connecting to the peer described by its blob: [`SetupStep::Done`], or
+    /// [`SetupStep::Waiting`] for the peer (then the driver waits until one of
+    /// [`DataPath::setup_fds`] or the control connection is readable, or a short slice passed,
+    /// and calls it again). A step never waits for the peer itself; local work is bounded by
+    /// `deadline`. The driver watches the control connection between steps, so a peer that
+    /// vanishes or speaks out of turn during the set-up is seen at once, and the transport never
+    /// touches the control connection.
+    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<SetupStep>;
+
+    /// While `connect` says [`SetupStep::Waiting`]: descriptors that turn readable when the
+    /// next step may progress (tcp: the data listener and the connections not yet showing
+    /// their token).
+    fn setup_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) {
+        let _ = fds;
+    }
 
     /// The data path's MTU in bytes after `connect`, when the transport has one.
     fn path_mtu(&self) -> Option<u32>;
@@ -231,19 +235,13 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
     fn close(&mut self);
 }
 
-/// Why [`DataPath::connect`] did not finish.
-#[derive(Debug)]
-pub(crate) enum SetupInterrupted {
-    /// The control connection became readable during the set-up.
-    ControlReadable,
-    /// The set-up itself failed.
-    Failed(crate::Error),
-}
-
-impl From<crate::Error> for SetupInterrupted {
-    fn from(e: crate::Error) -> Self {
-        SetupInterrupted::Failed(e)
-    }
+/// Where a data path's set-up stands after one [`DataPath::connect`] step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SetupStep {
+    /// Connected.
+    Done,
+    /// Waiting for the peer: wait on [`DataPath::setup_fds`] and call `connect` again.
+    Waiting,
 }
 
 /// The sending half of a data path.

@@ -19,12 +19,11 @@ use std::io::{self, IoSlice, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::time::{Duration, Instant};
 
 use super::{
     Arrived, BootstrapSide, CreditRoute, DataPath, RecvPath, RecvSlot, SendEvent, SendPath,
-    SetupInterrupted, SetupParams, StagingSlot, WaitHandle,
+    SetupParams, SetupStep, StagingSlot, WaitHandle,
 };
 use crate::net::bootstrap::tune_stream;
 use crate::net::wait::remaining;
@@ -137,16 +136,12 @@ impl TcpTransport {
             })
     }
 
-    /// Accepts the client's data connection: every connection on the data port is read
-    /// without blocking until one presents the session token, so a slow or silent one cannot
-    /// delay the real one; all of it within the handshake's one `deadline`, and stopped at once
-    /// when `watch` (the control connection) becomes readable. Stopped, it can be called
-    /// again: the listener and the connections waiting for their token stay.
-    fn accept_data_connection(
-        &mut self,
-        deadline: Instant,
-        watch: BorrowedFd<'_>,
-    ) -> std::result::Result<TcpStream, SetupInterrupted> {
+    /// One step of accepting the client's data connection: takes every connection waiting on
+    /// the data port and reads, without blocking, what each sent of the session token; the one
+    /// that presents it is the data connection, so a slow or silent one cannot delay the real
+    /// one. `None`: not yet (the driver waits on [`DataPath::setup_fds`] and keeps the
+    /// handshake's deadline).
+    fn accept_step(&mut self) -> Result<Option<TcpStream>> {
         let listener = self
             .listener
             .as_ref()
@@ -156,82 +151,53 @@ impl TcpTransport {
             })?;
         let pending = &mut self.pending;
         loop {
-            loop {
-                match listener.accept() {
-                    Ok((stream, from)) => {
-                        if pending.len() >= MAX_PENDING_DATA {
-                            log::warn!("tcp transport: dropped a data connection from {from}: {MAX_PENDING_DATA} are already waiting for their token");
-                            continue;
-                        }
-                        if let Err(e) = stream.set_nonblocking(true) {
-                            return Err(io_err("set non-blocking")(e).into());
-                        }
-                        pending.push(PendingData {
-                            stream,
-                            from,
-                            token: [0; TOKEN_LEN],
-                            got: 0,
-                        });
+            match listener.accept() {
+                Ok((stream, from)) => {
+                    if pending.len() >= MAX_PENDING_DATA {
+                        log::warn!("tcp transport: dropped a data connection from {from}: {MAX_PENDING_DATA} are already waiting for their token");
+                        continue;
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(source) => {
-                        return Err(Error::TransportIo {
-                            transport: NAME,
-                            what: "accept data connection",
-                            source,
-                        }
-                        .into())
-                    }
+                    stream
+                        .set_nonblocking(true)
+                        .map_err(io_err("set non-blocking"))?;
+                    pending.push(PendingData {
+                        stream,
+                        from,
+                        token: [0; TOKEN_LEN],
+                        got: 0,
+                    });
                 }
-            }
-            let mut i = 0;
-            while i < pending.len() {
-                match pending[i].read_token() {
-                    TokenRead::Incomplete => i += 1,
-                    TokenRead::Complete if pending[i].token == self.token => {
-                        let p = pending.swap_remove(i);
-                        pending.clear();
-                        self.listener = None;
-                        return Ok(p.stream);
-                    }
-                    TokenRead::Complete | TokenRead::Failed => {
-                        let p = pending.swap_remove(i);
-                        log::warn!(
-                            "tcp transport: dropped a data connection from {} without the session token",
-                            p.from
-                        );
-                    }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(Error::TransportIo {
+                        transport: NAME,
+                        what: "accept data connection",
+                        source,
+                    })
                 }
-            }
-            let Some(left) = remaining(deadline) else {
-                return Err(Error::TransportIo {
-                    transport: NAME,
-                    what: "accept data connection",
-                    source: io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the peer did not connect its data path before the handshake deadline",
-                    ),
-                }
-                .into());
-            };
-            let mut fds = Vec::with_capacity(2 + pending.len());
-            fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
-            fds.push(PollFd::new(watch, PollFlags::POLLIN));
-            fds.extend(
-                pending
-                    .iter()
-                    .map(|p| PollFd::new(p.stream.as_fd(), PollFlags::POLLIN)),
-            );
-            let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
-            match poll(&mut fds, PollTimeout::from(ms)) {
-                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(io_err("poll")(e.into()).into()),
-            }
-            if fds[1].revents().is_some_and(|r| !r.is_empty()) {
-                return Err(SetupInterrupted::ControlReadable);
             }
         }
+        let mut i = 0;
+        while i < pending.len() {
+            match pending[i].read_token() {
+                TokenRead::Incomplete => i += 1,
+                TokenRead::Complete if pending[i].token == self.token => {
+                    let p = pending.swap_remove(i);
+                    pending.clear();
+                    self.listener = None;
+                    return Ok(Some(p.stream));
+                }
+                TokenRead::Complete | TokenRead::Failed => {
+                    let p = pending.swap_remove(i);
+                    log::warn!(
+                        "tcp transport: dropped a data connection from {} without the session token",
+                        p.from
+                    );
+                }
+            }
+        }
+        Ok(None)
     }
 
     fn connect_data_connection(&self, peer_blob: &[u8], deadline: Instant) -> Result<TcpStream> {
@@ -259,20 +225,6 @@ impl TcpTransport {
             .write_all(&peer_blob[2..])
             .map_err(io_err("send token"))?;
         Ok(stream)
-    }
-
-    fn connect_inner(
-        &mut self,
-        peer_blob: &[u8],
-        deadline: Instant,
-        watch: BorrowedFd<'_>,
-    ) -> std::result::Result<(), SetupInterrupted> {
-        let stream = match self.side {
-            BootstrapSide::Server => self.accept_data_connection(deadline, watch)?,
-            BootstrapSide::Client => self.connect_data_connection(peer_blob, deadline)?,
-        };
-        self.use_data_connection(stream)?;
-        Ok(())
     }
 
     fn use_data_connection(&mut self, stream: TcpStream) -> Result<()> {
@@ -475,13 +427,21 @@ impl DataPath for TcpTransport {
         }
     }
 
-    fn connect(
-        &mut self,
-        peer_blob: &[u8],
-        deadline: Instant,
-        control: BorrowedFd<'_>,
-    ) -> std::result::Result<(), SetupInterrupted> {
-        self.connect_inner(peer_blob, deadline, control)
+    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<SetupStep> {
+        let stream = match self.side {
+            BootstrapSide::Server => match self.accept_step()? {
+                Some(stream) => stream,
+                None => return Ok(SetupStep::Waiting),
+            },
+            BootstrapSide::Client => self.connect_data_connection(peer_blob, deadline)?,
+        };
+        self.use_data_connection(stream)?;
+        Ok(SetupStep::Done)
+    }
+
+    fn setup_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) {
+        fds.extend(self.listener.as_ref().map(AsFd::as_fd));
+        fds.extend(self.pending.iter().map(|p| p.stream.as_fd()));
     }
 
     fn path_mtu(&self) -> Option<u32> {

@@ -43,7 +43,7 @@ use super::signaling::SendSignaling;
 use super::slots::{chosen_device, SlotMemory};
 use super::{
     receiver_arrivals, sender_events, Arrived, Completion, CreditRoute, DataPath, RecvPath,
-    RecvSlot, SendEvent, SendPath, SetupInterrupted, SetupParams, StagingSlot, WaitHandle,
+    RecvSlot, SendEvent, SendPath, SetupParams, SetupStep, StagingSlot, WaitHandle,
 };
 use crate::proto::{Role, TransportKind};
 use crate::{Error, Result};
@@ -447,15 +447,10 @@ impl DataPath for VerbsTransport {
         self.local.encode()
     }
 
-    fn connect(
-        &mut self,
-        peer_blob: &[u8],
-        _deadline: Instant,
-        _control: BorrowedFd<'_>,
-    ) -> std::result::Result<(), SetupInterrupted> {
+    fn connect(&mut self, peer_blob: &[u8], _deadline: Instant) -> Result<SetupStep> {
         // Nothing here waits for the peer: the QP moves to RTR and RTS at once.
         self.connect_now(peer_blob)?;
-        Ok(())
+        Ok(SetupStep::Done)
     }
 
     fn path_mtu(&self) -> Option<u32> {

@@ -34,9 +34,120 @@ pub const TRANSPORT_DOCA: u8 = 2;
 /// Hello transport byte of verbs.
 pub const TRANSPORT_VERBS: u8 = 3;
 /// The protocol version these encoders speak.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
+/// Client to server, first with a key: the client's 32-byte nonce.
+pub const KIND_AUTH_CHALLENGE: u8 = 6;
+/// Server to client: the server's nonce and its proof.
+pub const KIND_AUTH_RESPONSE: u8 = 7;
+/// Client to server: the client's proof.
+pub const KIND_AUTH_PROOF: u8 = 8;
 
-/// A Hello frame (version 2, tcp, 2 credits, the GID of 127.0.0.1).
+/// An AuthChallenge frame.
+pub fn auth_challenge(nonce: &[u8; 32]) -> Vec<u8> {
+    let mut b = vec![KIND_AUTH_CHALLENGE];
+    b.extend_from_slice(nonce);
+    frame(&b)
+}
+
+/// An AuthResponse frame.
+pub fn auth_response(nonce: &[u8; 32], proof: &[u8; 32]) -> Vec<u8> {
+    let mut b = vec![KIND_AUTH_RESPONSE];
+    b.extend_from_slice(nonce);
+    b.extend_from_slice(proof);
+    frame(&b)
+}
+
+/// The server's side of the authentication on a raw connection, with `key`: reads the
+/// client's challenge, answers with `nonce` and the server's proof, reads the client's proof
+/// and says whether it checks.
+pub fn authenticate_client(
+    s: &mut TcpStream,
+    key: &[u8],
+    nonce: &[u8; 32],
+) -> std::io::Result<bool> {
+    use std::io::Write;
+    let body = read_frame(s)?;
+    if body.len() != 33 || body[0] != KIND_AUTH_CHALLENGE {
+        return Err(std::io::Error::other("expected AuthChallenge"));
+    }
+    let mut client = [0u8; 32];
+    client.copy_from_slice(&body[1..]);
+    s.write_all(&auth_response(
+        nonce,
+        &proof(key, SERVER_PROOF_LABEL, &client, nonce),
+    ))?;
+    let body = read_frame(s)?;
+    Ok(body.len() == 33
+        && body[0] == KIND_AUTH_PROOF
+        && body[1..] == proof(key, CLIENT_PROOF_LABEL, &client, nonce))
+}
+
+/// The pre-shared key of a test run that sets `RDMA_CONTAINER_AUTH_KEY_FILE` (which the
+/// binaries under test read too), without its trailing line end; `None` without one.
+pub fn run_auth_key() -> Option<Vec<u8>> {
+    let path = std::env::var_os("RDMA_CONTAINER_AUTH_KEY_FILE")?;
+    let mut key = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("RDMA_CONTAINER_AUTH_KEY_FILE {path:?}: {e}"));
+    while key.last().is_some_and(|b| matches!(b, b'\n' | b'\r')) {
+        key.pop();
+    }
+    Some(key)
+}
+
+/// An AuthProof frame.
+pub fn auth_proof(proof: &[u8; 32]) -> Vec<u8> {
+    let mut b = vec![KIND_AUTH_PROOF];
+    b.extend_from_slice(proof);
+    frame(&b)
+}
+
+/// HMAC-SHA256 under `key` of `label`, the client's nonce and the server's nonce, as
+/// docs/design.md ("Authentication") specifies both proofs.
+pub fn proof(key: &[u8], label: &str, client: &[u8; 32], server: &[u8; 32]) -> [u8; 32] {
+    use hmac::{Hmac, Mac};
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(key).expect("any key length");
+    mac.update(label.as_bytes());
+    mac.update(client);
+    mac.update(server);
+    mac.finalize().into_bytes().into()
+}
+
+/// The label of the client's proof.
+pub const CLIENT_PROOF_LABEL: &str = "rdma-container v3 client proof";
+/// The label of the server's proof.
+pub const SERVER_PROOF_LABEL: &str = "rdma-container v3 server proof";
+
+/// The client's side of the authentication on a raw connection, with `key` and the client
+/// nonce `nonce`: sends the challenge, reads the server's response (its nonce and proof,
+/// returned as read, `Err` when the server answered something else) and, when `answer`, sends
+/// the proof.
+pub fn authenticate(
+    s: &mut TcpStream,
+    key: &[u8],
+    nonce: &[u8; 32],
+    answer: bool,
+) -> std::io::Result<([u8; 32], [u8; 32])> {
+    use std::io::Write;
+    s.write_all(&auth_challenge(nonce))?;
+    let body = read_frame(s)?;
+    if body.len() != 65 || body[0] != KIND_AUTH_RESPONSE {
+        return Err(std::io::Error::other(format!(
+            "expected AuthResponse, got {} byte(s) of kind {:?}",
+            body.len(),
+            body.first()
+        )));
+    }
+    let mut server = [0u8; 32];
+    server.copy_from_slice(&body[1..33]);
+    let mut server_proof = [0u8; 32];
+    server_proof.copy_from_slice(&body[33..65]);
+    if answer {
+        s.write_all(&auth_proof(&proof(key, CLIENT_PROOF_LABEL, nonce, &server)))?;
+    }
+    Ok((server, server_proof))
+}
+
+/// A Hello frame (version 3, tcp, 2 credits, the GID of 127.0.0.1).
 pub fn hello(role: u8, max_msg_size: u32, blob: &[u8]) -> Vec<u8> {
     hello_with(VERSION, role, TRANSPORT_TCP, max_msg_size, 2, blob)
 }

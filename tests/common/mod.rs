@@ -156,3 +156,50 @@ pub fn expected_transport() -> &'static str {
         _ => "tcp",
     }
 }
+
+/// Starts a server on the test address and `port` and waits until it listens.
+pub fn server(name: &str, port: u16, extra: &[&str]) -> Proc {
+    server_logging(name, port, extra, "info")
+}
+
+/// [`server`] with another `RUST_LOG` level.
+pub fn server_logging(name: &str, port: u16, extra: &[&str], log: &str) -> Proc {
+    let addr = format!("{}:{port}", test_ip());
+    let transport = transport_args(&[]);
+    let mut args = vec!["--server", addr.as_str()];
+    args.extend(transport.iter().map(String::as_str));
+    args.extend_from_slice(extra);
+    let mut cmd = command(&args);
+    cmd.env("RUST_LOG", log);
+    let mut p = Proc::spawn(name, cmd);
+    p.wait_for_stderr("listening on", SHORT);
+    p
+}
+
+/// Starts a client toward the test address and `port` (`--connect-timeout 10`).
+pub fn client(name: &str, port: u16, extra: &[&str]) -> Proc {
+    let addr = format!("{}:{port}", test_ip());
+    let transport = transport_args(&[]);
+    let mut args = vec!["--client", addr.as_str(), "--connect-timeout", "10"];
+    args.extend(transport.iter().map(String::as_str));
+    args.extend_from_slice(extra);
+    start(name, &args)
+}
+
+/// Waits for `p` to exit 1 with an ERROR line containing every one of `words`; `expected`
+/// says what the test expected it to say.
+pub fn assert_fails_saying(p: &mut Proc, words: &[&str], expected: &str) {
+    assert_eq!(p.wait_code(SHORT), 1, "{}", p.report());
+    assert!(
+        p.stderr()
+            .lines()
+            .any(|l| l.contains("ERROR") && words.iter().all(|w| l.contains(w))),
+        "{expected}\n{}",
+        p.report()
+    );
+}
+
+/// Asserts that `p` has not exited; `what` names it in the failure.
+pub fn assert_running(p: &mut Proc, what: &str) {
+    assert!(p.try_status().is_none(), "{what} exited\n{}", p.report());
+}

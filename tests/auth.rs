@@ -1,0 +1,216 @@
+//! Pre-shared-key authentication with the real binary over loopback (`--transport tcp`): the
+//! right key on both ends carries a whole session; no key, another key, a key on one side only,
+//! a replayed handshake and an open key file are refused with words that say why, the server
+//! sets nothing up for them and logs who tried, and the key never appears in any output.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{free_port, Proc, SHORT};
+use rdma_test_support::wire::{self, read_frame, KIND_AUTH_RESPONSE};
+
+const KEY: &str = "correct-horse-battery-staple-0123456789";
+const OTHER_KEY: &str = "another-key-entirely-abcdefghijklmnop";
+
+/// A key file with `contents` and `mode` in `dir`.
+fn key_file(dir: &Path, name: &str, contents: &str, mode: u32) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{contents}\n")).expect("write the key");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    path
+}
+
+fn server(port: u16, key: Option<&Path>) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let mut args = vec!["--server", addr.as_str(), "--transport", "tcp"];
+    let key = key.map(|k| k.display().to_string());
+    if let Some(k) = &key {
+        args.extend(["--auth-key-file", k.as_str()]);
+    }
+    let mut p = common::start("server", &args);
+    p.wait_for_stderr("listening on", SHORT);
+    p
+}
+
+fn client(port: u16, key: Option<&Path>, count: &str) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "--client",
+        addr.as_str(),
+        "--transport",
+        "tcp",
+        "--count",
+        count,
+        "--connect-timeout",
+        "10",
+    ];
+    let key = key.map(|k| k.display().to_string());
+    if let Some(k) = &key {
+        args.extend(["--auth-key-file", k.as_str()]);
+    }
+    common::start("client", &args)
+}
+
+fn stop(mut s: Proc) -> String {
+    s.signal(nix::sys::signal::Signal::SIGINT);
+    s.wait(SHORT);
+    s.stderr()
+}
+
+#[test]
+fn the_same_key_on_both_ends_carries_ten_thousand_messages_and_never_shows_the_key() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o600);
+    let port = free_port();
+    let mut s = server(port, Some(&key));
+    let mut c = client(port, Some(&key), "10000");
+    assert_eq!(c.wait_code(Duration::from_secs(60)), 0, "{}", c.report());
+    s.wait_for_stdout_lines(10_000, Duration::from_secs(30));
+    let printed = s.stdout();
+    let expected: Vec<String> = (0..10_000).map(|i| i.to_string()).collect();
+    assert!(
+        printed.lines().eq(expected.iter().map(String::as_str)),
+        "the server printed something else than 0..9999 in order"
+    );
+    let server_log = stop(s);
+    for out in [server_log, c.stderr(), c.stdout()] {
+        assert!(!out.contains(KEY), "the key leaked:\n{out}");
+    }
+}
+
+#[test]
+fn a_client_without_the_key_is_refused_in_one_round_trip_and_logged() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o600);
+    let port = free_port();
+    let s = server(port, Some(&key));
+    let mut c = client(port, None, "10");
+    assert_eq!(c.wait_code(Duration::from_secs(30)), 1, "{}", c.report());
+    assert!(
+        c.stderr().contains("authentication required"),
+        "{}",
+        c.report()
+    );
+    let log = stop(s);
+    assert!(
+        log.contains("refused a client that did not authenticate"),
+        "{log}"
+    );
+    assert!(!log.contains("session established"), "{log}");
+}
+
+#[test]
+fn another_key_is_refused_on_both_ends_without_a_session() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o600);
+    let other = key_file(dir.path(), "other", OTHER_KEY, 0o600);
+    let port = free_port();
+    let s = server(port, Some(&key));
+    let mut c = client(port, Some(&other), "10");
+    assert_eq!(c.wait_code(Duration::from_secs(30)), 1, "{}", c.report());
+    assert!(
+        c.stderr().contains("authentication failed"),
+        "{}",
+        c.report()
+    );
+    let log = stop(s);
+    assert!(log.contains("did not authenticate"), "{log}");
+    assert!(!log.contains("session established"), "{log}");
+    for out in [log, c.stderr()] {
+        assert!(
+            !out.contains(KEY) && !out.contains(OTHER_KEY),
+            "a key leaked:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn a_key_on_the_client_only_is_refused_with_a_reason_that_says_so() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o600);
+    let port = free_port();
+    let s = server(port, None);
+    let mut c = client(port, Some(&key), "10");
+    assert_eq!(c.wait_code(Duration::from_secs(30)), 1, "{}", c.report());
+    assert!(
+        c.stderr().contains("this server has no authentication key"),
+        "{}",
+        c.report()
+    );
+    stop(s);
+}
+
+#[test]
+fn a_replayed_handshake_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o600);
+    let port = free_port();
+    let s = server(port, Some(&key));
+    let connect = || {
+        let c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        c.set_read_timeout(Some(SHORT)).expect("timeout");
+        c
+    };
+    // A session an eavesdropper recorded: the client's challenge and its proof.
+    let nonce = [7u8; 32];
+    let mut first = connect();
+    let (server_nonce, server_proof) =
+        wire::authenticate(&mut first, KEY.as_bytes(), &nonce, true).expect("first handshake");
+    assert_eq!(
+        server_proof,
+        wire::proof(
+            KEY.as_bytes(),
+            wire::SERVER_PROOF_LABEL,
+            &nonce,
+            &server_nonce
+        ),
+        "the server proves the key"
+    );
+    let recorded = wire::proof(
+        KEY.as_bytes(),
+        wire::CLIENT_PROOF_LABEL,
+        &nonce,
+        &server_nonce,
+    );
+    drop(first);
+    // Replayed: the same challenge and the same proof, which the server's fresh nonce voids.
+    let mut replay = connect();
+    replay
+        .write_all(&wire::auth_challenge(&nonce))
+        .expect("challenge");
+    let body = read_frame(&mut replay).expect("a response");
+    assert_eq!(body.first(), Some(&KIND_AUTH_RESPONSE));
+    assert_ne!(&body[1..33], &server_nonce, "the server's nonce is fresh");
+    replay
+        .write_all(&wire::auth_proof(&recorded))
+        .expect("proof");
+    let answer = read_frame(&mut replay).expect("an answer");
+    let reason = wire::parse_reject(&wire::frame(&answer)).expect("a Reject");
+    assert_eq!(reason, "authentication failed");
+    let log = stop(s);
+    assert!(log.contains("did not authenticate"), "{log}");
+}
+
+#[test]
+fn a_key_file_others_can_read_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o644);
+    let port = free_port().to_string();
+    let addr = format!("127.0.0.1:{port}");
+    let path = key.display().to_string();
+    let (code, _, err) = common::run(&["--server", &addr, "--auth-key-file", &path], SHORT);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("chmod 600"), "{err}");
+    assert!(!err.contains(KEY), "the key leaked: {err}");
+    // The same through the environment.
+    let mut cmd = common::command(&["--server", &addr]);
+    cmd.env("RDMA_CONTAINER_AUTH_KEY_FILE", &key);
+    let done = common::run_command(cmd, SHORT);
+    assert_ne!(done.code, Some(0), "{}", done.show());
+    assert!(done.stderr.contains("chmod 600"), "{}", done.show());
+}
