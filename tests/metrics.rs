@@ -282,3 +282,59 @@ fn the_listener_counts_a_client_refused_because_its_queue_is_full() {
     }
     assert_eq!(listener.busy_refusals(), 1);
 }
+
+#[test]
+fn concurrent_sessions_are_each_counted_active_and_ended() {
+    let port = free_port();
+    let mut server = start(
+        "server",
+        "--server",
+        port,
+        &["--max-sessions", "2", "--metrics", "127.0.0.1:0"],
+    );
+    server.wait_for_stderr("listening on", SHORT);
+    let metrics = metrics_addr(&mut server);
+    let endless = ["--connect-timeout", "10", "--count", ENDLESS];
+    let mut clients = [
+        start("client 1", "--client", port, &endless),
+        start("client 2", "--client", port, &endless),
+    ];
+    // Both sessions have printed (each line starts with its session's number).
+    let deadline = std::time::Instant::now() + SHORT;
+    while !["1: ", "2: "]
+        .iter()
+        .all(|tag| server.stdout().lines().any(|l| l.starts_with(tag)))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "both sessions did not print within {SHORT:?}\n{}",
+            server.report()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(sample(&scrape(metrics), ACTIVE), 2.0);
+
+    for client in &mut clients {
+        client.signal(Signal::SIGINT);
+        assert_eq!(client.wait_code(SHORT), 130, "{}", client.report());
+    }
+    let deadline = std::time::Instant::now() + SHORT;
+    while server.stderr().matches("end of stream: received").count() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "two sessions did not end within {SHORT:?}\n{}",
+            server.report()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let received: u64 = server
+        .stderr()
+        .split("end of stream: ")
+        .skip(1)
+        .filter_map(|rest| messages_after(rest, "received"))
+        .sum();
+    let after = scrape(metrics);
+    assert_eq!(sample(&after, END_OF_STREAM), 2.0, "{after}");
+    assert_eq!(sample(&after, ACTIVE), 0.0, "{after}");
+    assert_eq!(sample(&after, RECEIVED), received as f64, "{after}");
+}
