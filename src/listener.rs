@@ -18,7 +18,7 @@ use std::io;
 use std::net::TcpStream;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -63,6 +63,7 @@ pub struct Listener {
     config: Config,
     incoming: Receiver<PendingHello>,
     closed: Arc<AtomicBool>,
+    busy_refusals: Arc<AtomicU64>,
 }
 
 impl Listener {
@@ -92,6 +93,7 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
         }
         let (tx, rx) = sync_channel(MAX_QUEUED);
         let closed = Arc::new(AtomicBool::new(false));
+        let busy_refusals = Arc::new(AtomicU64::new(0));
         let acceptor = Acceptor {
             listener,
             config: config.clone(),
@@ -101,6 +103,7 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
             unauthenticated: Arc::new(Mutex::new(RateLimitedLog::new(
                 "refused a client that did not authenticate",
             ))),
+            busy_refusals: busy_refusals.clone(),
         };
         std::thread::Builder::new()
             .name("acceptor".into())
@@ -114,12 +117,19 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
             config: config.clone(),
             incoming: rx,
             closed,
+            busy_refusals,
         })
     }
 
     /// The address the listener is bound to (with the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Clients refused as busy so far because [`MAX_QUEUED`] hellos already waited for
+    /// [`Listener::accept`] (for metrics).
+    pub fn busy_refusals(&self) -> u64 {
+        self.busy_refusals.load(Ordering::Relaxed)
     }
 
     /// Waits for the next client with a valid hello.
@@ -307,6 +317,7 @@ struct Acceptor {
     pending: Arc<Mutex<HandshakeTable>>,
     /// Who tried without the key, logged at most once per second.
     unauthenticated: Arc<Mutex<RateLimitedLog>>,
+    busy_refusals: Arc<AtomicU64>,
 }
 
 /// The connections whose hello (and authentication) is being read, oldest first.
@@ -446,11 +457,12 @@ impl Acceptor {
             }
         };
         let id = lock(&self.pending).add(peer, handle);
-        let (config, queue, pending, unauthenticated) = (
+        let (config, queue, pending, unauthenticated, busy_refusals) = (
             self.config.clone(),
             self.queue.clone(),
             self.pending.clone(),
             self.unauthenticated.clone(),
+            self.busy_refusals.clone(),
         );
         let spawned = std::thread::Builder::new()
             .name(format!("hello-{peer}"))
@@ -463,6 +475,7 @@ impl Acceptor {
                         Ok(()) => {}
                         Err(TrySendError::Full(mut hello)) => {
                             log::warn!("refused {peer}: busy, {MAX_QUEUED} clients already wait");
+                            busy_refusals.fetch_add(1, Ordering::Relaxed);
                             hello.control.reject(
                                 "busy: the server is serving another client; try again later",
                             );

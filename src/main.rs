@@ -38,8 +38,10 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Bench(args)) => cli::bench::run(&args, stop),
         None => {
             let config = cli::config_from(&cli.session, &stop)?;
+            let metrics = cli.metrics.map(|m| m.0);
             match (cli.server, cli.client) {
                 (Some(addr), None) => {
+                    cli::metrics::start(metrics, &cli.session.sysfs_root)?;
                     let options = cli::server::ServerOptions {
                         once: cli.once,
                         quiet: cli.session.quiet,
@@ -49,6 +51,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     cli::server::run(addr, config, &options, stop)
                 }
                 (None, Some(addr)) => {
+                    cli::metrics::start(metrics, &cli.session.sysfs_root)?;
                     cli::client::run(addr, &config, cli.session.count, cli.session.size, &stop)
                 }
                 _ => anyhow::bail!(

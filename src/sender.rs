@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::busy_poll::{BusyPoll, Spin};
 use crate::config::Config;
@@ -15,7 +15,7 @@ use crate::net::{Lost, Received};
 use crate::proto::{Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
-use crate::transport::{SendEvent, SendPath};
+use crate::transport::{SendEvent, SendPath, StagingSlot};
 use crate::{Error, Result};
 
 /// Sends messages to one [`crate::RdmaSrc`], blocking when the receiver has no free slot.
@@ -31,6 +31,8 @@ pub struct RdmaSink {
     /// A wait said the control channel is readable (or we have not looked yet).
     control_readable: bool,
     bytes: u64,
+    /// Time `send` spent waiting for a credit or a staging slot ([`RdmaSink::credit_wait`]).
+    credit_wait: Duration,
 }
 
 impl RdmaSink {
@@ -66,6 +68,7 @@ impl RdmaSink {
             events,
             control_readable: true,
             bytes: 0,
+            credit_wait: Duration::ZERO,
         })
     }
 
@@ -87,6 +90,14 @@ impl RdmaSink {
     /// Payload bytes sent so far.
     pub fn bytes_sent(&self) -> u64 {
         self.bytes
+    }
+
+    /// How long `send` has waited so far, in this session, for the receiver to free a slot: a
+    /// credit, or a staging slot whose earlier message was still on its way (busy polling
+    /// included). Large next to the session's length means the receiver holds the sender back.
+    /// The clock is read only when a send has to wait.
+    pub fn credit_wait(&self) -> Duration {
+        self.credit_wait
     }
 
     /// Sends one message (zero-length is fine). Blocks until a credit and a staging slot are
@@ -125,21 +136,12 @@ impl RdmaSink {
 
     /// Waits for a credit and a staging slot, lets `fill` write the message, posts it.
     fn send_filled(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
-        let mut busy = BusyPoll::new(self.session.config.busy_poll);
-        let (seq, mut slot) = loop {
-            if let Some(taken) = self.core.try_take()? {
-                break taken;
-            }
-            self.progress()?;
-            if let Some(taken) = self.core.try_take()? {
-                break taken;
-            }
-            if busy.next_round() != Spin::Sleep {
-                continue;
-            }
-            self.core.handle_timeout(Instant::now())?;
-            self.wait(true)?;
-        };
+        let mut stalled_since = None;
+        let taken = self.take_slot(&mut stalled_since);
+        if let Some(since) = stalled_since {
+            self.credit_wait += since.elapsed();
+        }
+        let (seq, mut slot) = taken?;
         // A fill that panics (and is caught by the application) sent nothing: its credit and
         // slot go back, so the count a later Finish announces stays exact.
         let buf = &mut self.session.transport.staging(&mut slot)[..len];
@@ -152,6 +154,27 @@ impl RdmaSink {
         }
         self.bytes += len as u64;
         self.push_output()
+    }
+
+    /// Takes a credit and a staging slot, waiting for them; `stalled_since` is when it first
+    /// had to wait (the clock is read only then, never when both are free at once).
+    fn take_slot(&mut self, stalled_since: &mut Option<Instant>) -> Result<(u64, StagingSlot)> {
+        let mut busy = BusyPoll::new(self.session.config.busy_poll);
+        loop {
+            if let Some(taken) = self.core.try_take()? {
+                return Ok(taken);
+            }
+            self.progress()?;
+            if let Some(taken) = self.core.try_take()? {
+                return Ok(taken);
+            }
+            stalled_since.get_or_insert_with(Instant::now);
+            if busy.next_round() != Spin::Sleep {
+                continue;
+            }
+            self.core.handle_timeout(Instant::now())?;
+            self.wait(true)?;
+        }
     }
 
     /// Hands the rest of the message just posted on, where the data path needs this process

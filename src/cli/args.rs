@@ -65,6 +65,14 @@ pub struct Cli {
     #[arg(long, default_value_t = DEFAULT_MAX_RECEIVE_MEMORY, value_name = "BYTES")]
     pub max_receive_memory: u64,
 
+    /// Serve Prometheus metrics at http://ADDR/metrics (sessions by outcome, messages, bytes,
+    /// errors by kind, credit wait, refused handshakes, the RDMA port's counters; see
+    /// docs/metrics.md). A PORT alone listens on 127.0.0.1; IP:PORT on that address (a
+    /// non-loopback one exposes them, and says so in the log). Port 0 takes a free port, logged
+    /// as "metrics: serving http://...". Off by default.
+    #[arg(long, value_name = "[IP:]PORT")]
+    pub metrics: Option<MetricsAddr>,
+
     /// Session options.
     #[command(flatten)]
     pub session: SessionArgs,
@@ -326,6 +334,24 @@ impl DeviceArgs {
             port: self.port,
             gid_index: self.gid_index,
         }
+    }
+}
+
+/// Where `--metrics` listens: `PORT` (on 127.0.0.1) or `IP:PORT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsAddr(pub SocketAddr);
+
+impl std::str::FromStr for MetricsAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if let Ok(port) = s.parse::<u16>() {
+            return Ok(MetricsAddr(SocketAddr::from((Ipv4Addr::LOCALHOST, port))));
+        }
+        s.parse().map(MetricsAddr).map_err(|_| {
+            format!("'{s}' is neither a port (0 to 65535) nor IP:PORT (e.g. 127.0.0.1:9464)")
+        })
     }
 }
 

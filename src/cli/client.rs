@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use rdma_container::{Config, Error, RdmaSink};
 
+use super::metrics;
 use super::output::{fill_payload, summary_line};
 use super::EXIT_INTERRUPTED;
 
@@ -19,14 +20,30 @@ pub fn run(
     size: Option<usize>,
     stop: &Arc<AtomicBool>,
 ) -> Result<u8> {
-    let mut sink = match RdmaSink::connect(addr, config) {
+    let sink = match RdmaSink::connect(addr, config) {
         Ok(sink) => sink,
         Err(Error::Interrupted) => {
             log::info!("Ctrl-C before the session with {addr} started");
             return Ok(EXIT_INTERRUPTED);
         }
-        Err(e) => return Err(e).with_context(|| format!("cannot start a session with {addr}")),
+        Err(e) => {
+            metrics::setup_failed(&e);
+            return Err(e).with_context(|| format!("cannot start a session with {addr}"));
+        }
     };
+    metrics::session_started(sink.info());
+    let result = stream(sink, count, size, stop);
+    metrics::client_session_ended(&result);
+    result
+}
+
+/// Sends the messages and finishes the stream; returns the exit status.
+fn stream(
+    mut sink: RdmaSink,
+    count: u64,
+    size: Option<usize>,
+    stop: &Arc<AtomicBool>,
+) -> Result<u8> {
     let started = Instant::now();
     send_all(&mut sink, count, size, stop)?;
     let interrupted = stop.load(Ordering::Relaxed);
@@ -55,7 +72,7 @@ pub fn send_all(
         }
         fill_payload(&mut buf, i, size);
         match sink.send(&buf) {
-            Ok(()) => {}
+            Ok(()) => metrics::message_sent(buf.len(), sink.credit_wait()),
             Err(Error::Interrupted) => {
                 log::info!("Ctrl-C: stopping after {i} message(s)");
                 return Ok(());

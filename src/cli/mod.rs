@@ -5,6 +5,7 @@ pub mod bench;
 pub mod client;
 pub mod demo;
 pub mod doctor;
+pub mod metrics;
 pub mod output;
 pub mod server;
 

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rdma_container::{Config, Error, Incoming, Listener, RdmaSrc};
 
+use super::metrics;
 use super::output::{summary_line, PayloadPrinter};
 use super::EXIT_INTERRUPTED;
 
@@ -37,12 +38,17 @@ pub enum SessionEnd {
 /// Receives until end of stream, printing payloads and a summary line.
 pub fn receive_all(mut src: RdmaSrc, printer: &mut PayloadPrinter, label: &str) -> SessionEnd {
     let started = Instant::now();
+    metrics::session_started(src.info());
     let end = loop {
         match src.recv() {
-            Ok(Some(payload)) => printer.print(payload),
+            Ok(Some(payload)) => {
+                metrics::message_received(payload.len());
+                printer.print(payload)
+            }
             Ok(None) => break SessionEnd::EndOfStream,
             Err(Error::Interrupted) => break SessionEnd::Interrupted,
             Err(e) => {
+                metrics::error(&e);
                 printer.flush();
                 log::error!("{label}: {}", e.chain());
                 break SessionEnd::Failed;
@@ -50,6 +56,7 @@ pub fn receive_all(mut src: RdmaSrc, printer: &mut PayloadPrinter, label: &str) 
         }
     };
     printer.flush();
+    metrics::session_ended(&end);
     let how = match end {
         SessionEnd::EndOfStream => "end of stream",
         SessionEnd::Interrupted => "interrupted",
@@ -203,6 +210,7 @@ pub fn run(
                     } else {
                         log::warn!("rejected {}: {reason}", incoming.peer_addr());
                     }
+                    metrics::refused();
                     incoming.refuse(&reason);
                     continue;
                 }
@@ -272,6 +280,7 @@ fn start_session(
             report.end = match incoming.accept_src() {
                 Ok(src) => receive_all(src, &mut printer, &label),
                 Err(e) => {
+                    metrics::setup_failed(&e);
                     log::error!("{label}: setup failed: {}", e.chain());
                     SessionEnd::Failed
                 }
@@ -284,6 +293,7 @@ fn start_session(
 /// Takes clients from the listener and hands them to the main loop, until Ctrl-C.
 fn doorman(listener: Listener, stop: Arc<AtomicBool>, tx: Sender<Event>) {
     while !stop.load(Ordering::Relaxed) {
+        metrics::listener_refusals(listener.busy_refusals());
         let incoming = match listener.accept_timeout(SLICE) {
             Ok(Some(incoming)) => incoming,
             Ok(None) | Err(Error::Interrupted) => continue,

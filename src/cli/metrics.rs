@@ -1,0 +1,852 @@
+//! `--metrics [IP:]PORT`: Prometheus metrics over HTTP (`GET /metrics`) for `--server` and
+//! `--client`. The names and labels are listed in docs/metrics.md.
+//!
+//! Off by default. [`start`] sets one process-wide [`Metrics`] and the session code calls the
+//! hooks below ([`message_received`], [`session_ended`], ...), which cost one atomic load when
+//! metrics are off. With them on, a message adds to two atomic counters: no clock, no lock,
+//! no allocation on the data path. What changes without a hook is read when Prometheus
+//! scrapes: the sender's credit wait as its last send left it, the listener's busy refusals as
+//! the server last saw them, and the sysfs counters of every RDMA port a session used
+//! ([`read_port_counters`]).
+//!
+//! The HTTP side is one thread that answers one connection at a time and closes it: a request
+//! head of at most [`MAX_REQUEST`] bytes, read and answered within [`IO_TIMEOUT`]. `GET` (or
+//! `HEAD`) `/metrics` gets the OpenMetrics text that Prometheus scrapes; any other path 404,
+//! another method 405, anything unreadable 400 (431 when too long).
+
+use std::collections::BTreeSet;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use rdma_container::{Error, SessionInfo};
+
+use super::server::SessionEnd;
+
+/// The longest request head the metrics server reads; a longer one gets 431.
+pub const MAX_REQUEST: usize = 8 * 1024;
+/// How long one metrics connection may take to send its request and take the answer.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// What `GET /metrics` answers with: the OpenMetrics text format (Prometheus' own).
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Every metric name starts with this and an underscore.
+pub const PREFIX: &str = "rdma_container";
+
+/// A label set of one label.
+type Label = [(&'static str, &'static str); 1];
+
+/// The process's metrics, once [`start`] ran.
+static METRICS: OnceLock<Metrics> = OnceLock::new();
+
+/// How a session ended: the `outcome` label of `rdma_container_sessions_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The sender finished and every message arrived.
+    EndOfStream,
+    /// Ctrl-C.
+    Interrupted,
+    /// Any other failure, during set-up or after.
+    Failed,
+    /// The handshake was refused: by our server (busy) or by either end during set-up.
+    Refused,
+}
+
+impl Outcome {
+    const ALL: [Outcome; 4] = [
+        Outcome::EndOfStream,
+        Outcome::Interrupted,
+        Outcome::Failed,
+        Outcome::Refused,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::EndOfStream => "end_of_stream",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Failed => "failed",
+            Outcome::Refused => "refused",
+        }
+    }
+}
+
+impl From<&SessionEnd> for Outcome {
+    fn from(end: &SessionEnd) -> Self {
+        match end {
+            SessionEnd::EndOfStream => Outcome::EndOfStream,
+            SessionEnd::Interrupted => Outcome::Interrupted,
+            SessionEnd::Failed => Outcome::Failed,
+        }
+    }
+}
+
+/// The `kind` labels of `rdma_container_errors_total`, in the order docs/metrics.md lists them.
+const ERROR_KINDS: [&str; 6] = [
+    "peer_lost",
+    "rejected",
+    "protocol_violation",
+    "timeout",
+    "transport",
+    "other",
+];
+
+/// The `kind` label of `rdma_container_errors_total` for a library error.
+pub fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::PeerLost { .. } => "peer_lost",
+        Error::Rejected(_) | Error::Refused(_) | Error::AuthenticationFailed(_) => "rejected",
+        Error::Protocol(_) | Error::Decode(_) => "protocol_violation",
+        Error::HandshakeTimeout { .. } | Error::IdleTimeout { .. } => "timeout",
+        Error::TransportIo { .. }
+        | Error::TransportProtocol { .. }
+        | Error::TransportClosed { .. }
+        | Error::Verbs { .. }
+        | Error::VerbsCompletion { .. }
+        | Error::Doca { .. }
+        | Error::TransportUnavailable { .. } => "transport",
+        _ => "other",
+    }
+}
+
+/// The process's counters, shared by the session code (through the hooks) and the registry
+/// the HTTP thread encodes.
+#[derive(Debug)]
+pub struct Metrics {
+    sessions: Family<Label, Counter>,
+    active: Gauge,
+    received_messages: Counter,
+    received_bytes: Counter,
+    sent_messages: Counter,
+    sent_bytes: Counter,
+    errors: Family<Label, Counter>,
+    scraped: Arc<Scraped>,
+}
+
+/// What is read when Prometheus scrapes rather than counted by a hook.
+#[derive(Debug)]
+struct Scraped {
+    sysfs_root: PathBuf,
+    /// The sending session's [`rdma_container::RdmaSink::credit_wait`], in nanoseconds.
+    credit_wait_nanos: AtomicU64,
+    /// Handshakes our server refused (busy), counted by [`refused`].
+    server_refusals: AtomicU64,
+    /// The library listener's busy refusals as the server last saw them.
+    listener_refusals: AtomicU64,
+    /// Every (device, port) a session ran on.
+    ports: Mutex<BTreeSet<(String, u32)>>,
+}
+
+impl Metrics {
+    /// New counters (every label value present, at zero) and the registry that encodes them.
+    pub fn new(sysfs_root: &Path) -> (Metrics, Registry) {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let sessions = Family::<Label, Counter>::default();
+        // Every series exists from the start, at zero.
+        for outcome in Outcome::ALL {
+            let _ = sessions.get_or_create(&[("outcome", outcome.label())]);
+        }
+        registry.register(
+            "sessions",
+            "Sessions by how they ended (end_of_stream, interrupted, failed, refused)",
+            sessions.clone(),
+        );
+        let active = Gauge::default();
+        registry.register("sessions_active", "Sessions running now", active.clone());
+        let messages = Family::<Label, Counter>::default();
+        registry.register(
+            "messages",
+            "Messages received (server) or sent (client)",
+            messages.clone(),
+        );
+        let bytes = Family::<Label, Counter>::default();
+        registry.register(
+            "bytes",
+            "Payload bytes received (server) or sent (client)",
+            bytes.clone(),
+        );
+        let errors = Family::<Label, Counter>::default();
+        for kind in ERROR_KINDS {
+            let _ = errors.get_or_create(&[("kind", kind)]);
+        }
+        registry.register(
+            "errors",
+            "Session errors by kind (peer_lost, rejected, protocol_violation, timeout, transport, other)",
+            errors.clone(),
+        );
+        let scraped = Arc::new(Scraped {
+            sysfs_root: sysfs_root.to_path_buf(),
+            credit_wait_nanos: AtomicU64::new(0),
+            server_refusals: AtomicU64::new(0),
+            listener_refusals: AtomicU64::new(0),
+            ports: Mutex::new(BTreeSet::new()),
+        });
+        registry.register_collector(Box::new(scraped.clone()));
+        let direction = |family: &Family<Label, Counter>, dir: &'static str| {
+            family.get_or_create(&[("direction", dir)]).clone()
+        };
+        let metrics = Metrics {
+            received_messages: direction(&messages, "received"),
+            received_bytes: direction(&bytes, "received"),
+            sent_messages: direction(&messages, "sent"),
+            sent_bytes: direction(&bytes, "sent"),
+            sessions,
+            active,
+            errors,
+            scraped,
+        };
+        (metrics, registry)
+    }
+
+    fn outcome(&self, outcome: Outcome) {
+        self.sessions
+            .get_or_create(&[("outcome", outcome.label())])
+            .inc();
+    }
+
+    fn error(&self, e: &Error) {
+        self.errors.get_or_create(&[("kind", error_kind(e))]).inc();
+    }
+}
+
+impl Collector for Scraped {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let wait = Duration::from_nanos(self.credit_wait_nanos.load(Ordering::Relaxed));
+        let counter = ConstCounter::new(wait.as_secs_f64());
+        counter.encode(encoder.encode_descriptor(
+            "credit_wait_seconds",
+            "Time the client's sends waited for a credit (or a free staging slot) from the receiver.",
+            None,
+            MetricType::Counter,
+        )?)?;
+        let mut refused = encoder.encode_descriptor(
+            "handshakes_refused",
+            "Handshakes refused as busy, by the server or by the library's listener (queue full).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (by, count) in [
+            ("server", &self.server_refusals),
+            ("listener", &self.listener_refusals),
+        ] {
+            ConstCounter::new(count.load(Ordering::Relaxed))
+                .encode(refused.encode_family(&[("by", by)])?)?;
+        }
+        let ports: Vec<(String, u32)> = match self.ports.lock() {
+            Ok(ports) => ports.iter().cloned().collect(),
+            Err(poisoned) => poisoned.get_ref().iter().cloned().collect(),
+        };
+        let read: Vec<(&str, String, Vec<PortCounter>)> = ports
+            .iter()
+            .map(|(device, port)| {
+                let counters = read_port_counters(&self.sysfs_root, device, *port);
+                (device.as_str(), port.to_string(), counters)
+            })
+            .collect();
+        for group in [CounterGroup::Counters, CounterGroup::HwCounters] {
+            let mut samples = read
+                .iter()
+                .flat_map(|(device, port, counters)| {
+                    counters
+                        .iter()
+                        .filter(move |c| c.group == group)
+                        .map(move |c| (*device, port.as_str(), c))
+                })
+                .peekable();
+            if samples.peek().is_none() {
+                continue;
+            }
+            let mut family = encoder.encode_descriptor(
+                group.metric_name(),
+                group.help(),
+                None,
+                MetricType::Counter,
+            )?;
+            for (device, port, c) in samples {
+                let labels = [
+                    ("device", device),
+                    ("port", port),
+                    ("counter", c.name.as_str()),
+                ];
+                ConstCounter::new(c.value).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which directory of an RDMA port a counter comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CounterGroup {
+    /// `ports/<p>/counters/`: the InfiniBand port counters (PMA), every provider.
+    Counters,
+    /// `ports/<p>/hw_counters/`: the provider's own (mlx5: out_of_sequence, rnr_nak_retry_err, ...).
+    HwCounters,
+}
+
+impl CounterGroup {
+    fn dir(self) -> &'static str {
+        match self {
+            CounterGroup::Counters => "counters",
+            CounterGroup::HwCounters => "hw_counters",
+        }
+    }
+
+    fn metric_name(self) -> &'static str {
+        match self {
+            CounterGroup::Counters => "port_counters",
+            CounterGroup::HwCounters => "port_hw_counters",
+        }
+    }
+
+    fn help(self) -> &'static str {
+        match self {
+            CounterGroup::Counters => {
+                "The RDMA port's sysfs counters/ as the kernel reports them (port_xmit_data and port_rcv_data count 4-byte words)."
+            }
+            CounterGroup::HwCounters => "The RDMA port's sysfs hw_counters/ (the provider's own).",
+        }
+    }
+}
+
+/// One counter file of an RDMA port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortCounter {
+    /// Its directory.
+    pub group: CounterGroup,
+    /// The file name (`port_rcv_data`, `out_of_sequence`, ...).
+    pub name: String,
+    /// Its value.
+    pub value: u64,
+}
+
+/// Reads `<sysfs_root>/class/infiniband/<device>/ports/<port>/counters/*` and `.../hw_counters/*`:
+/// every file that holds one unsigned number, by group and name. A directory that is absent
+/// (a provider without hw_counters) gives nothing; so does a file that cannot be read (some
+/// counters answer EINVAL) or holds no number, and `hw_counters/lifespan`, which is a setting
+/// (how long the provider caches its counters), not a counter. A device name that is not a
+/// single path component gives nothing.
+pub fn read_port_counters(sysfs_root: &Path, device: &str, port: u32) -> Vec<PortCounter> {
+    let mut components = Path::new(device).components();
+    if !matches!(
+        (components.next(), components.next()),
+        (Some(Component::Normal(_)), None)
+    ) {
+        return Vec::new();
+    }
+    let port_dir = sysfs_root
+        .join("class/infiniband")
+        .join(device)
+        .join("ports")
+        .join(port.to_string());
+    let mut out = Vec::new();
+    for group in [CounterGroup::Counters, CounterGroup::HwCounters] {
+        let Ok(entries) = std::fs::read_dir(port_dir.join(group.dir())) else {
+            continue;
+        };
+        let mut found: Vec<PortCounter> = entries
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                let name = entry.file_name().into_string().ok()?;
+                if group == CounterGroup::HwCounters && name == "lifespan" {
+                    return None;
+                }
+                let text = std::fs::read_to_string(entry.path()).ok()?;
+                let value = text.trim().parse().ok()?;
+                Some(PortCounter { group, name, value })
+            })
+            .collect();
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        out.append(&mut found);
+    }
+    out
+}
+
+/// Serves the metrics at `http://addr/metrics` from now on, when `addr` is given; logs the
+/// address it listens on (the real port when `addr` asks for port 0).
+///
+/// # Errors
+/// The address cannot be bound, or metrics were started already.
+pub fn start(addr: Option<SocketAddr>, sysfs_root: &Path) -> Result<()> {
+    let Some(addr) = addr else {
+        return Ok(());
+    };
+    let listener = TcpListener::bind(addr)
+        .with_context(|| format!("cannot serve metrics on {addr} (--metrics)"))?;
+    let local = listener
+        .local_addr()
+        .context("cannot read the metrics listener's address")?;
+    let (metrics, registry) = Metrics::new(sysfs_root);
+    if METRICS.set(metrics).is_err() {
+        bail!("metrics are already being served");
+    }
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || serve(&listener, &registry))
+        .context("cannot start the metrics thread")?;
+    if local.ip().is_loopback() {
+        log::info!("metrics: serving http://{local}/metrics");
+    } else {
+        log::warn!(
+            "metrics: serving http://{local}/metrics, exposed beyond this host (not a loopback \
+             address): anyone who can reach it can read them"
+        );
+    }
+    Ok(())
+}
+
+/// A session started (`sessions_active` goes up; its RDMA port's counters are read from now on).
+pub fn session_started(info: &SessionInfo) {
+    let Some(m) = METRICS.get() else { return };
+    m.active.inc();
+    if let Some(d) = &info.device {
+        let mut ports = m
+            .scraped
+            .ports
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        ports.insert((d.device.clone(), d.port));
+    }
+}
+
+/// A session that [`session_started`] ended (counted by outcome).
+pub fn session_ended(outcome: impl Into<Outcome>) {
+    let Some(m) = METRICS.get() else { return };
+    m.active.dec();
+    m.outcome(outcome.into());
+}
+
+/// A session failed before it started: counted as interrupted after Ctrl-C; otherwise by error
+/// kind, and as refused when either end refused the handshake, else as failed.
+pub fn setup_failed(e: &Error) {
+    let Some(m) = METRICS.get() else { return };
+    if matches!(e, Error::Interrupted) {
+        m.outcome(Outcome::Interrupted);
+        return;
+    }
+    m.error(e);
+    m.outcome(match e {
+        Error::Refused(_) | Error::Rejected(_) | Error::AuthenticationFailed(_) => Outcome::Refused,
+        _ => Outcome::Failed,
+    });
+}
+
+/// A running session failed with `e` (counted by kind; [`session_ended`] counts the session).
+pub fn error(e: &Error) {
+    if let Some(m) = METRICS.get() {
+        m.error(e);
+    }
+}
+
+/// One message arrived.
+pub fn message_received(len: usize) {
+    if let Some(m) = METRICS.get() {
+        m.received_messages.inc();
+        m.received_bytes.inc_by(len as u64);
+    }
+}
+
+/// One message was sent; `credit_wait` is the sink's [`rdma_container::RdmaSink::credit_wait`].
+pub fn message_sent(len: usize, credit_wait: Duration) {
+    if let Some(m) = METRICS.get() {
+        m.sent_messages.inc();
+        m.sent_bytes.inc_by(len as u64);
+        let nanos = u64::try_from(credit_wait.as_nanos()).unwrap_or(u64::MAX);
+        m.scraped.credit_wait_nanos.store(nanos, Ordering::Relaxed);
+    }
+}
+
+/// Our server refused a handshake (busy): a refused session.
+pub fn refused() {
+    if let Some(m) = METRICS.get() {
+        m.scraped.server_refusals.fetch_add(1, Ordering::Relaxed);
+        m.outcome(Outcome::Refused);
+    }
+}
+
+/// The library listener's [`rdma_container::Listener::busy_refusals`], as it is now.
+pub fn listener_refusals(count: u64) {
+    if let Some(m) = METRICS.get() {
+        m.scraped.listener_refusals.store(count, Ordering::Relaxed);
+    }
+}
+
+/// The client's session ended with `result` (its exit status or error).
+pub fn client_session_ended(result: &Result<u8>) {
+    let outcome = match result {
+        Ok(0) => Outcome::EndOfStream,
+        Ok(_) => Outcome::Interrupted,
+        Err(e) => {
+            match e.downcast_ref::<Error>() {
+                Some(e) => error(e),
+                None => {
+                    if let Some(m) = METRICS.get() {
+                        m.errors.get_or_create(&[("kind", "other")]).inc();
+                    }
+                }
+            }
+            Outcome::Failed
+        }
+    };
+    session_ended(outcome);
+}
+
+/// Answers metrics connections, one at a time, for the rest of the process.
+fn serve(listener: &TcpListener, registry: &Registry) {
+    for conn in listener.incoming() {
+        match conn {
+            Ok(stream) => {
+                if let Err(e) = answer(stream, registry) {
+                    log::debug!("metrics: a request failed: {e}");
+                }
+            }
+            Err(e) => {
+                log::warn!("metrics: accept failed: {e}");
+                // Out of descriptors or memory: do not spin.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// Reads one request, writes its answer, closes.
+fn answer(mut stream: TcpStream, registry: &Registry) -> io::Result<()> {
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let reply = match read_head(&mut stream)? {
+        Some(head) => route(&head),
+        None => Reply::TooLarge,
+    };
+    stream.write_all(&response(reply, registry))?;
+    stream.flush()?;
+    // Tell the client we are done; it may already be gone.
+    let _ = stream.shutdown(Shutdown::Write);
+    Ok(())
+}
+
+/// The request head: the bytes up to and including the blank line (or whatever came before
+/// the client stopped sending); `None` when it is longer than [`MAX_REQUEST`].
+fn read_head(r: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => return Ok(Some(head)),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        head.extend_from_slice(&buf[..n]);
+        if let Some(end) = find_blank_line(&head) {
+            head.truncate(end);
+            return Ok(Some(head));
+        }
+        if head.len() > MAX_REQUEST {
+            return Ok(None);
+        }
+    }
+}
+
+/// Where the head ends: just past the first blank line (`\r\n\r\n` or `\n\n`).
+fn find_blank_line(bytes: &[u8]) -> Option<usize> {
+    let crlf = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4);
+    let lf = bytes.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What a request gets.
+#[derive(Debug, PartialEq, Eq)]
+enum Reply {
+    /// The metrics (`head_only` for HEAD).
+    Metrics {
+        head_only: bool,
+    },
+    NotFound,
+    MethodNotAllowed,
+    BadRequest,
+    TooLarge,
+}
+
+/// Routes a request head: only `GET` and `HEAD` of `/metrics` (any query string) are served.
+fn route(head: &[u8]) -> Reply {
+    let Ok(text) = std::str::from_utf8(head) else {
+        return Reply::BadRequest;
+    };
+    let line = text.lines().next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Reply::BadRequest;
+    };
+    if !version.starts_with("HTTP/1.") || !target.starts_with('/') {
+        return Reply::BadRequest;
+    }
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    match (method, path) {
+        ("GET", "/metrics") => Reply::Metrics { head_only: false },
+        ("HEAD", "/metrics") => Reply::Metrics { head_only: true },
+        ("GET" | "HEAD", _) => Reply::NotFound,
+        _ => Reply::MethodNotAllowed,
+    }
+}
+
+/// The whole HTTP response for `reply`.
+fn response(reply: Reply, registry: &Registry) -> Vec<u8> {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let mut head_only = false;
+    let mut extra = "";
+    let (status, content_type, body) = match reply {
+        Reply::Metrics { head_only: head } => {
+            head_only = head;
+            let mut body = String::new();
+            match prometheus_client::encoding::text::encode(&mut body, registry) {
+                Ok(()) => ("200 OK", CONTENT_TYPE, body),
+                Err(_) => (
+                    "500 Internal Server Error",
+                    TEXT,
+                    "encoding the metrics failed\n".to_owned(),
+                ),
+            }
+        }
+        Reply::NotFound => (
+            "404 Not Found",
+            TEXT,
+            "not found: the metrics are at /metrics\n".to_owned(),
+        ),
+        Reply::MethodNotAllowed => {
+            extra = "Allow: GET, HEAD\r\n";
+            (
+                "405 Method Not Allowed",
+                TEXT,
+                "only GET and HEAD are served\n".to_owned(),
+            )
+        }
+        Reply::BadRequest => (
+            "400 Bad Request",
+            TEXT,
+            "not an HTTP/1 request\n".to_owned(),
+        ),
+        Reply::TooLarge => (
+            "431 Request Header Fields Too Large",
+            TEXT,
+            format!("the request is longer than {MAX_REQUEST} bytes\n"),
+        ),
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n{extra}\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if !head_only {
+        out.extend_from_slice(body.as_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdma_test_support::FakeSysfs;
+
+    #[test]
+    fn a_metrics_port_alone_means_loopback_and_an_address_is_taken_as_given() {
+        use crate::cli::args::MetricsAddr;
+        let parse = |s: &str| s.parse::<MetricsAddr>().map(|m| m.0);
+        assert_eq!(parse("9464"), Ok(SocketAddr::from(([127, 0, 0, 1], 9464))));
+        assert_eq!(parse("0"), Ok(SocketAddr::from(([127, 0, 0, 1], 0))));
+        assert_eq!(
+            parse("10.0.0.2:9464"),
+            Ok(SocketAddr::from(([10, 0, 0, 2], 9464)))
+        );
+        assert_eq!(parse("[::1]:9464").map(|a| a.ip().is_loopback()), Ok(true));
+        for bad in ["", "65536", "host:9464", "10.0.0.2"] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn port_counters_are_read_from_counters_and_hw_counters_skipping_what_is_no_number() {
+        let sysfs = FakeSysfs::new();
+        sysfs.active("mlx5_0", 1);
+        let port = "class/infiniband/mlx5_0/ports/1";
+        sysfs.write(&format!("{port}/counters/port_rcv_data"), "123456\n");
+        sysfs.write(&format!("{port}/counters/port_xmit_data"), "42\n");
+        sysfs.write(&format!("{port}/counters/symbol_error"), "N/A\n");
+        sysfs.write(&format!("{port}/hw_counters/out_of_sequence"), "7\n");
+        sysfs.write(&format!("{port}/hw_counters/lifespan"), "10\n");
+        sysfs.write(
+            "class/infiniband/mlx5_0/ports/2/counters/port_rcv_data",
+            "9\n",
+        );
+        let got = read_port_counters(sysfs.root(), "mlx5_0", 1);
+        let pc = |group, name: &str, value| PortCounter {
+            group,
+            name: name.to_owned(),
+            value,
+        };
+        assert_eq!(
+            got,
+            vec![
+                pc(CounterGroup::Counters, "port_rcv_data", 123_456),
+                pc(CounterGroup::Counters, "port_xmit_data", 42),
+                pc(CounterGroup::HwCounters, "out_of_sequence", 7),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_port_without_counters_or_a_device_name_with_a_slash_reads_nothing() {
+        let sysfs = FakeSysfs::new();
+        sysfs.active("rxe0", 1);
+        assert_eq!(read_port_counters(sysfs.root(), "rxe0", 1), Vec::new());
+        assert_eq!(read_port_counters(sysfs.root(), "absent", 1), Vec::new());
+        sysfs.write("class/infiniband/x/ports/1/counters/c", "1\n");
+        for device in ["../infiniband/x", "", ".", "x/.."] {
+            assert_eq!(read_port_counters(sysfs.root(), device, 1), Vec::new());
+        }
+    }
+
+    #[test]
+    fn scrape_text_has_every_outcome_and_kind_at_zero_and_the_ports_counters() {
+        let sysfs = FakeSysfs::new();
+        sysfs.write(
+            "class/infiniband/mlx5_0/ports/1/counters/port_rcv_packets",
+            "5\n",
+        );
+        sysfs.write(
+            "class/infiniband/mlx5_0/ports/1/hw_counters/rnr_nak_retry_err",
+            "3\n",
+        );
+        let (metrics, registry) = Metrics::new(sysfs.root());
+        metrics.received_messages.inc_by(2);
+        metrics.outcome(Outcome::EndOfStream);
+        metrics
+            .scraped
+            .ports
+            .lock()
+            .expect("not poisoned")
+            .insert(("mlx5_0".to_owned(), 1));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        for line in [
+            "rdma_container_sessions_total{outcome=\"end_of_stream\"} 1",
+            "rdma_container_sessions_total{outcome=\"refused\"} 0",
+            "rdma_container_messages_total{direction=\"received\"} 2",
+            "rdma_container_messages_total{direction=\"sent\"} 0",
+            "rdma_container_errors_total{kind=\"peer_lost\"} 0",
+            "rdma_container_errors_total{kind=\"other\"} 0",
+            "rdma_container_sessions_active 0",
+            "rdma_container_credit_wait_seconds_total 0.0",
+            "rdma_container_handshakes_refused_total{by=\"listener\"} 0",
+            "rdma_container_port_counters_total{device=\"mlx5_0\",port=\"1\",counter=\"port_rcv_packets\"} 5",
+            "rdma_container_port_hw_counters_total{device=\"mlx5_0\",port=\"1\",counter=\"rnr_nak_retry_err\"} 3",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn errors_are_counted_by_the_kind_their_variant_means() {
+        let lost = Error::PeerLost {
+            reason: "EOF".into(),
+            messages: 3,
+        };
+        assert_eq!(error_kind(&lost), "peer_lost");
+        assert_eq!(error_kind(&Error::Rejected("busy".into())), "rejected");
+        assert_eq!(
+            error_kind(&Error::IdleTimeout {
+                seconds: 1.0,
+                messages: 0
+            }),
+            "timeout"
+        );
+        let closed = Error::TransportClosed { transport: "tcp" };
+        assert_eq!(error_kind(&closed), "transport");
+        assert_eq!(error_kind(&Error::Closed), "other");
+        for kind in [&lost, &closed].map(error_kind) {
+            assert!(ERROR_KINDS.contains(&kind));
+        }
+    }
+
+    #[test]
+    fn only_get_and_head_of_slash_metrics_are_served() {
+        assert_eq!(
+            route(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Reply::Metrics { head_only: false }
+        );
+        assert_eq!(
+            route(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"),
+            Reply::Metrics { head_only: false }
+        );
+        assert_eq!(
+            route(b"HEAD /metrics HTTP/1.1\r\n\r\n"),
+            Reply::Metrics { head_only: true }
+        );
+        assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n"), Reply::NotFound);
+        assert_eq!(route(b"GET /metricsx HTTP/1.1\r\n\r\n"), Reply::NotFound);
+        assert_eq!(
+            route(b"POST /metrics HTTP/1.1\r\n\r\n"),
+            Reply::MethodNotAllowed
+        );
+        for garbage in [
+            &b""[..],
+            b"\xff\xfe\r\n\r\n",
+            b"GET /metrics\r\n\r\n",
+            b"GET /metrics SPDY/3\r\n\r\n",
+            b"GET metrics HTTP/1.1\r\n\r\n",
+            b"GET  /metrics HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(route(garbage), Reply::BadRequest, "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_head_longer_than_the_limit_is_not_read_to_its_end() {
+        let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(MAX_REQUEST * 4));
+        let mut reader = long.as_bytes();
+        assert_eq!(read_head(&mut reader).expect("reads"), None);
+        assert!(
+            reader.len() > MAX_REQUEST * 2,
+            "it read far past the limit: {} bytes left",
+            reader.len()
+        );
+        let mut short = &b"GET /metrics HTTP/1.1\r\n\r\nbody"[..];
+        assert_eq!(
+            read_head(&mut short).expect("reads"),
+            Some(b"GET /metrics HTTP/1.1\r\n\r\n".to_vec())
+        );
+    }
+
+    #[test]
+    fn a_head_request_gets_the_headers_without_the_body() {
+        let (_metrics, registry) = Metrics::new(Path::new("/nonexistent"));
+        let full = String::from_utf8(response(Reply::Metrics { head_only: false }, &registry))
+            .expect("text");
+        let head = String::from_utf8(response(Reply::Metrics { head_only: true }, &registry))
+            .expect("text");
+        assert!(full.starts_with("HTTP/1.1 200 OK\r\n"), "{full}");
+        assert!(full.ends_with("# EOF\n"), "{full}");
+        let (full_head, _) = full.split_once("\r\n\r\n").expect("a head");
+        assert_eq!(head, format!("{full_head}\r\n\r\n"));
+        let not_found = response(Reply::NotFound, &registry);
+        assert!(not_found.starts_with(b"HTTP/1.1 404 Not Found\r\n"));
+    }
+}
