@@ -768,6 +768,7 @@ mod tests {
         let lost = Error::PeerLost {
             reason: "EOF".into(),
             messages: 3,
+            cause: None,
         };
         assert_eq!(error_kind(&lost), "peer_lost");
         assert_eq!(error_kind(&Error::Rejected("busy".into())), "rejected");
