@@ -64,6 +64,8 @@ pub struct Listener {
     incoming: Receiver<PendingHello>,
     closed: Arc<AtomicBool>,
     busy_refusals: Arc<AtomicU64>,
+    /// Its count is the number of clients refused for not proving the key.
+    unauthenticated: Arc<Mutex<RateLimitedLog>>,
 }
 
 impl Listener {
@@ -94,15 +96,16 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
         let (tx, rx) = sync_channel(MAX_QUEUED);
         let closed = Arc::new(AtomicBool::new(false));
         let busy_refusals = Arc::new(AtomicU64::new(0));
+        let unauthenticated = Arc::new(Mutex::new(RateLimitedLog::new(
+            "refused a client that did not authenticate",
+        )));
         let acceptor = Acceptor {
             listener,
             config: config.clone(),
             queue: tx,
             closed: closed.clone(),
             pending: Arc::new(Mutex::new(HandshakeTable::default())),
-            unauthenticated: Arc::new(Mutex::new(RateLimitedLog::new(
-                "refused a client that did not authenticate",
-            ))),
+            unauthenticated: unauthenticated.clone(),
             busy_refusals: busy_refusals.clone(),
         };
         std::thread::Builder::new()
@@ -118,6 +121,7 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
             incoming: rx,
             closed,
             busy_refusals,
+            unauthenticated,
         })
     }
 
@@ -130,6 +134,12 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
     /// [`Listener::accept`] (for metrics).
     pub fn busy_refusals(&self) -> u64 {
         self.busy_refusals.load(Ordering::Relaxed)
+    }
+
+    /// Clients refused so far because they did not prove the pre-shared key (no key, another
+    /// key, a replayed proof), with a key set (for metrics).
+    pub fn auth_refusals(&self) -> u64 {
+        lock(&self.unauthenticated).count
     }
 
     /// Waits for the next client with a valid hello.
@@ -376,6 +386,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Counts a repeated problem and logs it at most once per [`LOG_INTERVAL`].
+#[derive(Debug)]
 struct RateLimitedLog {
     what: &'static str,
     count: u64,

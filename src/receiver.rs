@@ -228,8 +228,13 @@ impl RdmaSrc {
             Ok(()) => {}
             Err(Error::TransportClosed { .. }) => self.core.on_data_closed(Instant::now()),
             Err(e) => {
-                let arrived = self.core.arrived();
-                return Err(self.session.explain(e, Role::Receiver, arrived));
+                // A Finish may be waiting on the control channel: the core must know it before
+                // it decides what a failing data path means.
+                self.read_control()?;
+                if !self.core.on_data_failed(Instant::now()) {
+                    let arrived = self.core.arrived();
+                    return Err(self.session.explain(e, Role::Receiver, arrived));
+                }
             }
         }
         if self.control_readable {

@@ -214,3 +214,32 @@ fn a_key_file_others_can_read_is_refused_before_anything_starts() {
     assert_ne!(done.code, Some(0), "{}", done.show());
     assert!(done.stderr.contains("chmod 600"), "{}", done.show());
 }
+
+/// The library listener counts the clients it refused for not proving the key (for
+/// `--metrics`), and they never reach `accept`.
+#[test]
+fn the_listener_counts_clients_refused_for_the_key() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o600);
+    let with_key = rdma_container::Config::default()
+        .with_transport(rdma_container::TransportChoice::Tcp)
+        .with_auth_key(Some(rdma_container::AuthKey::from_file(&key).expect("key")));
+    let listener = rdma_container::Listener::bind("127.0.0.1:0".parse().expect("addr"), &with_key)
+        .expect("bind");
+    let without = rdma_container::Config::default()
+        .with_transport(rdma_container::TransportChoice::Tcp)
+        .with_connect_timeout(SHORT);
+    for _ in 0..2 {
+        let e = rdma_container::RdmaSink::connect(listener.local_addr(), &without).unwrap_err();
+        assert!(e.to_string().contains("authentication required"), "{e}");
+    }
+    let deadline = std::time::Instant::now() + SHORT;
+    while listener.auth_refusals() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(listener.auth_refusals(), 2);
+    assert!(listener
+        .accept_timeout(Duration::from_millis(200))
+        .expect("accept")
+        .is_none());
+}

@@ -143,6 +143,7 @@ struct Scraped {
     server_refusals: AtomicU64,
     /// The library listener's busy refusals as the server last saw them.
     listener_refusals: AtomicU64,
+    auth_refusals: AtomicU64,
     /// Every (device, port) a session ran on.
     ports: Mutex<BTreeSet<(String, u32)>>,
 }
@@ -189,6 +190,7 @@ impl Metrics {
             credit_wait_nanos: AtomicU64::new(0),
             server_refusals: AtomicU64::new(0),
             listener_refusals: AtomicU64::new(0),
+            auth_refusals: AtomicU64::new(0),
             ports: Mutex::new(BTreeSet::new()),
         });
         registry.register_collector(Box::new(scraped.clone()));
@@ -231,13 +233,14 @@ impl Collector for Scraped {
         )?)?;
         let mut refused = encoder.encode_descriptor(
             "handshakes_refused",
-            "Handshakes refused as busy, by the server or by the library's listener (queue full).",
+            "Handshakes refused: as busy by the server or the library's listener (queue full), or for not proving the pre-shared key.",
             None,
             MetricType::Counter,
         )?;
         for (by, count) in [
             ("server", &self.server_refusals),
             ("listener", &self.listener_refusals),
+            ("authentication", &self.auth_refusals),
         ] {
             ConstCounter::new(count.load(Ordering::Relaxed))
                 .encode(refused.encode_family(&[("by", by)])?)?;
@@ -474,10 +477,12 @@ pub fn refused() {
     }
 }
 
-/// The library listener's [`rdma_container::Listener::busy_refusals`], as it is now.
-pub fn listener_refusals(count: u64) {
+/// The library listener's refusals as they are now: [`rdma_container::Listener::busy_refusals`]
+/// and [`rdma_container::Listener::auth_refusals`].
+pub fn listener_refusals(busy: u64, auth: u64) {
     if let Some(m) = METRICS.get() {
-        m.scraped.listener_refusals.store(count, Ordering::Relaxed);
+        m.scraped.listener_refusals.store(busy, Ordering::Relaxed);
+        m.scraped.auth_refusals.store(auth, Ordering::Relaxed);
     }
 }
 

@@ -293,7 +293,7 @@ fn start_session(
 /// Takes clients from the listener and hands them to the main loop, until Ctrl-C.
 fn doorman(listener: Listener, stop: Arc<AtomicBool>, tx: Sender<Event>) {
     while !stop.load(Ordering::Relaxed) {
-        metrics::listener_refusals(listener.busy_refusals());
+        metrics::listener_refusals(listener.busy_refusals(), listener.auth_refusals());
         let incoming = match listener.accept_timeout(SLICE) {
             Ok(Some(incoming)) => incoming,
             Ok(None) | Err(Error::Interrupted) => continue,

@@ -276,6 +276,18 @@ impl ReceiverCore {
         self.data_closed_at.get_or_insert(now);
     }
 
+    /// The data path failed (not a plain close). After Finish the sender may tear its side
+    /// down at any time (RDMA reports the receives it flushes as failures): that is a closed
+    /// data path, and every counted message has arrived or is lost. Returns whether it was
+    /// taken so; before Finish the driver looks for the sender's explanation instead.
+    pub(crate) fn on_data_failed(&mut self, now: Instant) -> bool {
+        if self.finish.is_none() {
+            return false;
+        }
+        self.on_data_closed(now);
+        true
+    }
+
     /// The application is done with the message it holds: its slot is posted again, and
     /// credits announced when due.
     fn release(&mut self) -> Result<(), Error> {
@@ -622,6 +634,33 @@ mod tests {
         c.on_control(Message::Finish { count: 0 }).unwrap();
         c.on_control_closed(Lost::closed("closed")).unwrap();
         assert_eq!(c.next().unwrap(), RecvStep::End);
+    }
+
+    #[test]
+    fn a_data_path_failing_after_finish_is_a_close_not_an_error() {
+        let now = t0();
+        let mut c = receiver(2, None, now);
+        land(&mut c, 0, 1, now).unwrap();
+        assert!(
+            !c.on_data_failed(now),
+            "before Finish the driver asks the sender why"
+        );
+        c.on_control(Message::Finish { count: 1 }).unwrap();
+        assert!(c.on_data_failed(now));
+        assert_eq!(deliver(&mut c), (0, 1));
+        assert_eq!(
+            c.next().unwrap(),
+            RecvStep::End,
+            "every counted message had arrived"
+        );
+        let mut c = receiver(2, None, now);
+        c.on_control(Message::Finish { count: 1 }).unwrap();
+        assert!(c.on_data_failed(now));
+        let e = c.next().unwrap_err();
+        assert!(
+            e.to_string().contains("1 of 1 message(s) still missing"),
+            "{e}"
+        );
     }
 
     #[test]
