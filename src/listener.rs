@@ -4,11 +4,14 @@
 //! A background acceptor reads each new connection's hello (and, with a key, its
 //! authentication) on a thread of its own, so a silent or garbage peer never delays a real
 //! client. At most [`MAX_PENDING_HANDSHAKES`] hellos are read at once; when that many are in
-//! progress, a new connection takes the place of the oldest one that has not completed its
-//! hello, which is closed (a flood of silent connections cannot keep a real client out: each
-//! new one pushes the oldest out, and a real client completes its hello within a round trip or
-//! two; the evictions are logged once per second with a count). At most [`MAX_QUEUED`] valid
-//! hellos wait for
+//! progress, a new connection takes the place of one that has not completed its hello, which
+//! is closed: the oldest that has not authenticated (with a key), else the oldest. A real
+//! client completes its hello within a round trip or two, so a flood of silent connections
+//! pushes out older strangers, not it, unless more than [`MAX_PENDING_HANDSHAKES`] new ones
+//! arrive within that time; with a key, a client that proved it is passed over for strangers,
+//! and a stranger holds its place for the core's authentication window at most (two seconds:
+//! one round trip with room for a loaded host). The evictions are logged once per second with
+//! a count. At most [`MAX_QUEUED`] valid hellos wait for
 //! [`Listener::accept`] (beyond that a client is refused as busy), and when `accept()` fails for
 //! lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the acceptor backs off
 //! instead of spinning, logging once per second with the count.
@@ -345,20 +348,25 @@ struct PendingEntry {
     peer: SocketAddr,
     since: Instant,
     socket: TcpStream,
+    /// Set by its hello thread once the client proved the key (with a key set).
+    authenticated: Arc<AtomicBool>,
 }
 
 impl HandshakeTable {
-    /// Adds a connection; returns its id.
-    fn add(&mut self, peer: SocketAddr, socket: TcpStream) -> u64 {
+    /// Adds a connection; returns its id and the flag its hello thread sets once the client
+    /// authenticated.
+    fn add(&mut self, peer: SocketAddr, socket: TcpStream) -> (u64, Arc<AtomicBool>) {
         self.next_id += 1;
         let id = self.next_id;
+        let authenticated = Arc::new(AtomicBool::new(false));
         self.entries.push_back(PendingEntry {
             id,
             peer,
             since: Instant::now(),
             socket,
+            authenticated: authenticated.clone(),
         });
-        id
+        (id, authenticated)
     }
 
     /// The connection's hello thread is done with it.
@@ -366,9 +374,16 @@ impl HandshakeTable {
         self.entries.retain(|e| e.id != id);
     }
 
-    /// Closes and forgets the oldest connection still in its handshake.
-    fn evict_oldest(&mut self) -> Option<(SocketAddr, Duration)> {
-        let oldest = self.entries.pop_front()?;
+    /// Closes and forgets one connection still in its handshake: the oldest that has not
+    /// authenticated (with a key, a client that proved it goes only when every one in the table
+    /// did), else the oldest.
+    fn evict_one(&mut self) -> Option<(SocketAddr, Duration)> {
+        let index = self
+            .entries
+            .iter()
+            .position(|e| !e.authenticated.load(Ordering::Relaxed))
+            .unwrap_or(0);
+        let oldest = self.entries.remove(index)?;
         // Failing only means it is already closed, which is what we want.
         let _ = oldest.socket.shutdown(std::net::Shutdown::Both);
         Some((oldest.peer, oldest.since.elapsed()))
@@ -438,7 +453,7 @@ impl Acceptor {
                     backoff = Duration::from_millis(10);
                     let full = lock(&self.pending).len() >= MAX_PENDING_HANDSHAKES;
                     if full {
-                        if let Some((old, age)) = lock(&self.pending).evict_oldest() {
+                        if let Some((old, age)) = lock(&self.pending).evict_one() {
                             evicted.hit(&format_args!(
                                 "{old} after {:.1} s, for {peer}; limit {MAX_PENDING_HANDSHAKES}",
                                 age.as_secs_f64()
@@ -467,7 +482,7 @@ impl Acceptor {
                 return;
             }
         };
-        let id = lock(&self.pending).add(peer, handle);
+        let (id, authenticated) = lock(&self.pending).add(peer, handle);
         let (config, queue, pending, unauthenticated, busy_refusals) = (
             self.config.clone(),
             self.queue.clone(),
@@ -478,7 +493,7 @@ impl Acceptor {
         let spawned = std::thread::Builder::new()
             .name(format!("hello-{peer}"))
             .spawn(move || {
-                let read = read_hello(stream, &config);
+                let read = read_hello(stream, &config, &authenticated);
                 // Done with its handshake either way: no longer a candidate for eviction.
                 lock(&pending).remove(id);
                 match read {

@@ -243,3 +243,99 @@ fn the_listener_counts_clients_refused_for_the_key() {
         .expect("accept")
         .is_none());
 }
+
+/// A server with a key and a handshake timeout far longer than the test.
+fn patient_server(port: u16, key: &Path) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let key = key.display().to_string();
+    let mut p = common::start(
+        "server",
+        &[
+            "--server",
+            &addr,
+            "--transport",
+            "tcp",
+            "--auth-key-file",
+            &key,
+            "--handshake-timeout",
+            "60",
+        ],
+    );
+    p.wait_for_stderr("listening on", SHORT);
+    p
+}
+
+/// Reads until the server closes the connection (or resets it); fails after `limit`.
+fn wait_closed_by_server(s: &mut TcpStream, limit: Duration) {
+    use std::io::Read;
+    s.set_read_timeout(Some(limit)).expect("timeout");
+    let mut buf = [0u8; 64];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
+            Err(e) => panic!("not closed within {limit:?}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_silent_stranger_is_closed_after_the_authentication_window_not_the_handshake_timeout() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o600);
+    let port = free_port();
+    let s = patient_server(port, &key);
+    let connected = std::time::Instant::now();
+    let mut silent = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    // A stranger that sent its challenge but never its proof is held no longer either.
+    let mut half = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    half.write_all(&wire::auth_challenge(&[9u8; 32]))
+        .expect("challenge");
+    let body = read_frame(&mut half).expect("the server's response");
+    assert_eq!(body.first(), Some(&KIND_AUTH_RESPONSE));
+    // The window is 2 s; the handshake timeout 60 s. 20 s leaves room for a loaded host.
+    for (who, s) in [("silent", &mut silent), ("half-authenticated", &mut half)] {
+        wait_closed_by_server(s, Duration::from_secs(20));
+        let took = connected.elapsed();
+        assert!(
+            took >= Duration::from_secs(1),
+            "the {who} connection was closed {took:?} after it connected: before its window ended"
+        );
+    }
+    let log = stop(s);
+    assert!(
+        log.contains("timed out after 2.0 s (the client's authentication)"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_client_that_proved_the_key_keeps_its_place_while_strangers_flood_the_table() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o600);
+    let port = free_port();
+    let s = patient_server(port, &key);
+    let mut proven = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    proven.set_read_timeout(Some(SHORT)).expect("timeout");
+    wire::authenticate(&mut proven, KEY.as_bytes(), &[4u8; 32], true).expect("authentication");
+    // Three times the handshake table, each new one evicting someone: never the proven client.
+    let flood: Vec<TcpStream> = (0..3 * rdma_container::MAX_PENDING_HANDSHAKES)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    proven
+        .write_all(&wire::hello(wire::ROLE_SENDER, 1 << 20, &[]))
+        .expect("hello");
+    let answer = read_frame(&mut proven).expect("the server's answer to the proven client");
+    assert!(
+        wire::hello_blob(&answer).is_some(),
+        "the proven client got {answer:?} instead of the server's Hello"
+    );
+    drop(flood);
+    let log = stop(s);
+    assert!(
+        log.contains("closed the oldest unfinished handshake"),
+        "the flood evicted nobody: {log}"
+    );
+}

@@ -8,6 +8,7 @@
 //! so that the stop flag (Ctrl-C) is seen within a slice.
 
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::choice::create_transport;
@@ -20,7 +21,7 @@ use crate::net::wait::{remaining, wait_readable};
 use crate::net::{ControlChannel, Received};
 use crate::proto::{Hello, PROTOCOL_VERSION};
 use crate::roce::{self, DeviceChoice};
-use crate::session_core::handshake::{Auth, Handshake, HandshakeAction};
+use crate::session_core::handshake::{Auth, Handshake, HandshakeAction, AUTH_WINDOW};
 use crate::time::deadline_after;
 use crate::transport::{BootstrapSide, RolePath, SetupParams, SetupStep};
 use crate::{Error, Result};
@@ -90,13 +91,23 @@ impl<P: RolePath + ?Sized> Session<P> {
 }
 
 /// Server side, first step: read the client's hello on an accepted connection, within the
-/// handshake deadline. A garbage peer gets a Reject and an error; a silent one is closed when
-/// the deadline passes.
-pub(crate) fn read_hello(stream: TcpStream, config: &Config) -> Result<PendingHello> {
-    let deadline = deadline_after(Instant::now(), config.handshake_timeout);
+/// handshake deadline (with a key, the client's authentication within the core's shorter
+/// window). A garbage peer gets a Reject and an error; a silent one is closed when its deadline
+/// passes. `authenticated` is set once the client proved the key (the listener's admission
+/// keeps such a connection before strangers).
+pub(crate) fn read_hello(
+    stream: TcpStream,
+    config: &Config,
+    authenticated: &AtomicBool,
+) -> Result<PendingHello> {
+    let now = Instant::now();
+    let deadline = deadline_after(now, config.handshake_timeout);
     let mut control = ControlChannel::new(stream)?;
-    let mut handshake = Handshake::server(deadline, auth_of(config)?);
+    let mut handshake = Handshake::server(now, deadline, auth_of(config)?);
     while !handshake.awaits_our_hello() {
+        if handshake.is_authenticated() {
+            authenticated.store(true, Ordering::Relaxed);
+        }
         // The authentication answers (AuthResponse) go out as the core queues them.
         let stepped = send_actions(&mut control, &mut handshake)
             .and_then(|()| step(&mut control, &mut handshake, config));
@@ -137,11 +148,16 @@ fn step(control: &mut ControlChannel, handshake: &mut Handshake, config: &Config
 
 /// Applies the handshake's deadline and the stop flag.
 fn expire(control: &ControlChannel, handshake: &mut Handshake, config: &Config) -> Result<()> {
-    if let Err(stage) = handshake.handle_timeout(Instant::now()) {
+    if let Err(expired) = handshake.handle_timeout(Instant::now()) {
+        let limit = if expired.auth_window {
+            AUTH_WINDOW.min(config.handshake_timeout)
+        } else {
+            config.handshake_timeout
+        };
         return Err(Error::HandshakeTimeout {
             peer: control.peer_addr(),
-            seconds: config.handshake_timeout.as_secs_f64(),
-            stage,
+            seconds: limit.as_secs_f64(),
+            stage: expired.waiting_for,
         });
     }
     if config.stopped() {

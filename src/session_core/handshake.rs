@@ -28,15 +28,23 @@
 //!   violation; the sender may see it before its own connect finished (tcp: the receiver's side
 //!   may finish first), never before the hellos;
 //! - the control connection closed during the handshake is the peer lost, with 0 messages;
-//! - every step ends at the one deadline.
+//! - every step ends at the one deadline; with a key, a server gives the client's
+//!   authentication (its challenge, then its proof) at most [`AUTH_WINDOW`] from the
+//!   connection, so a stranger holds a handshake slot for one round trip at most (the
+//!   listener's fair admission builds on this and on [`Handshake::is_authenticated`]).
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::auth::{AuthKey, Nonce};
 use crate::net::Lost;
 use crate::proto::{Hello, Message, Role};
 use crate::{Error, ProtocolViolation};
+
+/// Server with a key: how long after the connection the client has to prove the key (its
+/// challenge and its proof: one round trip after it connected, with room for a loaded host).
+/// Shorter than the handshake timeout so that silent strangers leave the server's table soon.
+pub(crate) const AUTH_WINDOW: Duration = Duration::from_secs(2);
 
 /// Which end of the bootstrap connection we are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +110,15 @@ pub(crate) enum HandshakeAction {
     PostSlots,
 }
 
+/// A handshake that ran out of time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Expired {
+    /// What it waited for.
+    pub(crate) waiting_for: &'static str,
+    /// Whether the shorter [`AUTH_WINDOW`] ended it, not the handshake's own deadline.
+    pub(crate) auth_window: bool,
+}
+
 /// The pre-shared key and our fresh nonce, when authentication is on.
 #[derive(Debug)]
 pub(crate) struct Auth {
@@ -120,6 +137,9 @@ pub(crate) struct Handshake {
     /// Server with a key: the client's nonce, once its challenge arrived.
     client_nonce: Option<Nonce>,
     deadline: Instant,
+    /// Server with a key: when the client's authentication must be complete (the earlier of
+    /// [`AUTH_WINDOW`] after the connection and `deadline`).
+    auth_deadline: Instant,
     ours: Option<Hello>,
     peer: Option<Hello>,
     /// Sender: Ready arrived while our data path was still connecting.
@@ -144,15 +164,19 @@ impl Handshake {
         h
     }
 
-    /// A server: it waits for the client's authentication (with a key) or its Hello first,
-    /// and chooses its role after.
-    pub(crate) fn server(deadline: Instant, auth: Option<Auth>) -> Self {
+    /// A server whose client connected at `now`: it waits for the client's authentication
+    /// (with a key: within [`AUTH_WINDOW`]) or its Hello first, and chooses its role after.
+    pub(crate) fn server(now: Instant, deadline: Instant, auth: Option<Auth>) -> Self {
         let stage = if auth.is_some() {
             Stage::ClientChallenge
         } else {
             Stage::ClientHello
         };
-        Self::new(Side::Server, stage, deadline, auth)
+        let mut h = Self::new(Side::Server, stage, deadline, auth);
+        h.auth_deadline = now
+            .checked_add(AUTH_WINDOW)
+            .map_or(deadline, |end| end.min(deadline));
+        h
     }
 
     fn new(side: Side, stage: Stage, deadline: Instant, auth: Option<Auth>) -> Self {
@@ -162,6 +186,7 @@ impl Handshake {
             auth,
             client_nonce: None,
             deadline,
+            auth_deadline: deadline,
             ours: None,
             peer: None,
             early_ready: false,
@@ -201,22 +226,37 @@ impl Handshake {
         }
     }
 
-    /// The handshake's one deadline, while it runs. Pure.
+    /// Server with a key: the client proved it holds the key (it stays so until the end).
+    pub(crate) fn is_authenticated(&self) -> bool {
+        self.side == Side::Server
+            && self.auth.is_some()
+            && !matches!(
+                self.stage,
+                Stage::ClientChallenge | Stage::ClientProof | Stage::Failed
+            )
+    }
+
+    /// The handshake's deadline, while it runs: the one deadline, or, while a server waits for
+    /// the client's authentication, the earlier end of its window. Pure.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         match self.stage {
             Stage::Established | Stage::Failed => None,
+            Stage::ClientChallenge | Stage::ClientProof => Some(self.auth_deadline),
             _ => Some(self.deadline),
         }
     }
 
-    /// At `now`: `Err(what we waited for)` once the deadline passed (the driver builds the
-    /// timeout error; the peer is told nothing: it may be gone).
-    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Result<(), &'static str> {
+    /// At `now`: `Err` once the deadline passed, saying what we waited for (the driver builds
+    /// the timeout error; the peer is told nothing: it may be gone).
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Result<(), Expired> {
         match self.poll_timeout() {
             Some(deadline) if now >= deadline => {
-                let what = self.stage.describe();
+                let expired = Expired {
+                    waiting_for: self.stage.describe(),
+                    auth_window: deadline == self.auth_deadline && deadline < self.deadline,
+                };
                 self.stage = Stage::Failed;
-                Err(what)
+                Err(expired)
             }
             _ => Ok(()),
         }
@@ -519,7 +559,7 @@ pub(crate) mod tests {
     #[test]
     fn a_sending_server_answers_then_waits_for_ready_which_may_come_before_its_connect() {
         let now = Instant::now();
-        let mut h = Handshake::server(now, None);
+        let mut h = Handshake::server(now, now, None);
         h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
             .unwrap();
         assert!(h.awaits_our_hello());
@@ -542,7 +582,7 @@ pub(crate) mod tests {
     #[test]
     fn each_step_takes_only_its_message_and_violations_are_rejected() {
         let now = Instant::now();
-        let mut h = Handshake::server(now, None);
+        let mut h = Handshake::server(now, now, None);
         let e = h.on_message(Message::Finish { count: 0 }).unwrap_err();
         assert!(e.to_string().contains("expected Hello, got Finish"), "{e}");
         assert!(
@@ -601,7 +641,7 @@ pub(crate) mod tests {
         assert!(
             matches!(&drain(&mut h)[..], [HandshakeAction::Reject(r)] if r.contains("both ends are senders"))
         );
-        let mut h = Handshake::server(now, None);
+        let mut h = Handshake::server(now, now, None);
         h.on_message(Message::Hello(hello(Role::Sender, TransportKind::Verbs)))
             .unwrap();
         let e = h
@@ -657,7 +697,7 @@ pub(crate) mod tests {
     fn the_same_key_on_both_ends_leads_to_the_hellos() {
         let now = Instant::now();
         let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
-        let mut s = Handshake::server(now, auth(1, 20));
+        let mut s = Handshake::server(now, now, auth(1, 20));
         let (ce, se) = exchange(&mut c, &mut s);
         assert!(ce.is_none() && se.is_none(), "{ce:?} {se:?}");
         assert!(s.peer().is_some(), "the server saw the client's hello");
@@ -668,7 +708,7 @@ pub(crate) mod tests {
     fn another_key_is_refused_in_one_round_trip_before_any_hello() {
         let now = Instant::now();
         let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
-        let mut s = Handshake::server(now, auth(2, 20));
+        let mut s = Handshake::server(now, now, auth(2, 20));
         let (ce, se) = exchange(&mut c, &mut s);
         assert!(matches!(ce, Some(Error::AuthenticationFailed(_))), "{ce:?}");
         assert!(
@@ -682,7 +722,7 @@ pub(crate) mod tests {
     fn a_key_on_one_side_only_is_refused_with_a_reason_that_says_so() {
         let now = Instant::now();
         let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
-        let mut s = Handshake::server(now, auth(1, 20));
+        let mut s = Handshake::server(now, now, auth(1, 20));
         let (ce, se) = exchange(&mut c, &mut s);
         assert!(matches!(se, Some(Error::Refused(_))), "{se:?}");
         assert!(
@@ -690,7 +730,7 @@ pub(crate) mod tests {
             "{ce:?}"
         );
         let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
-        let mut s = Handshake::server(now, None);
+        let mut s = Handshake::server(now, now, None);
         let (ce, se) = exchange(&mut c, &mut s);
         assert!(matches!(se, Some(Error::Refused(_))), "{se:?}");
         assert!(
@@ -705,7 +745,7 @@ pub(crate) mod tests {
         let key = AuthKey::from_bytes(&[1; 32]).expect("key");
         let (client_nonce, old_server_nonce) = ([10u8; 32], [30u8; 32]);
         let recorded = key.client_proof(&client_nonce, &old_server_nonce);
-        let mut s = Handshake::server(now, auth(1, 20));
+        let mut s = Handshake::server(now, now, auth(1, 20));
         s.on_message(Message::AuthChallenge {
             nonce: client_nonce,
         })
@@ -716,7 +756,7 @@ pub(crate) mod tests {
         assert!(matches!(e, Error::AuthenticationFailed(_)), "{e}");
         assert!(s.peer().is_none());
         // Nor does the server's own proof, reflected back to it.
-        let mut s = Handshake::server(now, auth(1, 20));
+        let mut s = Handshake::server(now, now, auth(1, 20));
         s.on_message(Message::AuthChallenge {
             nonce: client_nonce,
         })
@@ -732,16 +772,61 @@ pub(crate) mod tests {
     #[test]
     fn the_one_deadline_ends_every_step() {
         let now = Instant::now();
-        let mut h = Handshake::server(now + std::time::Duration::from_secs(1), None);
+        let mut h = Handshake::server(now, now + std::time::Duration::from_secs(1), None);
         assert!(h.handle_timeout(now).is_ok());
         assert_eq!(
             h.handle_timeout(now + std::time::Duration::from_secs(1)),
-            Err("the client's hello")
+            Err(Expired {
+                waiting_for: "the client's hello",
+                auth_window: false
+            })
         );
         assert_eq!(
             h.poll_timeout(),
             None,
             "a failed handshake waits for nothing"
         );
+    }
+
+    #[test]
+    fn a_stranger_has_one_short_window_to_authenticate_and_a_client_that_did_keeps_the_deadline() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(30);
+        let mut s = Handshake::server(now, deadline, auth(1, 20));
+        assert_eq!(s.poll_timeout(), Some(now + AUTH_WINDOW));
+        assert!(!s.is_authenticated());
+        assert_eq!(
+            s.handle_timeout(now + AUTH_WINDOW),
+            Err(Expired {
+                waiting_for: "the client's authentication",
+                auth_window: true
+            })
+        );
+
+        let mut c = Handshake::client(
+            hello(Role::Sender, TransportKind::Tcp),
+            deadline,
+            auth(1, 10),
+        );
+        let mut s = Handshake::server(now, deadline, auth(1, 20));
+        let (ce, se) = exchange(&mut c, &mut s);
+        assert!(ce.is_none() && se.is_none(), "{ce:?} {se:?}");
+        assert!(s.is_authenticated());
+        assert_eq!(
+            s.poll_timeout(),
+            Some(deadline),
+            "past authentication: the one deadline"
+        );
+        assert!(s.handle_timeout(now + AUTH_WINDOW).is_ok());
+
+        let s = Handshake::server(now, now + Duration::from_secs(1), auth(1, 20));
+        assert_eq!(
+            s.poll_timeout(),
+            Some(now + Duration::from_secs(1)),
+            "never later than the handshake's own deadline"
+        );
+        let s = Handshake::server(now, deadline, None);
+        assert_eq!(s.poll_timeout(), Some(deadline), "no key: no window");
+        assert!(!s.is_authenticated());
     }
 }

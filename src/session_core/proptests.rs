@@ -598,7 +598,7 @@ proptest! {
         });
         let mut ends = [
             Handshake::client(client_hello, deadline, auth(client_key, 11)),
-            Handshake::server(deadline, auth(server_key, 22)),
+            Handshake::server(now, deadline, auth(server_key, 22)),
         ];
         let mut wires: [VecDeque<Message>; 2] = [VecDeque::new(), VecDeque::new()];
         let mut connect_pending = [false, false];
