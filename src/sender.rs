@@ -348,7 +348,7 @@ impl RdmaSink {
 
     /// A failed data path is often the visible half of the receiver ending the session: look
     /// for its words on the control channel (how long: the core's
-    /// [`crate::session_core::explain_wait`]).
+    /// [`crate::session_core::Explanation`]).
     fn explain(&mut self, e: Error) -> Error {
         let released = self.core.released();
         self.session.explain(e, Role::Sender, released)

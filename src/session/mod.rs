@@ -14,11 +14,10 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::net::iface::PathInfo;
 use crate::net::wait::{remaining, wait_any, Interest};
-use crate::net::{ControlChannel, Lost, Received};
-use crate::proto::{Hello, Message, Role, TransportKind};
+use crate::net::{ControlChannel, Received};
+use crate::proto::{Hello, Role, TransportKind};
 use crate::roce::DeviceChoice;
-use crate::session_core::explain_wait;
-use crate::time::deadline_after;
+use crate::session_core::Explanation;
 use crate::transport::RolePath;
 use crate::{Error, Result};
 
@@ -103,40 +102,27 @@ pub(crate) struct Session<P: RolePath + ?Sized> {
 
 impl<P: RolePath + ?Sized> Session<P> {
     /// A data-path failure is often the visible half of the peer ending the session (a Reject
-    /// or a closed control connection that has not been read yet). Looks at the control
-    /// channel, as long as the core says for this error and role, for the words that say why;
-    /// otherwise keeps the transport's own error (a closed data path or a vanished host
-    /// becoming [`Error::PeerLost`]). `messages` is the count for that error.
+    /// or a closed control connection that has not been read yet): reads the control channel
+    /// for as long as the core's [`Explanation`] says, and reports what it decides.
+    /// `messages` is the count for that error.
     pub(crate) fn explain(&mut self, e: Error, role: Role, messages: u64) -> Error {
-        let Some(wait) = explain_wait(&e, role) else {
+        let Some(mut explanation) = Explanation::start(&e, role, Instant::now()) else {
             return e;
         };
-        let deadline = deadline_after(Instant::now(), wait);
         while !self.control.is_closed() {
-            match self.control.recv_until(deadline) {
-                Ok(Received::Message(Message::Reject { reason })) => {
-                    return Error::Rejected(reason)
+            match self.control.recv_until(explanation.poll_timeout()) {
+                Ok(Received::Message(msg)) => {
+                    if let Some(explained) = explanation.on_message(msg) {
+                        return explained.into_error(messages);
+                    }
                 }
-                Ok(Received::Message(_)) => continue,
-                Ok(Received::Closed(lost)) => return lost.into_error(messages),
+                Ok(Received::Closed(lost)) => {
+                    return explanation.on_control_closed(lost).into_error(messages)
+                }
                 Ok(Received::Nothing) | Err(_) => break,
             }
         }
-        match e {
-            Error::TransportClosed { .. } => Lost::closed(&e.to_string()).into_error(messages),
-            // The kernel gave up on the peer's host (keepalive or retransmissions unanswered,
-            // its link down): the data path's way of saying the peer vanished.
-            Error::TransportIo {
-                transport,
-                what,
-                source,
-            } if peer_vanished(source.kind()) => Lost {
-                reason: format!("{transport} transport failed ({what})"),
-                cause: Some(source),
-            }
-            .into_error(messages),
-            other => other,
-        }
+        explanation.unexplained(e, messages)
     }
 
     /// Sleeps until the control channel (when `watch_control`) or the transport (when
@@ -188,18 +174,6 @@ impl<P: RolePath + ?Sized> Session<P> {
         }
         Ok(control_ready)
     }
-}
-
-/// Socket errors that mean the peer's host stopped answering (not a local failure).
-fn peer_vanished(kind: std::io::ErrorKind) -> bool {
-    use std::io::ErrorKind;
-    matches!(
-        kind,
-        ErrorKind::TimedOut
-            | ErrorKind::HostUnreachable
-            | ErrorKind::NetworkUnreachable
-            | ErrorKind::ConnectionAborted
-    )
 }
 
 pub(super) fn ipv4(ip: IpAddr) -> Result<Ipv4Addr> {

@@ -603,6 +603,7 @@ proptest! {
         let mut wires: [VecDeque<Message>; 2] = [VecDeque::new(), VecDeque::new()];
         let mut connect_pending = [false, false];
         let mut posted = [false, false];
+        let mut ready_seen = [false, false];
         let mut failed = [false, false];
         let mut server_prepared = false;
         let mut steps = 0usize;
@@ -677,6 +678,7 @@ proptest! {
                 continue;
             }
             if let Some(msg) = wires[i].pop_front() {
+                ready_seen[i] |= msg == Message::Ready;
                 if ends[i].on_message(msg).is_err() {
                     failed[i] = true;
                 }
@@ -714,7 +716,9 @@ proptest! {
         for (i, end) in ends.iter().enumerate() {
             if end.is_established() {
                 let sender = if i == 0 { client_sends } else { server_sends };
-                if !sender {
+                if sender {
+                    prop_assert!(ready_seen[i], "a sender established before the receiver's Ready");
+                } else {
                     prop_assert!(posted[i], "a receiver established without posting");
                 }
             }

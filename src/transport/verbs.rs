@@ -883,6 +883,31 @@ mod tests {
     }
 
     #[test]
+    fn only_a_send_may_complete_a_receive_slot() {
+        let mut wc = ibv_wc {
+            opcode: ffi::IBV_WC_RECV,
+            ..ibv_wc::default()
+        };
+        assert!(check_receive_opcode(&wc).is_ok());
+        // A peer's RDMA write with immediate consumes a posted receive too: a violation, never
+        // a 0-byte message.
+        wc.opcode = ffi::IBV_WC_RECV_RDMA_WITH_IMM;
+        let e = check_receive_opcode(&wc).unwrap_err();
+        assert!(matches!(e, Error::Protocol(_)), "{e}");
+        assert!(
+            e.to_string()
+                .contains("expected a send on the data path, got an RDMA write with immediate"),
+            "{e}"
+        );
+        wc.opcode = ffi::IBV_WC_SEND;
+        let e = check_receive_opcode(&wc).unwrap_err();
+        assert!(
+            e.to_string().contains("another kind of work completion"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn completion_errors_name_the_status_and_hint() {
         let e = completion_error(true, 12).to_string();
         assert!(
