@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::proto::Checksum;
 use crate::roce::Overrides;
 use crate::{Error, Result};
 
@@ -90,6 +91,10 @@ pub struct Config {
     /// The pre-shared key both ends must prove they hold before anything else happens
     /// (`None`: no authentication; anyone who reaches the server's port may use it).
     pub auth_key: Option<crate::AuthKey>,
+    /// The check each message carries (`--checksum`): both ends must set the same. With
+    /// [`Checksum::Crc32c`] the receiver verifies every message before delivering it and ends
+    /// the session, naming the message, on a mismatch.
+    pub checksum: Checksum,
     /// Where sysfs is mounted (`/sys`). Not part of the public API: set through the hidden
     /// [`Config::with_sysfs_root`] hook (tests, the CLI's and the Python module's
     /// `sysfs_root` option).
@@ -162,6 +167,8 @@ with_setters! {
     with_stop => stop: Option<Arc<AtomicBool>>;
     /// Sets [`Config::auth_key`] (`None`: no authentication).
     with_auth_key => auth_key: Option<crate::AuthKey>;
+    /// Sets [`Config::checksum`].
+    with_checksum => checksum: Checksum;
 }
 
 impl Default for Config {
@@ -178,6 +185,7 @@ impl Default for Config {
             busy_poll: None,
             stop: None,
             auth_key: None,
+            checksum: Checksum::None,
             interrupt: None,
         }
     }

@@ -128,6 +128,16 @@ pub enum Error {
         max: usize,
     },
 
+    /// A message failed its `--checksum` check on the receiver: it was not delivered, and the
+    /// session ended (the sender is told in a Reject).
+    #[error("message {message} failed its checksum: {detail} (not delivered)")]
+    ChecksumMismatch {
+        /// The message's index in the stream (0 for the first).
+        message: u64,
+        /// What was found.
+        detail: String,
+    },
+
     /// A blocking wait was interrupted by the caller's stop flag (Ctrl-C).
     #[error("interrupted")]
     Interrupted,

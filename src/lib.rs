@@ -39,6 +39,7 @@
 
 pub mod auth;
 mod busy_poll;
+mod checksum;
 pub mod config;
 pub mod doctor;
 pub mod duplex;
@@ -61,7 +62,7 @@ pub use config::InterruptCheck;
 pub use config::{Config, TransportChoice};
 pub use error::{Error, ProtocolViolation, Result};
 pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
-pub use proto::{Role, TransportKind};
+pub use proto::{Checksum, Role, TransportKind};
 pub use receiver::RdmaSrc;
 pub use sender::RdmaSink;
 pub use session::SessionInfo;

@@ -272,11 +272,12 @@ impl Incoming {
         self.pending.hello.max_msg_size as usize
     }
 
-    /// Uses the client's credits and largest message size for this session instead of the
-    /// listener's, never above the listener's largest message size: a benchmark server lets
-    /// the client choose the queue depth and message size, as perftest's client does.
+    /// Uses the client's credits, largest message size and checksum for this session instead
+    /// of the listener's, never above the listener's largest message size: a benchmark server
+    /// lets the client choose the queue depth and message size, as perftest's client does.
     pub fn adopt_peer_settings(&mut self) {
         self.config.credits = self.pending.hello.credits;
+        self.config.checksum = self.pending.hello.checksum;
         self.config.max_msg_size = self.config.max_msg_size.min(self.peer_max_message_size());
     }
 

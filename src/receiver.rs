@@ -8,9 +8,10 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use crate::busy_poll::{BusyPoll, Spin};
+use crate::checksum;
 use crate::config::Config;
 use crate::net::{Lost, Received};
-use crate::proto::{Message, Role};
+use crate::proto::{Checksum, Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
 use crate::transport::{Arrived, RecvPath};
@@ -27,6 +28,8 @@ pub struct RdmaSrc {
     arrivals: Vec<Arrived>,
     /// A wait said the control channel is readable (or we have not looked yet).
     control_readable: bool,
+    /// The check each message carries (agreed in the handshake), verified before delivery.
+    checksum: Checksum,
 }
 
 impl RdmaSrc {
@@ -46,8 +49,10 @@ impl RdmaSrc {
             session.transport.credit_route(),
             session.config.idle_timeout,
             Instant::now(),
-        );
+        )
+        .with_trailer(session.info.checksum().trailer_len());
         Ok(Self {
+            checksum: session.info.checksum(),
             session,
             core,
             arrivals: Vec::with_capacity(slots as usize + 16),
@@ -96,11 +101,27 @@ impl RdmaSrc {
             // The failure's own actions (a Reject, closing); the first error says more.
             let _ = self.run_actions();
         }
-        let delivered = result?;
-        Ok(match (delivered, self.core.held()) {
-            (true, Some(msg)) => Some(self.session.transport.message(msg)),
-            _ => None,
-        })
+        if !result? {
+            return Ok(None);
+        }
+        let index = self.core.delivered().saturating_sub(1);
+        let checked = match self.core.held() {
+            Some(held) => {
+                checksum::check(self.checksum, self.session.transport.message(held), index)
+            }
+            None => return Ok(None),
+        };
+        match checked {
+            Ok(len) => Ok(self
+                .core
+                .held()
+                .map(|held| &self.session.transport.message(held)[..len])),
+            Err(e) => {
+                self.core.fail_held(&e);
+                let _ = self.run_actions();
+                Err(e)
+            }
+        }
     }
 
     /// Aborts the session, telling the sender why (it sees [`Error::Rejected`]).

@@ -10,9 +10,10 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use crate::busy_poll::{BusyPoll, Spin};
+use crate::checksum;
 use crate::config::Config;
 use crate::net::{Lost, Received};
-use crate::proto::{Message, Role};
+use crate::proto::{Checksum, Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
 use crate::transport::{SendEvent, SendPath, StagingSlot};
@@ -33,6 +34,12 @@ pub struct RdmaSink {
     bytes: u64,
     /// Time `send` spent waiting for a credit or a staging slot ([`RdmaSink::credit_wait`]).
     credit_wait: Duration,
+    /// The check each message carries (agreed in the handshake).
+    checksum: Checksum,
+    /// Test builds only: the message whose first byte is flipped after it was sealed
+    /// (`RDMA_CONTAINER_TEST_CORRUPT_MESSAGE`), so tests see the receiver's check catch it.
+    #[cfg(feature = "test-hooks")]
+    corrupt: Option<u64>,
 }
 
 impl RdmaSink {
@@ -63,12 +70,15 @@ impl RdmaSink {
             Instant::now(),
         );
         Ok(Self {
-            session,
             core,
             events,
             control_readable: true,
             bytes: 0,
             credit_wait: Duration::ZERO,
+            checksum: session.info.checksum(),
+            #[cfg(feature = "test-hooks")]
+            corrupt: corrupt_hook(),
+            session,
         })
     }
 
@@ -144,12 +154,17 @@ impl RdmaSink {
         let (seq, mut slot) = taken?;
         // A fill that panics (and is caught by the application) sent nothing: its credit and
         // slot go back, so the count a later Finish announces stays exact.
-        let buf = &mut self.session.transport.staging(&mut slot)[..len];
-        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| fill(buf))) {
+        let buf = self.session.transport.staging(&mut slot);
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| fill(&mut buf[..len]))) {
             self.core.give_back(seq, slot)?;
             std::panic::resume_unwind(panic);
         }
-        if let Err(e) = self.session.transport.post_send(slot, len) {
+        let wire_len = checksum::seal(self.checksum, buf, len);
+        #[cfg(feature = "test-hooks")]
+        if self.corrupt == Some(seq) && len > 0 {
+            buf[0] ^= 1;
+        }
+        if let Err(e) = self.session.transport.post_send(slot, wire_len) {
             return Err(self.explain(e));
         }
         self.bytes += len as u64;
@@ -359,4 +374,16 @@ impl Drop for RdmaSink {
     fn drop(&mut self) {
         self.abort_in_place("the sender closed without finishing the stream");
     }
+}
+
+/// Test builds: `RDMA_CONTAINER_TEST_CORRUPT_MESSAGE=N` flips a bit of message N (0-based)
+/// after its checksum was computed, as a fault on the path would.
+#[cfg(feature = "test-hooks")]
+fn corrupt_hook() -> Option<u64> {
+    let n = std::env::var("RDMA_CONTAINER_TEST_CORRUPT_MESSAGE")
+        .ok()?
+        .parse()
+        .ok()?;
+    log::info!("test hook: message {n} is corrupted after its checksum (RDMA_CONTAINER_TEST_CORRUPT_MESSAGE)");
+    Some(n)
 }

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use rdma_container::TransportChoice;
+use rdma_container::{Checksum, TransportChoice};
 use serde::{Deserialize, Serialize};
 
 const AFTER_HELP: &str = "\
@@ -162,6 +162,13 @@ pub struct SessionArgs {
     /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
     #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
     pub auth_key_file: Option<PathBuf>,
+
+    /// Check every message end to end: crc32c makes the sender append a CRC32C of each
+    /// message and the receiver verify it before delivering, ending the session (naming the
+    /// message) on a mismatch. Both ends must set the same. The default, none, relies on the
+    /// transport's own checks (RoCE's ICRC, TCP's checksum).
+    #[arg(long, value_enum, default_value_t = Checksum::None, env = "RDMA_CONTAINER_CHECKSUM")]
+    pub checksum: Checksum,
 }
 
 /// `bench` options.
@@ -248,6 +255,13 @@ pub struct BenchArgs {
     /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
     #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
     pub auth_key_file: Option<PathBuf>,
+
+    /// Check every message end to end: crc32c makes the sender append a CRC32C of each
+    /// message and the receiver verify it before delivering, ending the session (naming the
+    /// message) on a mismatch. Both ends must set the same. The default, none, relies on the
+    /// transport's own checks (RoCE's ICRC, TCP's checksum).
+    #[arg(long, value_enum, default_value_t = Checksum::None, env = "RDMA_CONTAINER_CHECKSUM")]
+    pub checksum: Checksum,
 }
 
 /// What `bench` measures.
@@ -282,6 +296,7 @@ impl BenchArgs {
             quiet: false,
             sysfs_root: self.sysfs_root.clone(),
             auth_key_file: self.auth_key_file.clone(),
+            checksum: self.checksum,
         }
     }
 }

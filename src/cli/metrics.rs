@@ -107,6 +107,7 @@ pub fn error_kind(e: &Error) -> &'static str {
         Error::PeerLost { .. } => "peer_lost",
         Error::Rejected(_) | Error::Refused(_) | Error::AuthenticationFailed(_) => "rejected",
         Error::Protocol(_) | Error::Decode(_) => "protocol_violation",
+        Error::ChecksumMismatch { .. } => "checksum",
         Error::HandshakeTimeout { .. } | Error::IdleTimeout { .. } => "timeout",
         Error::TransportIo { .. }
         | Error::TransportProtocol { .. }

@@ -38,6 +38,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
                 .map(std::time::Duration::from_micros),
         )
         .with_stop(Some(stop.clone()))
+        .with_checksum(args.checksum)
         .with_auth_key(
             args.auth_key_file
                 .as_deref()

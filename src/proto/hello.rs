@@ -6,7 +6,7 @@ use super::DecodeError;
 /// The four bytes every hello starts with.
 pub(crate) const HELLO_MAGIC: [u8; 4] = *b"RDMC";
 /// The protocol version this build speaks.
-pub(crate) const PROTOCOL_VERSION: u16 = 3;
+pub(crate) const PROTOCOL_VERSION: u16 = 4;
 /// Upper bound on the transport blob (DOCA's exported connection is a few hundred bytes).
 pub(crate) const MAX_BLOB_LEN: usize = 1024;
 /// Upper bound on the credit count a hello may announce.
@@ -100,6 +100,61 @@ impl std::fmt::Display for TransportKind {
     }
 }
 
+/// The check each message carries, if any; both ends must use the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Checksum {
+    /// No check beyond the transport's own (RoCE's ICRC, TCP's checksum).
+    #[default]
+    None,
+    /// A CRC32C (Castagnoli) of each message, computed by the sender and verified by the
+    /// receiver before it delivers the message: 4 bytes after the message in its slot.
+    Crc32c,
+}
+
+impl Checksum {
+    /// The lowercase name used on the command line and in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Checksum::None => "none",
+            Checksum::Crc32c => "crc32c",
+        }
+    }
+
+    /// Bytes the check adds after each message in its slot.
+    pub(crate) fn trailer_len(self) -> usize {
+        match self {
+            Checksum::None => 0,
+            Checksum::Crc32c => 4,
+        }
+    }
+
+    fn to_byte(self) -> u8 {
+        match self {
+            Checksum::None => 0,
+            Checksum::Crc32c => 1,
+        }
+    }
+
+    fn from_byte(b: u8) -> Result<Self, DecodeError> {
+        match b {
+            0 => Ok(Checksum::None),
+            1 => Ok(Checksum::Crc32c),
+            other => Err(DecodeError::BadField {
+                field: "checksum",
+                value: u64::from(other),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for Checksum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The first message in each direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hello {
@@ -115,6 +170,8 @@ pub(crate) struct Hello {
     pub credits: u16,
     /// The 16-byte GID this side's data path uses (IPv4-mapped address for TCP).
     pub gid: [u8; 16],
+    /// The per-message check this side uses (version 4).
+    pub checksum: Checksum,
     /// Transport-specific connection data (DOCA export blob, QP info, TCP data port).
     pub blob: Vec<u8>,
 }
@@ -129,6 +186,7 @@ impl Hello {
         out.extend_from_slice(&self.max_msg_size.to_le_bytes());
         out.extend_from_slice(&self.credits.to_le_bytes());
         out.extend_from_slice(&self.gid);
+        out.push(self.checksum.to_byte());
         let blob = &self.blob[..self.blob.len().min(MAX_BLOB_LEN)];
         put_prefixed(out, blob);
     }
@@ -164,6 +222,7 @@ impl Hello {
             });
         }
         let gid = r.array("gid")?;
+        let checksum = Checksum::from_byte(r.u8("checksum")?)?;
         let blob = r.prefixed(MAX_BLOB_LEN, "blob")?.to_vec();
         Ok(Hello {
             version,
@@ -172,6 +231,7 @@ impl Hello {
             max_msg_size,
             credits,
             gid,
+            checksum,
             blob,
         })
     }

@@ -1,8 +1,8 @@
 //! Pure protocol tests: encoding round trips, every decode error path, credit windows.
 
 use crate::proto::{
-    decode_frame, encode_frame, CreditError, DecodeError, Hello, Message, RecvWindow, Role,
-    SendWindow, TransportKind, FRAME_HEADER_LEN, HELLO_MAGIC, MAX_BLOB_LEN, MAX_FRAME_BODY,
+    decode_frame, encode_frame, Checksum, CreditError, DecodeError, Hello, Message, RecvWindow,
+    Role, SendWindow, TransportKind, FRAME_HEADER_LEN, HELLO_MAGIC, MAX_BLOB_LEN, MAX_FRAME_BODY,
     MAX_REASON_LEN, PROTOCOL_VERSION,
 };
 use proptest::prelude::*;
@@ -15,6 +15,7 @@ fn hello() -> Hello {
         max_msg_size: 10 << 20,
         credits: 2,
         gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
+        checksum: Checksum::Crc32c,
         blob: vec![1, 2, 3],
     }
 }
@@ -239,16 +240,22 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
         1u32..,
         1u16..=1024,
         any::<[u8; 16]>(),
+        any::<bool>(),
         proptest::collection::vec(any::<u8>(), 0..=MAX_BLOB_LEN),
     )
         .prop_map(
-            |(role, transport, max_msg_size, credits, gid, blob)| Hello {
+            |(role, transport, max_msg_size, credits, gid, crc, blob)| Hello {
                 version: PROTOCOL_VERSION,
                 role,
                 transport,
                 max_msg_size,
                 credits,
                 gid,
+                checksum: if crc {
+                    Checksum::Crc32c
+                } else {
+                    Checksum::None
+                },
                 blob,
             },
         )

@@ -225,7 +225,10 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             local_ip,
             peer_ip,
             slots: usize::from(config.credits),
-            slot_size: config.max_msg_size,
+            // The message and, with a checksum, its trailer.
+            slot_size: config
+                .max_msg_size
+                .saturating_add(config.checksum.trailer_len()),
             device: None,
         };
         let ((transport, slots), device) = create_transport::<P>(config, &path, params)?;
@@ -238,9 +241,14 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             transport: transport.kind(),
             // validate() bounded it to u32. A transport may carry less than configured (the
             // DOCA device's message size cap): it reports that as its slot size.
-            max_msg_size: config.max_msg_size.min(transport.slot_size()) as u32,
+            max_msg_size: config.max_msg_size.min(
+                transport
+                    .slot_size()
+                    .saturating_sub(config.checksum.trailer_len()),
+            ) as u32,
             credits: config.credits,
             gid,
+            checksum: config.checksum,
             blob: transport.local_blob(),
         };
         Ok(Self {

@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::net::iface::PathInfo;
 use crate::net::wait::{remaining, wait_any, Interest};
 use crate::net::{ControlChannel, Received};
-use crate::proto::{Hello, Role, TransportKind};
+use crate::proto::{Checksum, Hello, Role, TransportKind};
 use crate::roce::DeviceChoice;
 use crate::session_core::Explanation;
 use crate::transport::RolePath;
@@ -56,6 +56,9 @@ impl SessionInfo {
             self.credits(),
             self.max_msg_size()
         );
+        if self.checksum() != Checksum::None {
+            s.push_str(&format!(" | checksum {}", self.checksum()));
+        }
         if let Some(d) = &self.device {
             s.push_str(&format!(
                 " | device {} port {} gid-index {} gid {} netdev {}",
@@ -80,6 +83,11 @@ impl SessionInfo {
             Role::Receiver => self.local.credits,
             Role::Sender => self.peer.credits,
         }
+    }
+
+    /// The check each message carries (both ends agreed on it).
+    pub fn checksum(&self) -> Checksum {
+        self.local.checksum
     }
 
     /// The largest message this session carries: the smaller of both ends' limits.

@@ -507,13 +507,19 @@ pub(crate) fn check_peer(ours: &Hello, theirs: &Hello) -> Result<(), String> {
             ours.transport, theirs.transport
         ));
     }
+    if ours.checksum != theirs.checksum {
+        return Err(format!(
+            "checksum mismatch: one end checks messages with {}, the other with {} (set the same --checksum on both ends)",
+            ours.checksum, theirs.checksum
+        ));
+    }
     Ok(())
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::proto::{TransportKind, PROTOCOL_VERSION};
+    use crate::proto::{Checksum, TransportKind, PROTOCOL_VERSION};
     use std::collections::VecDeque;
 
     pub(crate) fn hello(role: Role, transport: TransportKind) -> Hello {
@@ -524,6 +530,7 @@ pub(crate) mod tests {
             max_msg_size: 64,
             credits: 2,
             gid: [0; 16],
+            checksum: Checksum::None,
             blob: vec![role as u8],
         }
     }
@@ -648,6 +655,19 @@ pub(crate) mod tests {
             .our_hello(hello(Role::Receiver, TransportKind::Tcp))
             .unwrap_err();
         assert!(e.to_string().contains("transport mismatch"), "{e}");
+        let mut h = Handshake::server(now, now, None);
+        let mut checked = hello(Role::Sender, TransportKind::Tcp);
+        checked.checksum = Checksum::Crc32c;
+        h.on_message(Message::Hello(checked)).unwrap();
+        let e = h
+            .our_hello(hello(Role::Receiver, TransportKind::Tcp))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "checksum mismatch: one end checks messages with none, the other with crc32c"
+            ),
+            "{e}"
+        );
     }
 
     fn auth(key: u8, nonce: u8) -> Option<Auth> {

@@ -87,6 +87,8 @@ pub(crate) struct ReceiverCore {
     held: Option<Arrived>,
     delivered: u64,
     bytes: u64,
+    /// Bytes after each message that are not the application's (a checksum's trailer).
+    trailer: u64,
     finish: Option<u64>,
     /// The release count last announced to the sender.
     announced: u64,
@@ -118,6 +120,7 @@ impl ReceiverCore {
             held: None,
             delivered: 0,
             bytes: 0,
+            trailer: 0,
             finish: None,
             announced: 0,
             batch: u64::from(slots.div_ceil(2).max(1)),
@@ -130,6 +133,13 @@ impl ReceiverCore {
             phase: Phase::Open,
             actions: VecDeque::with_capacity(4),
         }
+    }
+
+    /// Each message arrives with `trailer` bytes after it that are not the application's (a
+    /// checksum): they are not counted in [`ReceiverCore::bytes`].
+    pub(crate) fn with_trailer(mut self, trailer: usize) -> Self {
+        self.trailer = trailer as u64;
+        self
     }
 
     /// Messages delivered so far.
@@ -182,6 +192,16 @@ impl ReceiverCore {
         if let Some(reject) = on_failure(e, "receiver").ends() {
             self.end(reject);
         }
+    }
+
+    /// The message just delivered failed its check (`--checksum`) before the application saw
+    /// it: it does not count as delivered, and `e` ends the session like any failure.
+    pub(crate) fn fail_held(&mut self, e: &Error) {
+        if let Some(msg) = self.held.take() {
+            self.delivered -= 1;
+            self.bytes -= (msg.len() as u64).saturating_sub(self.trailer);
+        }
+        self.on_error(e);
     }
 
     /// The application aborts: the sender is told why.
@@ -337,7 +357,7 @@ impl ReceiverCore {
         self.release()?;
         if let Some(msg) = self.ready.pop_front() {
             self.delivered += 1;
-            self.bytes += msg.len() as u64;
+            self.bytes += (msg.len() as u64).saturating_sub(self.trailer);
             self.held = Some(msg);
             return Ok(RecvStep::Deliver);
         }
@@ -451,6 +471,38 @@ mod tests {
                 other => format!("{other:?}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_message_that_fails_its_check_is_not_delivered_and_the_sender_is_told() {
+        let now = t0();
+        let mut c = receiver(2, None, now).with_trailer(4);
+        land(&mut c, 0, 9, now).unwrap();
+        land(&mut c, 1, 9, now).unwrap();
+        assert_eq!(deliver(&mut c), (0, 9));
+        assert_eq!(
+            (c.delivered(), c.bytes()),
+            (1, 5),
+            "the trailer is not payload"
+        );
+        assert_eq!(deliver(&mut c), (1, 9));
+        actions(&mut c);
+        c.fail_held(&Error::ChecksumMismatch {
+            message: 1,
+            detail: "CRC32C differs".into(),
+        });
+        assert_eq!(
+            (c.delivered(), c.bytes()),
+            (1, 5),
+            "message 1 was never delivered"
+        );
+        let after = actions(&mut c);
+        assert!(
+            after[0].contains("message 1 failed its checksum"),
+            "the Reject names the message: {after:?}"
+        );
+        assert_eq!(after[1..], ["CloseDataPath"]);
+        assert!(matches!(c.next(), Err(Error::Closed)));
     }
 
     #[test]
