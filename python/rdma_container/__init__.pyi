@@ -56,6 +56,7 @@ class _Options(TypedDict, total=False):
     idle_timeout: Optional[float]
     busy_poll: Optional[float]
     auth_key_file: Optional[str]
+    checksum: Literal["none", "crc32c"]
 
 class Error(Exception): ...
 

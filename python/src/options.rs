@@ -5,7 +5,7 @@ use std::time::Duration;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use rdma_container::{Config, TransportChoice};
+use rdma_container::{Checksum, Config, TransportChoice};
 
 /// Seconds as a float (finite, not negative) to a duration.
 pub(crate) fn seconds(value: f64) -> PyResult<Duration> {
@@ -29,6 +29,16 @@ fn transport(name: &str) -> PyResult<TransportChoice> {
     }
 }
 
+fn checksum(name: &str) -> PyResult<Checksum> {
+    match name {
+        "none" => Ok(Checksum::None),
+        "crc32c" => Ok(Checksum::Crc32c),
+        other => Err(PyValueError::new_err(format!(
+            "checksum must be none or crc32c, not {other:?}"
+        ))),
+    }
+}
+
 /// The session configuration from `connect(..., **options)`; unknown names are a TypeError.
 pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
     // The interrupt and sysfs_root hooks are the library's hidden ones (not its stable API).
@@ -47,6 +57,7 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
             "handshake_timeout" => config.handshake_timeout = seconds(value.extract()?)?,
             "idle_timeout" => config.idle_timeout = optional_seconds(&value)?,
             "busy_poll" => config.busy_poll = optional_seconds(&value)?,
+            "checksum" => config.checksum = checksum(&value.extract::<String>()?)?,
             "auth_key_file" => {
                 let path = value.extract::<Option<std::path::PathBuf>>()?;
                 config.auth_key = path
@@ -59,7 +70,7 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
                 return Err(PyTypeError::new_err(format!(
                     "unexpected keyword argument {other:?} (known: transport, credits, \
                      max_msg_size, device, ib_port, gid_index, sysfs_root, connect_timeout, \
-                     handshake_timeout, idle_timeout, busy_poll, auth_key_file)"
+                     handshake_timeout, idle_timeout, busy_poll, auth_key_file, checksum)"
                 )))
             }
         }

@@ -457,3 +457,23 @@ def test_a_shared_key_authenticates_and_another_key_is_refused(opts, tmp_path):
     with pytest.raises(rc.Error) as refused:
         rc.RdmaSink.connect(listener.local_addr, **{**opts, "auth_key_file": other})
     assert "authentication failed" in str(refused.value)
+
+
+def test_a_checksum_on_both_ends_delivers_every_message_and_on_one_end_is_refused(opts):
+    payloads = [bytes([i % 256]) * (i * 7) for i in range(50)]
+    server = Server({**opts, "checksum": "crc32c"}, "src", collect)
+    with rc.RdmaSink.connect(server.addr, **{**opts, "checksum": "crc32c"}) as sink:
+        for p in payloads:
+            sink.send(p)
+        assert sink.finish() == len(payloads)
+    assert server.join() == payloads
+
+    unchecked = Server(opts, "src", collect)
+    with pytest.raises(rc.Error) as refused:
+        rc.RdmaSink.connect(unchecked.addr, **{**opts, "checksum": "crc32c"})
+    assert "checksum mismatch" in str(refused.value)
+    with pytest.raises(rc.Error) as refused_here:
+        unchecked.join()
+    assert "checksum mismatch" in str(refused_here.value)
+    with pytest.raises(ValueError):
+        rc.RdmaSink.connect(server.addr, **{**opts, "checksum": "md5"})
