@@ -25,13 +25,17 @@
 //! since DOCA appends); a sender's are sends (their buf's data window is set to the message
 //! before each submit, or no buf at all for an empty message).
 //!
-//! Blocking: the PE runs in `DOCA_PE_EVENT_MODE_PROGRESS_ALL`, where arming the notification
-//! clears what was raised before, so `doca_pe_clear_notification` is never needed. Should the
-//! SDK refuse that mode, the default selective mode is used and the notification is cleared
-//! only after it was raised (the handle is readable), as doca_pe.h asks. After an empty
-//! progress the notification is requested and the PE progressed once more (closing the race
-//! with a completion that came in between), then the caller sleeps on the PE's notification
-//! handle together with the control socket.
+//! Blocking, as doca_pe.h describes it: a poll progresses until `doca_pe_progress` returns 0
+//! and never arms. The notification is armed only right before the caller sleeps
+//! ([`DataPath::before_wait`]), once per sleep (not again while an arm is outstanding), and
+//! the PE is progressed until 0 after arming, so a completion that came between the last
+//! progress and the arm is collected instead of slept through; the caller then skips the
+//! sleep. A wake-up ([`DataPath::on_wakeup`]) ends the arm: the next sleep arms again. The PE
+//! runs in `DOCA_PE_EVENT_MODE_PROGRESS_ALL`, where arming clears what was raised before, so
+//! `doca_pe_clear_notification` is never needed. Should the SDK refuse that mode, the default
+//! selective mode is used: the notification is cleared on the wake-up that received it (as
+//! doca_pe.h asks), and the set-up and teardown loops, which never sleep on the handle, clear
+//! it when they find it raised.
 
 use std::ffi::{c_void, CStr};
 use std::os::fd::BorrowedFd;
@@ -54,8 +58,6 @@ const NAME: &str = "doca";
 const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long `new` waits for a started context to accept export (an asynchronous start).
 const START_TIMEOUT: Duration = Duration::from_secs(5);
-/// Progress calls per `poll` before returning what was collected (each runs at most one callback).
-const PROGRESS_BUDGET: usize = 256;
 /// Receiver-not-ready retries. Our protocol posts receives before Ready and returns credits
 /// only after re-posting, so RNR means a bug: fail after a bounded budget instead of forever.
 const RNR_RETRY_COUNT: u8 = 6;
@@ -141,7 +143,7 @@ pub(crate) struct DocaTransport {
     notify_fd: i32,
     /// The PE runs in PROGRESS_ALL mode (arming clears the notification).
     progress_all: bool,
-    /// `doca_pe_request_notification` was called since the last clear (selective mode).
+    /// `doca_pe_request_notification` was called and no wake-up has been seen since.
     armed: bool,
     memory: SlotMemory,
     /// Reused by every poll (no allocation on the data path).
@@ -502,7 +504,7 @@ impl DocaTransport {
             if done(state) || Instant::now() > deadline {
                 return state;
             }
-            if !self.progress() {
+            if !self.progress_busy() {
                 std::thread::sleep(Duration::from_micros(200));
             }
         }
@@ -696,19 +698,26 @@ impl DocaTransport {
         unsafe { &mut *self.inbox }
     }
 
-    /// Runs the PE until it is idle or the budget is spent; returns whether anything happened.
+    /// Runs the PE until `doca_pe_progress` returns 0 (doca_pe.h); returns whether anything
+    /// happened. It ends: each call runs at most one callback or state change, and nothing is
+    /// submitted from inside progress (at most `2 × slots` tasks are in flight).
     fn progress(&mut self) -> bool {
-        // Selective mode delivers nothing while a raised notification is not cleared.
-        self.clear_if_raised();
         let mut any = false;
-        for _ in 0..PROGRESS_BUDGET {
-            // SAFETY: the PE is alive; callbacks only touch the inbox through its raw pointer.
-            if unsafe { sys::doca_pe_progress(self.pe) } == 0 {
-                break;
-            }
+        // SAFETY: the PE is alive; callbacks only touch the inbox through its raw pointer.
+        while unsafe { sys::doca_pe_progress(self.pe) } != 0 {
             any = true;
         }
         any
+    }
+
+    /// `progress` for the loops that never sleep on the handle (set-up, teardown, a credit
+    /// wait): in selective mode a raised notification stops the engine until cleared.
+    fn progress_busy(&mut self) -> bool {
+        if self.progress() {
+            return true;
+        }
+        self.clear_if_raised();
+        self.progress()
     }
 
     fn submit(&mut self, call: &'static str, task: *mut sys::doca_task, slot: usize) -> Result<()> {
@@ -799,7 +808,7 @@ impl DocaTransport {
                 self.leaked = true;
                 return;
             }
-            if !self.progress() {
+            if !self.progress_busy() {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -932,10 +941,40 @@ impl DataPath for DocaTransport {
         })
     }
 
+    fn before_wait(&mut self) -> Result<bool> {
+        if self.closed || !self.connected {
+            return Ok(false);
+        }
+        if !self.armed {
+            self.arm()?;
+        }
+        // A completion between the last progress and the arm may raise nothing (an
+        // edge-triggered arm, or one the engine already took from the CQ): collect it now.
+        self.progress();
+        let inbox = self.inbox();
+        Ok(!inbox.done.is_empty() || inbox.failure.is_some() || inbox.overflow)
+    }
+
+    fn on_wakeup(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if self.progress_all {
+            // The arm fired; arming again (before the next sleep) clears it.
+            self.armed = false;
+        } else {
+            // Selective: the event was received through the handle, clear it (doca_pe.h).
+            self.clear_if_raised();
+        }
+    }
+
     fn close(&mut self) {
         if !self.closed {
             self.closed = true;
             self.teardown();
+            self.connected = false;
+            self.notify_fd = -1;
+            self.armed = false;
         }
     }
 }
@@ -982,22 +1021,17 @@ impl DocaTransport {
         if self.role == Role::Sender {
             self.post_credit_receives()?;
         }
-        self.arm()?;
         Ok(())
     }
 }
 
 impl DocaTransport {
-    /// Collects the completions the callbacks recorded, leaving the notification armed.
+    /// Collects the completions the callbacks recorded (progress until 0; no arming: that is
+    /// `before_wait`'s, once per sleep).
     fn poll_completions(&mut self, out: &mut Vec<Completion>) -> Result<()> {
         if self.closed {
             return Err(Error::TransportClosed { transport: NAME });
         }
-        self.progress();
-        // Always leave the notification armed: the caller may sleep even after a poll that
-        // returned something (just not what it waits for). Progressing once more after arming
-        // closes the race with a completion that arrived in between.
-        self.arm()?;
         self.progress();
         let inbox = self.inbox();
         out.append(&mut inbox.done);
@@ -1009,8 +1043,6 @@ impl DocaTransport {
         }
         if self.role == Role::Sender {
             self.post_credit_receives()?;
-            // A re-posted receive may complete at once: keep the notification armed.
-            self.arm()?;
         }
         Ok(())
     }
@@ -1030,7 +1062,7 @@ impl DocaTransport {
                     "no credit send completed within 2 s (is the peer still there?)".to_owned(),
                 ));
             }
-            self.progress();
+            self.progress_busy();
         };
         let task = self.send_tasks[index - slots];
         // SAFETY: conversion of a live task.
@@ -1272,3 +1304,7 @@ fn misuse(detail: String) -> Error {
         detail,
     }
 }
+
+#[cfg(all(test, feature = "doca-sim"))]
+#[path = "doca_wakeup_tests.rs"]
+mod wakeup_tests;
