@@ -74,6 +74,11 @@ passed to the container";
 const BACKPRESSURE_HINT: &str =
     "a DOCA task or buffer pool is exhausted (backpressure): more work was \
 outstanding than the pools sized from --credits allow";
+const FULL_HINT: &str =
+    "the device's queue stayed full (backpressure that progress did not relieve): the peer \
+stopped taking messages, or --credits is above what the device sustains; lower --credits";
+/// How long a submit refused with AGAIN, FULL or NO_MEMORY keeps progressing and retrying.
+const BACKPRESSURE_TIMEOUT: Duration = Duration::from_secs(2);
 const BUG_HINT: &str =
     "DOCA rejected a call in this state: an internal error in rdma-container, please report it \
 with RUST_LOG=debug output";
@@ -202,7 +207,7 @@ impl DocaTransport {
         };
         // On error `t` is dropped, which tears down whatever was created.
         t.open_device(&choice.device)?;
-        let slot_size = t.check_capabilities(params.slot_size)?;
+        let slot_size = t.check_capabilities(params.slot_size, params.slots)?;
         t.memory = SlotMemory::new(params.slots, slot_size)?;
         t.build(params.slots, choice.gid_index)?;
         t.start()?;
@@ -257,9 +262,11 @@ impl DocaTransport {
         opened
     }
 
-    /// Asks the device whether it can run RC send and receive tasks and how large a message
-    /// may be; returns the slot size to use (`wanted`, clamped to the device's cap).
-    fn check_capabilities(&mut self, wanted: usize) -> Result<usize> {
+    /// Asks the device whether it can run RC send and receive tasks, how large a message may
+    /// be and how deep its queues are; returns the slot size to use (`wanted`, clamped to the
+    /// device's cap). `slots` (the credits) must fit both queues: each end has up to `slots`
+    /// sends (data or credits) and `slots` receives (data or credits) outstanding.
+    fn check_capabilities(&mut self, wanted: usize, slots: usize) -> Result<usize> {
         // SAFETY: the device is open; its devinfo lives as long as it does.
         let info = unsafe { sys::doca_dev_as_devinfo(self.dev) };
         let unsupported = |what: &str, call: &str, rc: doca_error_t| {
@@ -299,6 +306,33 @@ impl DocaTransport {
                 "doca_rdma_cap_get_max_message_size",
                 rc,
             ));
+        }
+        for (queue, call) in [
+            ("send", "doca_rdma_cap_get_max_send_queue_size"),
+            ("receive", "doca_rdma_cap_get_max_recv_queue_size"),
+        ] {
+            let mut depth: u32 = 0;
+            // SAFETY: `info` is the open device's devinfo; `depth` is a valid out-pointer.
+            let rc = unsafe {
+                if queue == "send" {
+                    sys::doca_rdma_cap_get_max_send_queue_size(info, &mut depth)
+                } else {
+                    sys::doca_rdma_cap_get_max_recv_queue_size(info, &mut depth)
+                }
+            };
+            if rc != doca_error::DOCA_SUCCESS {
+                return Err(unsupported("RDMA queues (no queue size cap)", call, rc));
+            }
+            if usize::try_from(depth).is_ok_and(|d| slots > d) {
+                return Err(Error::unavailable(
+                    NAME,
+                    format!(
+                        "device {} has {queue} queues of at most {depth} tasks ({call}), fewer \
+                         than the {slots} credits of this session: use --credits {depth} or less",
+                        self.device
+                    ),
+                ));
+            }
         }
         let cap = usize::try_from(cap).unwrap_or(usize::MAX);
         if wanted > cap {
@@ -720,14 +754,42 @@ impl DocaTransport {
         self.progress()
     }
 
+    /// Submits a task. A refusal that means "full" (AGAIN, FULL, NO_MEMORY) is backpressure:
+    /// progress (completions free room) and try again, for at most `BACKPRESSURE_TIMEOUT`.
     fn submit(&mut self, call: &'static str, task: *mut sys::doca_task, slot: usize) -> Result<()> {
-        self.inbox().in_flight[slot] = true;
-        // SAFETY: the task belongs to this context and is not in flight (checked by the caller).
-        let rc = unsafe { sys::doca_task_submit(task) };
-        if rc != doca_error::DOCA_SUCCESS {
+        let mut deadline = None;
+        loop {
+            self.inbox().in_flight[slot] = true;
+            // SAFETY: the task belongs to this context and is not in flight (checked by the
+            // caller, or refused by the previous try, which leaves it ours).
+            let rc = unsafe { sys::doca_task_submit(task) };
+            if rc == doca_error::DOCA_SUCCESS {
+                return Ok(());
+            }
             self.inbox().in_flight[slot] = false;
+            if !matches!(
+                rc,
+                doca_error::DOCA_ERROR_AGAIN
+                    | doca_error::DOCA_ERROR_FULL
+                    | doca_error::DOCA_ERROR_NO_MEMORY
+            ) {
+                return check(call, rc, None);
+            }
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + BACKPRESSURE_TIMEOUT);
+            if Instant::now() > deadline {
+                return Err(Error::Doca {
+                    call,
+                    code: format!(
+                        "{} (still refused after {BACKPRESSURE_TIMEOUT:?} of progress and retries)",
+                        error_name(rc)
+                    ),
+                    hint: Some(FULL_HINT),
+                });
+            }
+            if !self.progress_busy() {
+                std::thread::sleep(Duration::from_micros(100));
+            }
         }
-        check(call, rc, None)
     }
 
     fn failure_error(is_send: bool, code: doca_error_t) -> Error {
