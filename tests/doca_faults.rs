@@ -649,6 +649,12 @@ fn hard_stop_failure_leaks_the_context_on_purpose_and_says_so() {
         stderr(&client)
     );
     assert!(stderr(&client).contains("LEAK"), "{}", stderr(&client));
+    // The registered slot memory is leaked with the registration, never given back.
+    assert!(
+        stderr(&client).contains("bytes of slot memory: the device may still write into it"),
+        "{}",
+        stderr(&client)
+    );
     let leaked = the_one_leak(&case);
     for object in ["\"dev\":1", "\"pe\":1", "\"rdma\":1", "\"mmap\":1"] {
         assert!(leaked.contains(object), "{leaked}");

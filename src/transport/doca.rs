@@ -1221,9 +1221,13 @@ impl RecvPath for DocaTransport {
 impl Drop for DocaTransport {
     fn drop(&mut self) {
         self.teardown();
-        if !self.leaked {
+        if self.leaked {
+            // A leaked context may still call back and its NIC may still write into the
+            // registered slots: the inbox and the slot memory are leaked with it.
+            self.memory.free_only_when(|| false);
+        } else {
             // SAFETY: the inbox came from Box::into_raw and the context that referenced it is
-            // destroyed. A leaked context may still call back, so its inbox is leaked with it.
+            // destroyed.
             drop(unsafe { Box::from_raw(self.inbox) });
         }
     }
@@ -1235,9 +1239,15 @@ fn slot_of(task_user_data: doca_data) -> usize {
     (unsafe { task_user_data.u64_ }) as usize
 }
 
-fn inbox_of(ctx_user_data: doca_data) -> Option<&'static mut Inbox> {
-    // SAFETY: the context's user data is the inbox pointer set in `build`; callbacks run only
-    // inside doca_pe_progress, while no other reference to the inbox exists.
+/// The inbox a completion callback records into.
+///
+/// # Safety
+/// `ctx_user_data` must be the user data of one of our contexts (the inbox pointer set in
+/// `build`, alive until the transport is dropped), and the caller must be a DOCA callback:
+/// those run only inside `doca_pe_progress`, while no other reference to the inbox exists.
+/// The reference must not outlive the callback.
+unsafe fn inbox_of<'a>(ctx_user_data: doca_data) -> Option<&'a mut Inbox> {
+    // SAFETY: the caller guarantees the pointer is our live inbox, not otherwise borrowed.
     unsafe { ctx_user_data.ptr.cast::<Inbox>().as_mut() }
 }
 
@@ -1246,7 +1256,8 @@ unsafe extern "C" fn send_done(
     ud: doca_data,
     ctx_ud: doca_data,
 ) {
-    if let Some(inbox) = inbox_of(ctx_ud) {
+    // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
+    if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         let slot = slot_of(ud);
         let done = (slot < inbox.slots).then(|| Completion::Send(StagingSlot::mint(slot)));
         inbox.record(slot, done, None);
@@ -1260,7 +1271,8 @@ unsafe extern "C" fn send_failed(
 ) {
     // SAFETY: DOCA hands us a live task.
     let code = unsafe { sys::doca_task_get_status(sys::doca_rdma_task_send_as_task(task)) };
-    if let Some(inbox) = inbox_of(ctx_ud) {
+    // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
+    if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         let index = slot_of(ud);
         // A failed credit send means the sender is gone or closing: the control channel says
         // which, in better words than this status.
@@ -1276,7 +1288,8 @@ unsafe extern "C" fn recv_done(
 ) {
     // SAFETY: valid in the success callback, per DOCA.
     let len = unsafe { sys::doca_rdma_task_receive_get_result_len(task) } as usize;
-    if let Some(inbox) = inbox_of(ctx_ud) {
+    // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
+    if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         let slot = slot_of(ud);
         let done = if slot < inbox.slots {
             Completion::Recv(Arrived::new(RecvSlot::mint(slot), len))
@@ -1294,7 +1307,8 @@ unsafe extern "C" fn recv_failed(
 ) {
     // SAFETY: DOCA hands us a live task.
     let code = unsafe { sys::doca_task_get_status(sys::doca_rdma_task_receive_as_task(task)) };
-    if let Some(inbox) = inbox_of(ctx_ud) {
+    // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
+    if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         inbox.record(slot_of(ud), None, Some((false, code)));
     }
 }
