@@ -349,153 +349,121 @@ impl DocaTransport {
     fn build(&mut self, slots: usize, gid_index: u32) -> Result<()> {
         let rw = sys::doca_access_flag::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE.0;
         let depth = u32::try_from(slots).unwrap_or(u32::MAX);
-        // SAFETY: (all calls below) each pointer passed was produced by the matching DOCA
-        // create call earlier in this function and is still alive; out-pointers are fields of
-        // `self`; the memory range is `self.memory`, which outlives the mmap.
-        unsafe {
-            check(
-                "doca_mmap_create",
-                sys::doca_mmap_create(&mut self.mmap),
-                None,
-            )?;
-            check(
-                "doca_mmap_set_permissions",
-                sys::doca_mmap_set_permissions(self.mmap, rw),
-                None,
-            )?;
-            check(
-                "doca_mmap_set_memrange",
-                sys::doca_mmap_set_memrange(
-                    self.mmap,
-                    self.memory.as_mut_ptr().cast(),
-                    self.memory.len(),
-                ),
-                None,
-            )?;
-            check(
-                "doca_mmap_add_dev",
-                sys::doca_mmap_add_dev(self.mmap, self.dev),
-                None,
-            )?;
-            check(
-                "doca_mmap_start",
-                sys::doca_mmap_start(self.mmap),
-                Some(MEMLOCK_HINT),
-            )?;
-            check(
-                "doca_buf_inventory_create",
-                sys::doca_buf_inventory_create(slots, &mut self.inventory),
-                None,
-            )?;
-            check(
-                "doca_buf_inventory_start",
-                sys::doca_buf_inventory_start(self.inventory),
-                None,
-            )?;
-            check("doca_pe_create", sys::doca_pe_create(&mut self.pe), None)?;
-            // PROGRESS_ALL: every progress call progresses the context, and arming the
-            // notification clears what was raised before (doca_pe.h, Linux).
-            let rc = sys::doca_pe_set_event_mode(
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_mmap_create(&mut self.mmap) };
+        check("doca_mmap_create", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_mmap_set_permissions(self.mmap, rw) };
+        check("doca_mmap_set_permissions", rc, None)?;
+        // SAFETY: the range is `self.memory`, which outlives the mmap (or is leaked with it).
+        let rc = unsafe {
+            sys::doca_mmap_set_memrange(
+                self.mmap,
+                self.memory.as_mut_ptr().cast(),
+                self.memory.len(),
+            )
+        };
+        check("doca_mmap_set_memrange", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_mmap_add_dev(self.mmap, self.dev) };
+        check("doca_mmap_add_dev", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_mmap_start(self.mmap) };
+        check("doca_mmap_start", rc, Some(MEMLOCK_HINT))?;
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_buf_inventory_create(slots, &mut self.inventory) };
+        check("doca_buf_inventory_create", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_buf_inventory_start(self.inventory) };
+        check("doca_buf_inventory_start", rc, None)?;
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_pe_create(&mut self.pe) };
+        check("doca_pe_create", rc, None)?;
+        // PROGRESS_ALL: every progress call progresses the context, and arming the
+        // notification clears what was raised before (doca_pe.h, Linux).
+        // SAFETY: the PE is alive and not progressing.
+        let rc = unsafe {
+            sys::doca_pe_set_event_mode(
                 self.pe,
                 sys::doca_pe_event_mode::DOCA_PE_EVENT_MODE_PROGRESS_ALL,
+            )
+        };
+        self.progress_all = rc == doca_error::DOCA_SUCCESS;
+        if !self.progress_all {
+            log::debug!(
+                "doca_pe_set_event_mode(PROGRESS_ALL): {}; using the selective mode",
+                error_name(rc)
             );
-            self.progress_all = rc == doca_error::DOCA_SUCCESS;
-            if !self.progress_all {
-                log::debug!(
-                    "doca_pe_set_event_mode(PROGRESS_ALL): {}; using the selective mode",
-                    error_name(rc)
-                );
-            }
-            check(
-                "doca_pe_get_notification_handle",
-                sys::doca_pe_get_notification_handle(self.pe, &mut self.notify_fd),
-                None,
-            )?;
-            check(
-                "doca_rdma_create",
-                sys::doca_rdma_create(self.dev, &mut self.rdma),
-                None,
-            )?;
-            self.ctx = sys::doca_rdma_as_ctx(self.rdma);
-            check(
-                "doca_rdma_set_permissions",
-                sys::doca_rdma_set_permissions(self.rdma, rw),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_gid_index",
-                sys::doca_rdma_set_gid_index(self.rdma, gid_index),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_grh_enabled",
-                sys::doca_rdma_set_grh_enabled(self.rdma, 1),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_transport_type",
-                sys::doca_rdma_set_transport_type(
-                    self.rdma,
-                    sys::doca_rdma_transport_type::DOCA_RDMA_TRANSPORT_TYPE_RC,
-                ),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_max_num_connections",
-                sys::doca_rdma_set_max_num_connections(self.rdma, 1),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_rnr_retry_count",
-                sys::doca_rdma_set_rnr_retry_count(self.rdma, RNR_RETRY_COUNT),
-                None,
-            )?;
-            // At most `slots` sends are outstanding: data sends on a sender, credit sends
-            // on a receiver (the send task pool has that size too).
-            check(
-                "doca_rdma_set_send_queue_size",
-                sys::doca_rdma_set_send_queue_size(self.rdma, depth),
-                None,
-            )?;
-            check(
-                "doca_pe_connect_ctx",
-                sys::doca_pe_connect_ctx(self.pe, self.ctx),
-                None,
-            )?;
-            check(
-                "doca_rdma_task_send_set_conf",
-                sys::doca_rdma_task_send_set_conf(
-                    self.rdma,
-                    Some(send_done),
-                    Some(send_failed),
-                    depth,
-                ),
-                None,
-            )?;
-            check(
-                "doca_rdma_task_receive_set_conf",
-                sys::doca_rdma_task_receive_set_conf(
-                    self.rdma,
-                    Some(recv_done),
-                    Some(recv_failed),
-                    depth,
-                ),
-                None,
-            )?;
-            let user = doca_data {
-                ptr: self.inbox.cast::<c_void>(),
-            };
-            check(
-                "doca_ctx_set_user_data",
-                sys::doca_ctx_set_user_data(self.ctx, user),
-                None,
-            )?;
-            // Bufs do not depend on the context: one per slot, now.
-            for slot in 0..slots {
-                let addr = self.memory.slot_ptr(slot).cast::<c_void>();
-                let size = self.memory.size();
-                let mut buf = ptr::null_mut();
-                let rc = match self.role {
+        }
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_pe_get_notification_handle(self.pe, &mut self.notify_fd) };
+        check("doca_pe_get_notification_handle", rc, None)?;
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_rdma_create(self.dev, &mut self.rdma) };
+        check("doca_rdma_create", rc, None)?;
+        // SAFETY: the context was just created.
+        self.ctx = unsafe { sys::doca_rdma_as_ctx(self.rdma) };
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_permissions(self.rdma, rw) };
+        check("doca_rdma_set_permissions", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_gid_index(self.rdma, gid_index) };
+        check("doca_rdma_set_gid_index", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_grh_enabled(self.rdma, 1) };
+        check("doca_rdma_set_grh_enabled", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe {
+            sys::doca_rdma_set_transport_type(
+                self.rdma,
+                sys::doca_rdma_transport_type::DOCA_RDMA_TRANSPORT_TYPE_RC,
+            )
+        };
+        check("doca_rdma_set_transport_type", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_max_num_connections(self.rdma, 1) };
+        check("doca_rdma_set_max_num_connections", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_rnr_retry_count(self.rdma, RNR_RETRY_COUNT) };
+        check("doca_rdma_set_rnr_retry_count", rc, None)?;
+        // At most `slots` sends are outstanding: data sends on a sender, credit sends
+        // on a receiver (the send task pool has that size too).
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_send_queue_size(self.rdma, depth) };
+        check("doca_rdma_set_send_queue_size", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_pe_connect_ctx(self.pe, self.ctx) };
+        check("doca_pe_connect_ctx", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe {
+            sys::doca_rdma_task_send_set_conf(self.rdma, Some(send_done), Some(send_failed), depth)
+        };
+        check("doca_rdma_task_send_set_conf", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe {
+            sys::doca_rdma_task_receive_set_conf(
+                self.rdma,
+                Some(recv_done),
+                Some(recv_failed),
+                depth,
+            )
+        };
+        check("doca_rdma_task_receive_set_conf", rc, None)?;
+        let user = doca_data {
+            ptr: self.inbox.cast::<c_void>(),
+        };
+        // SAFETY: the context is alive; the inbox lives until the transport is dropped.
+        let rc = unsafe { sys::doca_ctx_set_user_data(self.ctx, user) };
+        check("doca_ctx_set_user_data", rc, None)?;
+        // Bufs do not depend on the context: one per slot, now.
+        for slot in 0..slots {
+            let addr = self.memory.slot_ptr(slot).cast::<c_void>();
+            let size = self.memory.size();
+            let mut buf = ptr::null_mut();
+            // SAFETY: the inventory and the mmap are started; the range is one slot of the
+            // registered memory; `buf` is a valid out-pointer.
+            let rc = unsafe {
+                match self.role {
                     Role::Receiver => sys::doca_buf_inventory_buf_get_by_addr(
                         self.inventory,
                         self.mmap,
@@ -510,10 +478,10 @@ impl DocaTransport {
                         size,
                         &mut buf,
                     ),
-                };
-                check("doca_buf_inventory_buf_get_by_addr", rc, None)?;
-                self.bufs.push(buf);
-            }
+                }
+            };
+            check("doca_buf_inventory_buf_get_by_addr", rc, None)?;
+            self.bufs.push(buf);
         }
         Ok(())
     }
@@ -601,79 +569,40 @@ impl DocaTransport {
     /// the connection on a sender) plus one credit task per slot (the other kind).
     fn allocate_tasks(&mut self) -> Result<()> {
         let slots = self.memory.count();
-        for slot in 0..slots {
-            let buf = self.bufs[slot];
-            let ud = doca_data { u64_: slot as u64 };
-            // SAFETY: the context is RUNNING and connected; the buf and the connection are
-            // ours and alive; out-pointers are valid locals.
-            unsafe {
-                match self.role {
-                    Role::Receiver => {
-                        let mut task = ptr::null_mut();
-                        check(
-                            "doca_rdma_task_receive_allocate_init",
-                            sys::doca_rdma_task_receive_allocate_init(
-                                self.rdma, buf, ud, &mut task,
-                            ),
-                            None,
-                        )?;
-                        self.recv_tasks.push(task);
-                    }
-                    Role::Sender => {
-                        let mut task = ptr::null_mut();
-                        check(
-                            "doca_rdma_task_send_allocate_init",
-                            sys::doca_rdma_task_send_allocate_init(
-                                self.rdma,
-                                self.connection,
-                                buf,
-                                ud,
-                                &mut task,
-                            ),
-                            None,
-                        )?;
-                        self.send_tasks.push(task);
-                    }
-                }
-            }
-        }
-        // Credit tasks, indexes slots..2*slots: zero-length sends on the receiver,
-        // zero-length receives on the sender (stored after the other role's data tasks).
-        for i in slots..2 * slots {
+        // Data tasks `0..slots` (receives on a receiver, sends on a sender, each with its
+        // slot's buf), then credit tasks `slots..2*slots` (the other kind, no buf: DOCA's empty
+        // message), stored after the other role's data tasks.
+        for i in 0..2 * slots {
             let ud = doca_data { u64_: i as u64 };
-            // SAFETY: as above; a NULL buf is DOCA's empty message.
-            unsafe {
-                match self.role {
-                    Role::Receiver => {
-                        let mut send = ptr::null_mut();
-                        check(
-                            "doca_rdma_task_send_allocate_init(credit)",
-                            sys::doca_rdma_task_send_allocate_init(
-                                self.rdma,
-                                self.connection,
-                                ptr::null(),
-                                ud,
-                                &mut send,
-                            ),
-                            None,
-                        )?;
-                        self.send_tasks.push(send);
-                    }
-                    Role::Sender => {
-                        let mut recv = ptr::null_mut();
-                        check(
-                            "doca_rdma_task_receive_allocate_init(credit)",
-                            sys::doca_rdma_task_receive_allocate_init(
-                                self.rdma,
-                                ptr::null_mut(),
-                                ud,
-                                &mut recv,
-                            ),
-                            None,
-                        )?;
-                        self.recv_tasks.push(recv);
-                    }
-                }
+            let buf = if i < slots {
+                self.bufs[i]
+            } else {
+                ptr::null_mut()
+            };
+            let credit = if i < slots { "" } else { "(credit)" };
+            let mut recv = ptr::null_mut();
+            let mut send = ptr::null_mut();
+            if (self.role == Role::Receiver) == (i < slots) {
+                // SAFETY: the context is RUNNING and connected; the buf (or NULL) is ours and
+                // alive; `recv` is a valid out-pointer.
+                let rc = unsafe {
+                    sys::doca_rdma_task_receive_allocate_init(self.rdma, buf, ud, &mut recv)
+                };
+                check_task("doca_rdma_task_receive_allocate_init", credit, rc)?;
+                self.recv_tasks.push(recv);
+            } else {
+                // SAFETY: as above, and the connection is ours and connected.
+                let rc = unsafe {
+                    sys::doca_rdma_task_send_allocate_init(
+                        self.rdma,
+                        self.connection,
+                        buf,
+                        ud,
+                        &mut send,
+                    )
+                };
+                check_task("doca_rdma_task_send_allocate_init", credit, rc)?;
+                self.send_tasks.push(send);
             }
         }
         Ok(())
@@ -928,38 +857,49 @@ impl DocaTransport {
             return;
         }
         self.free_idle_tasks();
-        // SAFETY: (all calls below) each object is destroyed once, after everything that
-        // depends on it, and its pointer is nulled; null pointers are skipped.
-        unsafe {
-            for buf in self.bufs.drain(..) {
-                sys::doca_buf_dec_refcount(buf, ptr::null_mut());
-            }
-            if !self.rdma.is_null() {
-                log_failure("doca_rdma_destroy", sys::doca_rdma_destroy(self.rdma));
-                self.rdma = ptr::null_mut();
-                self.ctx = ptr::null_mut();
-            }
-            if !self.pe.is_null() {
-                log_failure("doca_pe_destroy", sys::doca_pe_destroy(self.pe));
-                self.pe = ptr::null_mut();
-            }
-            if !self.inventory.is_null() {
-                sys::doca_buf_inventory_stop(self.inventory);
-                log_failure(
-                    "doca_buf_inventory_destroy",
-                    sys::doca_buf_inventory_destroy(self.inventory),
-                );
-                self.inventory = ptr::null_mut();
-            }
-            if !self.mmap.is_null() {
-                sys::doca_mmap_stop(self.mmap);
-                log_failure("doca_mmap_destroy", sys::doca_mmap_destroy(self.mmap));
-                self.mmap = ptr::null_mut();
-            }
-            if !self.dev.is_null() {
-                log_failure("doca_dev_close", sys::doca_dev_close(self.dev));
-                self.dev = ptr::null_mut();
-            }
+        // Each object is destroyed once, after everything that depends on it, and its pointer
+        // nulled; null pointers are skipped.
+        for buf in self.bufs.drain(..) {
+            // SAFETY: the buf was taken from our inventory and no task uses it any more.
+            unsafe { sys::doca_buf_dec_refcount(buf, ptr::null_mut()) };
+        }
+        if !self.rdma.is_null() {
+            // SAFETY: the context is IDLE (stopped) and has no task allocated.
+            log_failure("doca_rdma_destroy", unsafe {
+                sys::doca_rdma_destroy(self.rdma)
+            });
+            self.rdma = ptr::null_mut();
+            self.ctx = ptr::null_mut();
+        }
+        if !self.pe.is_null() {
+            // SAFETY: its one context is destroyed.
+            log_failure("doca_pe_destroy", unsafe { sys::doca_pe_destroy(self.pe) });
+            self.pe = ptr::null_mut();
+        }
+        if !self.inventory.is_null() {
+            // SAFETY: every buf is returned.
+            log_failure("doca_buf_inventory_stop", unsafe {
+                sys::doca_buf_inventory_stop(self.inventory)
+            });
+            // SAFETY: stopped, every buf returned.
+            log_failure("doca_buf_inventory_destroy", unsafe {
+                sys::doca_buf_inventory_destroy(self.inventory)
+            });
+            self.inventory = ptr::null_mut();
+        }
+        if !self.mmap.is_null() {
+            // SAFETY: no buf points into it any more.
+            log_failure("doca_mmap_stop", unsafe { sys::doca_mmap_stop(self.mmap) });
+            // SAFETY: stopped, no buf points into it.
+            log_failure("doca_mmap_destroy", unsafe {
+                sys::doca_mmap_destroy(self.mmap)
+            });
+            self.mmap = ptr::null_mut();
+        }
+        if !self.dev.is_null() {
+            // SAFETY: the context and the mmap using it are destroyed.
+            log_failure("doca_dev_close", unsafe { sys::doca_dev_close(self.dev) });
+            self.dev = ptr::null_mut();
         }
     }
 }
@@ -1354,6 +1294,18 @@ fn check(call: &'static str, rc: doca_error_t, hint: Option<&'static str>) -> Re
         call,
         code: error_name(rc),
         hint,
+    })
+}
+
+/// `check` for a task allocation; `credit` is `"(credit)"` for a credit task.
+fn check_task(call: &'static str, credit: &str, rc: doca_error_t) -> Result<()> {
+    check(call, rc, None).map_err(|e| match e {
+        Error::Doca { call, code, hint } if !credit.is_empty() => Error::Doca {
+            call,
+            code: format!("{code} {credit}"),
+            hint,
+        },
+        other => other,
     })
 }
 
