@@ -1210,7 +1210,9 @@ unsafe extern "C" fn send_failed(
     ctx_ud: doca_data,
 ) {
     // SAFETY: DOCA hands us a live task.
-    let code = unsafe { sys::doca_task_get_status(sys::doca_rdma_task_send_as_task(task)) };
+    let task = unsafe { sys::doca_rdma_task_send_as_task(task) };
+    // SAFETY: as above: the task is live inside its callback.
+    let code = unsafe { sys::doca_task_get_status(task) };
     // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
     if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         let index = slot_of(ud);
@@ -1246,7 +1248,9 @@ unsafe extern "C" fn recv_failed(
     ctx_ud: doca_data,
 ) {
     // SAFETY: DOCA hands us a live task.
-    let code = unsafe { sys::doca_task_get_status(sys::doca_rdma_task_receive_as_task(task)) };
+    let task = unsafe { sys::doca_rdma_task_receive_as_task(task) };
+    // SAFETY: as above: the task is live inside its callback.
+    let code = unsafe { sys::doca_task_get_status(task) };
     // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
     if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         inbox.record(slot_of(ud), None, Some((false, code)));
