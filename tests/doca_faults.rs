@@ -244,19 +244,45 @@ fn client_setup_fault_reaches_the_server() {
     assert_eq!(case.assert_no_leaks(), 1, "the client's report");
 }
 
+/// Backpressure that passes: submits refused now and then with NO_MEMORY, FULL or AGAIN (on
+/// both ends) are progressed and retried, and the session delivers everything.
 #[test]
-fn receive_submit_failure_mid_stream() {
+fn submit_backpressure_is_progressed_and_retried() {
     let case = Case::new();
     let (server, client) = case.run(
-        &[("DOCA_SIM_FAIL", "doca_task_submit:30:DOCA_ERROR_NO_MEMORY")],
+        &[(
+            "DOCA_SIM_FAIL",
+            "doca_task_submit:30:DOCA_ERROR_NO_MEMORY,doca_task_submit:31:DOCA_ERROR_FULL",
+        )],
+        &[(
+            "DOCA_SIM_FAIL",
+            "doca_task_submit:40:DOCA_ERROR_AGAIN,doca_task_submit:41:DOCA_ERROR_FULL",
+        )],
+        &["--count", "300"],
+    );
+    assert_eq!(server.code, Some(0), "server: {}", stderr(&server));
+    assert_eq!(client.code, Some(0), "client: {}", stderr(&client));
+    assert_eq!(received_count(&stderr(&server)), 300);
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// Backpressure that does not pass: every submit from the 30th on is refused with NO_MEMORY;
+/// after a bounded time of progress and retries the receiver fails, saying so.
+#[test]
+fn receive_submit_backpressure_that_persists_fails_with_a_hint() {
+    let case = Case::new();
+    let (server, client) = case.run(
+        &[("DOCA_SIM_FAIL", "doca_task_submit:30+:DOCA_ERROR_NO_MEMORY")],
         &[],
         &[],
     );
     assert_eq!(server.code, Some(1));
     assert_eq!(client.code, Some(1));
     assert!(
-        stderr(&server).contains("doca_task_submit(receive) failed")
-            || stderr(&server).contains("doca_task_submit(credit) failed"),
+        (stderr(&server).contains("doca_task_submit(receive) failed")
+            || stderr(&server).contains("doca_task_submit(credit) failed"))
+            && stderr(&server).contains("still refused after")
+            && stderr(&server).contains("lower --credits"),
         "{}",
         stderr(&server)
     );
@@ -623,6 +649,12 @@ fn hard_stop_failure_leaks_the_context_on_purpose_and_says_so() {
         stderr(&client)
     );
     assert!(stderr(&client).contains("LEAK"), "{}", stderr(&client));
+    // The registered slot memory is leaked with the registration, never given back.
+    assert!(
+        stderr(&client).contains("bytes of slot memory: the device may still write into it"),
+        "{}",
+        stderr(&client)
+    );
     let leaked = the_one_leak(&case);
     for object in ["\"dev\":1", "\"pe\":1", "\"rdma\":1", "\"mmap\":1"] {
         assert!(leaked.contains(object), "{leaked}");
@@ -674,4 +706,36 @@ fn inventory_failure_at_setup_is_named() {
         "doca_buf_inventory_buf_get_by_args:1:DOCA_ERROR_NO_MEMORY",
         "doca_buf_inventory_buf_get_by_addr",
     );
+}
+
+/// --credits above the device's queue caps (DOCA_SIM_MAX_SEND_QUEUE=4) is refused at set-up,
+/// naming the device, the cap and the option; the server hears why and keeps serving.
+#[test]
+fn credits_above_the_device_queue_cap_are_refused_naming_the_device_and_cap() {
+    let case = Case::new();
+    let mut server = case.start("--server", &[], &["--once"]);
+    let client = case
+        .start(
+            "--client",
+            &[("DOCA_SIM_MAX_SEND_QUEUE", "4")],
+            &["--credits", "8", "--count", "10"],
+        )
+        .finish(DEADLINE);
+    assert_eq!(client.code, Some(1), "client: {}", stderr(&client));
+    assert!(
+        stderr(&client).contains("device mlx5_0 has send queues of at most 4 tasks")
+            && stderr(&client).contains("--credits 4 or less"),
+        "{}",
+        stderr(&client)
+    );
+    sleep(Duration::from_millis(300));
+    server.kill();
+    assert!(
+        server
+            .stderr()
+            .contains("the client could not set up its data path"),
+        "{}",
+        server.stderr()
+    );
+    assert_eq!(case.assert_no_leaks(), 1, "the client's report");
 }

@@ -1,7 +1,8 @@
 //! Control surface of the DOCA simulator (only with `found = sim`): leak accounting,
 //! fault injection and device list, the same knobs as its environment variables
 //! (`DOCA_SIM_FAIL`, `DOCA_SIM_DROP_AFTER`, `DOCA_SIM_DEVICES`, `DOCA_SIM_RNR_DELAY_MS`,
-//! `DOCA_SIM_START`, `DOCA_SIM_MAX_MSG_SIZE`;
+//! `DOCA_SIM_START`, `DOCA_SIM_MAX_MSG_SIZE`, `DOCA_SIM_STOP`, `DOCA_SIM_ARM`, `DOCA_SIM_BATCH`,
+//! `DOCA_SIM_MAX_SEND_QUEUE`, `DOCA_SIM_MAX_RECV_QUEUE`;
 //! see the crate README). Settings are process-wide.
 
 use crate::bindings::{doca_error, doca_error_t};
@@ -30,6 +31,14 @@ pub mod ffi {
         pub fn doca_sim_set_start_async(async_: std::os::raw::c_int);
         /// What `doca_rdma_cap_get_max_message_size` reports.
         pub fn doca_sim_set_max_msg_size(max: u32);
+        /// `doca_ctx_stop` with tasks allocated: refused (nonzero) or accepted (0).
+        pub fn doca_sim_set_stop_refuse(refuse: std::os::raw::c_int);
+        /// Arming with work pending: raises at once (0, level) or not (nonzero, edge).
+        pub fn doca_sim_set_arm_edge(edge: std::os::raw::c_int);
+        /// Completions one CQ poll moves into the engine (0 or 1: off).
+        pub fn doca_sim_set_batch(n: u32);
+        /// What the queue size capabilities report (0: the default).
+        pub fn doca_sim_set_queue_caps(max_send: u32, max_recv: u32);
         /// Restore the settings the environment gave at start-up.
         pub fn doca_sim_reset_config();
     }
@@ -111,4 +120,32 @@ pub fn set_max_msg_size(max: u32) {
 pub fn reset_config() {
     // SAFETY: takes no arguments.
     unsafe { ffi::doca_sim_reset_config() }
+}
+
+/// Whether `doca_ctx_stop` refuses (`IN_USE`) while tasks are allocated (`DOCA_SIM_STOP=refuse`)
+/// or accepts it, STOPPING until they are freed, as the SDK does (`accept`, the default).
+pub fn set_stop_refuse(refuse: bool) {
+    // SAFETY: plain value argument.
+    unsafe { ffi::doca_sim_set_stop_refuse(refuse.into()) }
+}
+
+/// Whether arming the notification raises nothing for completions already pending
+/// (`DOCA_SIM_ARM=edge`) or raises at once (`level`, the default).
+pub fn set_arm_edge(edge: bool) {
+    // SAFETY: plain value argument.
+    unsafe { ffi::doca_sim_set_arm_edge(edge.into()) }
+}
+
+/// Batch mode (`DOCA_SIM_BATCH=n`): one CQ poll moves up to `n` completions into the engine,
+/// where they wait for their callbacks without raising the notification; 0 or 1: off.
+pub fn set_batch(n: u32) {
+    // SAFETY: plain value argument.
+    unsafe { ffi::doca_sim_set_batch(n) }
+}
+
+/// What `doca_rdma_cap_get_max_send_queue_size` and `..._recv_queue_size` report from now on
+/// (0: the default, 32768).
+pub fn set_queue_caps(max_send: u32, max_recv: u32) {
+    // SAFETY: plain value arguments.
+    unsafe { ffi::doca_sim_set_queue_caps(max_send, max_recv) }
 }

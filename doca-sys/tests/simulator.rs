@@ -510,6 +510,7 @@ mod sim_tests {
     #[test]
     fn stop_with_allocated_tasks_is_refused() {
         let _g = serial();
+        sim::set_stop_refuse(true);
         let (mut a, b) = pair(&Opts::default(), &Opts::default());
         let r = a.alloc_recv(ptr::null_mut(), 1);
         // SAFETY: ctx live.
@@ -524,6 +525,136 @@ mod sim_tests {
         assert_eq!(a.state(), IDLE);
         a.teardown();
         b.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// DOCA_SIM_STOP=accept (the default, as the SDK): a stop with a task still allocated is
+    /// accepted; the context stays STOPPING until the task is freed, then progress reaches IDLE.
+    #[test]
+    fn stop_with_allocated_tasks_is_accepted_and_idle_once_freed() {
+        let _g = serial();
+        sim::set_stop_refuse(false);
+        let (mut a, b) = pair(&Opts::default(), &Opts::default());
+        let r = a.alloc_recv(ptr::null_mut(), 1);
+        // SAFETY: ctx live.
+        expect(
+            unsafe { doca_ctx_stop(a.ctx) },
+            doca_error::DOCA_ERROR_IN_PROGRESS,
+        );
+        assert_eq!(a.state(), STOPPING);
+        assert!(!a.progress(), "nothing to do while the task is allocated");
+        assert_eq!(a.state(), STOPPING);
+        a.free_task(as_task_r(r));
+        assert!(a.progress());
+        assert_eq!(a.state(), IDLE);
+        a.teardown();
+        b.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// DOCA_SIM_ARM: with `level`, arming with a completion pending raises the handle at once;
+    /// with `edge`, it raises nothing for it (only progress finds it), and a later completion
+    /// raises the handle.
+    #[test]
+    fn edge_arm_raises_only_for_later_completions() {
+        for edge in [false, true] {
+            let _g = serial();
+            sim::set_arm_edge(edge);
+            let (mut a, mut b) = pair(&Opts::default(), &Opts::default());
+            let mut fd = -1;
+            // SAFETY: pe live, out pointer valid.
+            ok(unsafe { doca_pe_get_notification_handle(b.pe, &mut fd) });
+            b.post_recv(ptr::null_mut(), 1);
+            b.post_recv(ptr::null_mut(), 2);
+            a.send(ptr::null_mut(), 1);
+            // The send completes once the receive landed: b's completion is pending.
+            assert!(progress_until(&mut [&mut a], T, |e| sends(e[0]).len() == 1));
+            // SAFETY: pe live.
+            ok(unsafe { doca_pe_request_notification(b.pe) });
+            assert_eq!(readable(fd, 50), !edge, "edge={edge}");
+            if !edge {
+                // SAFETY: pe live; the handle fired.
+                ok(unsafe { doca_pe_clear_notification(b.pe, fd) });
+            }
+            assert!(b.progress());
+            assert_eq!(recvs(&b).len(), 1);
+            // SAFETY: pe live.
+            ok(unsafe { doca_pe_request_notification(b.pe) });
+            a.send(ptr::null_mut(), 2);
+            assert!(
+                readable(fd, 5000),
+                "a later completion raises (edge={edge})"
+            );
+            // SAFETY: pe live; the handle fired.
+            ok(unsafe { doca_pe_clear_notification(b.pe, fd) });
+            assert!(progress_until(&mut [&mut b], T, |e| recvs(e[0]).len() == 2));
+            a.teardown();
+            b.teardown();
+            assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+        }
+    }
+
+    /// DOCA_SIM_BATCH: one progress takes several completions from the CQ; those waiting in
+    /// the engine raise no event when armed, and only progress delivers them.
+    #[test]
+    fn batch_mode_completions_in_the_engine_raise_no_event() {
+        let _g = serial();
+        sim::set_batch(4);
+        let (mut a, mut b) = pair(&Opts::default(), &Opts::default());
+        let mut fd = -1;
+        // SAFETY: pe live, out pointer valid.
+        unsafe {
+            ok(doca_pe_set_event_mode(
+                b.pe,
+                doca_pe_event_mode::DOCA_PE_EVENT_MODE_PROGRESS_ALL,
+            ));
+            ok(doca_pe_get_notification_handle(b.pe, &mut fd));
+        }
+        for i in 0..3 {
+            b.post_recv(ptr::null_mut(), i);
+        }
+        for i in 0..3 {
+            a.send(ptr::null_mut(), i);
+        }
+        assert!(progress_until(&mut [&mut a], T, |e| sends(e[0]).len() == 3));
+        assert!(b.progress());
+        assert_eq!(recvs(&b).len(), 1);
+        // SAFETY: pe live.
+        ok(unsafe { doca_pe_request_notification(b.pe) });
+        assert!(!readable(fd, 50), "completions in the engine raise nothing");
+        assert!(b.progress());
+        assert!(b.progress());
+        assert!(!b.progress());
+        assert_eq!(recvs(&b).len(), 3);
+        a.teardown();
+        b.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// The queue size capabilities report DOCA_SIM_MAX_SEND_QUEUE / _RECV_QUEUE (or
+    /// sim::set_queue_caps), and a send queue above the cap is refused.
+    #[test]
+    fn queue_size_capabilities() {
+        let _g = serial();
+        sim::set_queue_caps(8, 16);
+        let dev = open_device(None);
+        let (mut send, mut recv) = (0u32, 0u32);
+        // SAFETY: dev open; out pointers valid.
+        unsafe {
+            let info = doca_dev_as_devinfo(dev);
+            ok(doca_rdma_cap_get_max_send_queue_size(info, &mut send));
+            ok(doca_rdma_cap_get_max_recv_queue_size(info, &mut recv));
+            let mut rdma = ptr::null_mut();
+            ok(doca_rdma_create(dev, &mut rdma));
+            expect(
+                doca_rdma_set_send_queue_size(rdma, 9),
+                doca_error::DOCA_ERROR_INVALID_VALUE,
+            );
+            ok(doca_rdma_set_send_queue_size(rdma, 8));
+            ok(doca_rdma_destroy(rdma));
+            ok(doca_dev_close(dev));
+        }
+        assert_eq!((send, recv), (8, 16));
         assert_eq!(sim::live_objects(), 0, "{}", sim::report());
     }
 

@@ -156,6 +156,11 @@ impl<P: RolePath + ?Sized> Session<P> {
             return Ok(watch_control);
         }
         let control = Interest::read(self.control.fd());
+        if watch_data && self.transport.before_wait()? {
+            // Completions came in while the transport armed its notification: no sleep.
+            let control_ready = watch_control && wait_any([control], Duration::ZERO)? != 0;
+            return Ok(control_ready);
+        }
         let data = if watch_data {
             self.transport.wait_handle().map(|h| Interest {
                 fd: h.fd,

@@ -25,13 +25,17 @@
 //! since DOCA appends); a sender's are sends (their buf's data window is set to the message
 //! before each submit, or no buf at all for an empty message).
 //!
-//! Blocking: the PE runs in `DOCA_PE_EVENT_MODE_PROGRESS_ALL`, where arming the notification
-//! clears what was raised before, so `doca_pe_clear_notification` is never needed. Should the
-//! SDK refuse that mode, the default selective mode is used and the notification is cleared
-//! only after it was raised (the handle is readable), as doca_pe.h asks. After an empty
-//! progress the notification is requested and the PE progressed once more (closing the race
-//! with a completion that came in between), then the caller sleeps on the PE's notification
-//! handle together with the control socket.
+//! Blocking, as doca_pe.h describes it: a poll progresses until `doca_pe_progress` returns 0
+//! and never arms. The notification is armed only right before the caller sleeps
+//! ([`DataPath::before_wait`]), once per sleep (not again while an arm is outstanding), and
+//! the PE is progressed until 0 after arming, so a completion that came between the last
+//! progress and the arm is collected instead of slept through; the caller then skips the
+//! sleep. A wake-up ([`DataPath::on_wakeup`]) ends the arm: the next sleep arms again. The PE
+//! runs in `DOCA_PE_EVENT_MODE_PROGRESS_ALL`, where arming clears what was raised before, so
+//! `doca_pe_clear_notification` is never needed. Should the SDK refuse that mode, the default
+//! selective mode is used: the notification is cleared on the wake-up that received it (as
+//! doca_pe.h asks), and the set-up and teardown loops, which never sleep on the handle, clear
+//! it when they find it raised.
 
 use std::ffi::{c_void, CStr};
 use std::os::fd::BorrowedFd;
@@ -54,8 +58,6 @@ const NAME: &str = "doca";
 const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long `new` waits for a started context to accept export (an asynchronous start).
 const START_TIMEOUT: Duration = Duration::from_secs(5);
-/// Progress calls per `poll` before returning what was collected (each runs at most one callback).
-const PROGRESS_BUDGET: usize = 256;
 /// Receiver-not-ready retries. Our protocol posts receives before Ready and returns credits
 /// only after re-posting, so RNR means a bug: fail after a bounded budget instead of forever.
 const RNR_RETRY_COUNT: u8 = 6;
@@ -72,6 +74,11 @@ passed to the container";
 const BACKPRESSURE_HINT: &str =
     "a DOCA task or buffer pool is exhausted (backpressure): more work was \
 outstanding than the pools sized from --credits allow";
+const FULL_HINT: &str =
+    "the device's queue stayed full (backpressure that progress did not relieve): the peer \
+stopped taking messages, or --credits is above what the device sustains; lower --credits";
+/// How long a submit refused with AGAIN, FULL or NO_MEMORY keeps progressing and retrying.
+const BACKPRESSURE_TIMEOUT: Duration = Duration::from_secs(2);
 const BUG_HINT: &str =
     "DOCA rejected a call in this state: an internal error in rdma-container, please report it \
 with RUST_LOG=debug output";
@@ -141,7 +148,7 @@ pub(crate) struct DocaTransport {
     notify_fd: i32,
     /// The PE runs in PROGRESS_ALL mode (arming clears the notification).
     progress_all: bool,
-    /// `doca_pe_request_notification` was called since the last clear (selective mode).
+    /// `doca_pe_request_notification` was called and no wake-up has been seen since.
     armed: bool,
     memory: SlotMemory,
     /// Reused by every poll (no allocation on the data path).
@@ -200,7 +207,7 @@ impl DocaTransport {
         };
         // On error `t` is dropped, which tears down whatever was created.
         t.open_device(&choice.device)?;
-        let slot_size = t.check_capabilities(params.slot_size)?;
+        let slot_size = t.check_capabilities(params.slot_size, params.slots)?;
         t.memory = SlotMemory::new(params.slots, slot_size)?;
         t.build(params.slots, choice.gid_index)?;
         t.start()?;
@@ -255,9 +262,11 @@ impl DocaTransport {
         opened
     }
 
-    /// Asks the device whether it can run RC send and receive tasks and how large a message
-    /// may be; returns the slot size to use (`wanted`, clamped to the device's cap).
-    fn check_capabilities(&mut self, wanted: usize) -> Result<usize> {
+    /// Asks the device whether it can run RC send and receive tasks, how large a message may
+    /// be and how deep its queues are; returns the slot size to use (`wanted`, clamped to the
+    /// device's cap). `slots` (the credits) must fit both queues: each end has up to `slots`
+    /// sends (data or credits) and `slots` receives (data or credits) outstanding.
+    fn check_capabilities(&mut self, wanted: usize, slots: usize) -> Result<usize> {
         // SAFETY: the device is open; its devinfo lives as long as it does.
         let info = unsafe { sys::doca_dev_as_devinfo(self.dev) };
         let unsupported = |what: &str, call: &str, rc: doca_error_t| {
@@ -298,6 +307,33 @@ impl DocaTransport {
                 rc,
             ));
         }
+        for (queue, call) in [
+            ("send", "doca_rdma_cap_get_max_send_queue_size"),
+            ("receive", "doca_rdma_cap_get_max_recv_queue_size"),
+        ] {
+            let mut depth: u32 = 0;
+            // SAFETY: `info` is the open device's devinfo; `depth` is a valid out-pointer.
+            let rc = unsafe {
+                if queue == "send" {
+                    sys::doca_rdma_cap_get_max_send_queue_size(info, &mut depth)
+                } else {
+                    sys::doca_rdma_cap_get_max_recv_queue_size(info, &mut depth)
+                }
+            };
+            if rc != doca_error::DOCA_SUCCESS {
+                return Err(unsupported("RDMA queues (no queue size cap)", call, rc));
+            }
+            if usize::try_from(depth).is_ok_and(|d| slots > d) {
+                return Err(Error::unavailable(
+                    NAME,
+                    format!(
+                        "device {} has {queue} queues of at most {depth} tasks ({call}), fewer \
+                         than the {slots} credits of this session: use --credits {depth} or less",
+                        self.device
+                    ),
+                ));
+            }
+        }
         let cap = usize::try_from(cap).unwrap_or(usize::MAX);
         if wanted > cap {
             log::info!(
@@ -313,153 +349,121 @@ impl DocaTransport {
     fn build(&mut self, slots: usize, gid_index: u32) -> Result<()> {
         let rw = sys::doca_access_flag::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE.0;
         let depth = u32::try_from(slots).unwrap_or(u32::MAX);
-        // SAFETY: (all calls below) each pointer passed was produced by the matching DOCA
-        // create call earlier in this function and is still alive; out-pointers are fields of
-        // `self`; the memory range is `self.memory`, which outlives the mmap.
-        unsafe {
-            check(
-                "doca_mmap_create",
-                sys::doca_mmap_create(&mut self.mmap),
-                None,
-            )?;
-            check(
-                "doca_mmap_set_permissions",
-                sys::doca_mmap_set_permissions(self.mmap, rw),
-                None,
-            )?;
-            check(
-                "doca_mmap_set_memrange",
-                sys::doca_mmap_set_memrange(
-                    self.mmap,
-                    self.memory.as_mut_ptr().cast(),
-                    self.memory.len(),
-                ),
-                None,
-            )?;
-            check(
-                "doca_mmap_add_dev",
-                sys::doca_mmap_add_dev(self.mmap, self.dev),
-                None,
-            )?;
-            check(
-                "doca_mmap_start",
-                sys::doca_mmap_start(self.mmap),
-                Some(MEMLOCK_HINT),
-            )?;
-            check(
-                "doca_buf_inventory_create",
-                sys::doca_buf_inventory_create(slots, &mut self.inventory),
-                None,
-            )?;
-            check(
-                "doca_buf_inventory_start",
-                sys::doca_buf_inventory_start(self.inventory),
-                None,
-            )?;
-            check("doca_pe_create", sys::doca_pe_create(&mut self.pe), None)?;
-            // PROGRESS_ALL: every progress call progresses the context, and arming the
-            // notification clears what was raised before (doca_pe.h, Linux).
-            let rc = sys::doca_pe_set_event_mode(
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_mmap_create(&mut self.mmap) };
+        check("doca_mmap_create", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_mmap_set_permissions(self.mmap, rw) };
+        check("doca_mmap_set_permissions", rc, None)?;
+        // SAFETY: the range is `self.memory`, which outlives the mmap (or is leaked with it).
+        let rc = unsafe {
+            sys::doca_mmap_set_memrange(
+                self.mmap,
+                self.memory.as_mut_ptr().cast(),
+                self.memory.len(),
+            )
+        };
+        check("doca_mmap_set_memrange", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_mmap_add_dev(self.mmap, self.dev) };
+        check("doca_mmap_add_dev", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_mmap_start(self.mmap) };
+        check("doca_mmap_start", rc, Some(MEMLOCK_HINT))?;
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_buf_inventory_create(slots, &mut self.inventory) };
+        check("doca_buf_inventory_create", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_buf_inventory_start(self.inventory) };
+        check("doca_buf_inventory_start", rc, None)?;
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_pe_create(&mut self.pe) };
+        check("doca_pe_create", rc, None)?;
+        // PROGRESS_ALL: every progress call progresses the context, and arming the
+        // notification clears what was raised before (doca_pe.h, Linux).
+        // SAFETY: the PE is alive and not progressing.
+        let rc = unsafe {
+            sys::doca_pe_set_event_mode(
                 self.pe,
                 sys::doca_pe_event_mode::DOCA_PE_EVENT_MODE_PROGRESS_ALL,
+            )
+        };
+        self.progress_all = rc == doca_error::DOCA_SUCCESS;
+        if !self.progress_all {
+            log::debug!(
+                "doca_pe_set_event_mode(PROGRESS_ALL): {}; using the selective mode",
+                error_name(rc)
             );
-            self.progress_all = rc == doca_error::DOCA_SUCCESS;
-            if !self.progress_all {
-                log::debug!(
-                    "doca_pe_set_event_mode(PROGRESS_ALL): {}; using the selective mode",
-                    error_name(rc)
-                );
-            }
-            check(
-                "doca_pe_get_notification_handle",
-                sys::doca_pe_get_notification_handle(self.pe, &mut self.notify_fd),
-                None,
-            )?;
-            check(
-                "doca_rdma_create",
-                sys::doca_rdma_create(self.dev, &mut self.rdma),
-                None,
-            )?;
-            self.ctx = sys::doca_rdma_as_ctx(self.rdma);
-            check(
-                "doca_rdma_set_permissions",
-                sys::doca_rdma_set_permissions(self.rdma, rw),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_gid_index",
-                sys::doca_rdma_set_gid_index(self.rdma, gid_index),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_grh_enabled",
-                sys::doca_rdma_set_grh_enabled(self.rdma, 1),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_transport_type",
-                sys::doca_rdma_set_transport_type(
-                    self.rdma,
-                    sys::doca_rdma_transport_type::DOCA_RDMA_TRANSPORT_TYPE_RC,
-                ),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_max_num_connections",
-                sys::doca_rdma_set_max_num_connections(self.rdma, 1),
-                None,
-            )?;
-            check(
-                "doca_rdma_set_rnr_retry_count",
-                sys::doca_rdma_set_rnr_retry_count(self.rdma, RNR_RETRY_COUNT),
-                None,
-            )?;
-            // At most `slots` sends are outstanding: data sends on a sender, credit sends
-            // on a receiver (the send task pool has that size too).
-            check(
-                "doca_rdma_set_send_queue_size",
-                sys::doca_rdma_set_send_queue_size(self.rdma, depth),
-                None,
-            )?;
-            check(
-                "doca_pe_connect_ctx",
-                sys::doca_pe_connect_ctx(self.pe, self.ctx),
-                None,
-            )?;
-            check(
-                "doca_rdma_task_send_set_conf",
-                sys::doca_rdma_task_send_set_conf(
-                    self.rdma,
-                    Some(send_done),
-                    Some(send_failed),
-                    depth,
-                ),
-                None,
-            )?;
-            check(
-                "doca_rdma_task_receive_set_conf",
-                sys::doca_rdma_task_receive_set_conf(
-                    self.rdma,
-                    Some(recv_done),
-                    Some(recv_failed),
-                    depth,
-                ),
-                None,
-            )?;
-            let user = doca_data {
-                ptr: self.inbox.cast::<c_void>(),
-            };
-            check(
-                "doca_ctx_set_user_data",
-                sys::doca_ctx_set_user_data(self.ctx, user),
-                None,
-            )?;
-            // Bufs do not depend on the context: one per slot, now.
-            for slot in 0..slots {
-                let addr = self.memory.slot_ptr(slot).cast::<c_void>();
-                let size = self.memory.size();
-                let mut buf = ptr::null_mut();
-                let rc = match self.role {
+        }
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_pe_get_notification_handle(self.pe, &mut self.notify_fd) };
+        check("doca_pe_get_notification_handle", rc, None)?;
+        // SAFETY: the out-pointer is a field of `self`; what is passed is alive.
+        let rc = unsafe { sys::doca_rdma_create(self.dev, &mut self.rdma) };
+        check("doca_rdma_create", rc, None)?;
+        // SAFETY: the context was just created.
+        self.ctx = unsafe { sys::doca_rdma_as_ctx(self.rdma) };
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_permissions(self.rdma, rw) };
+        check("doca_rdma_set_permissions", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_gid_index(self.rdma, gid_index) };
+        check("doca_rdma_set_gid_index", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_grh_enabled(self.rdma, 1) };
+        check("doca_rdma_set_grh_enabled", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe {
+            sys::doca_rdma_set_transport_type(
+                self.rdma,
+                sys::doca_rdma_transport_type::DOCA_RDMA_TRANSPORT_TYPE_RC,
+            )
+        };
+        check("doca_rdma_set_transport_type", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_max_num_connections(self.rdma, 1) };
+        check("doca_rdma_set_max_num_connections", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_rnr_retry_count(self.rdma, RNR_RETRY_COUNT) };
+        check("doca_rdma_set_rnr_retry_count", rc, None)?;
+        // At most `slots` sends are outstanding: data sends on a sender, credit sends
+        // on a receiver (the send task pool has that size too).
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_rdma_set_send_queue_size(self.rdma, depth) };
+        check("doca_rdma_set_send_queue_size", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe { sys::doca_pe_connect_ctx(self.pe, self.ctx) };
+        check("doca_pe_connect_ctx", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe {
+            sys::doca_rdma_task_send_set_conf(self.rdma, Some(send_done), Some(send_failed), depth)
+        };
+        check("doca_rdma_task_send_set_conf", rc, None)?;
+        // SAFETY: what is passed was created above in `build` and is alive.
+        let rc = unsafe {
+            sys::doca_rdma_task_receive_set_conf(
+                self.rdma,
+                Some(recv_done),
+                Some(recv_failed),
+                depth,
+            )
+        };
+        check("doca_rdma_task_receive_set_conf", rc, None)?;
+        let user = doca_data {
+            ptr: self.inbox.cast::<c_void>(),
+        };
+        // SAFETY: the context is alive; the inbox lives until the transport is dropped.
+        let rc = unsafe { sys::doca_ctx_set_user_data(self.ctx, user) };
+        check("doca_ctx_set_user_data", rc, None)?;
+        // Bufs do not depend on the context: one per slot, now.
+        for slot in 0..slots {
+            let addr = self.memory.slot_ptr(slot).cast::<c_void>();
+            let size = self.memory.size();
+            let mut buf = ptr::null_mut();
+            // SAFETY: the inventory and the mmap are started; the range is one slot of the
+            // registered memory; `buf` is a valid out-pointer.
+            let rc = unsafe {
+                match self.role {
                     Role::Receiver => sys::doca_buf_inventory_buf_get_by_addr(
                         self.inventory,
                         self.mmap,
@@ -474,10 +478,10 @@ impl DocaTransport {
                         size,
                         &mut buf,
                     ),
-                };
-                check("doca_buf_inventory_buf_get_by_addr", rc, None)?;
-                self.bufs.push(buf);
-            }
+                }
+            };
+            check("doca_buf_inventory_buf_get_by_addr", rc, None)?;
+            self.bufs.push(buf);
         }
         Ok(())
     }
@@ -502,7 +506,7 @@ impl DocaTransport {
             if done(state) || Instant::now() > deadline {
                 return state;
             }
-            if !self.progress() {
+            if !self.progress_busy() {
                 std::thread::sleep(Duration::from_micros(200));
             }
         }
@@ -565,79 +569,40 @@ impl DocaTransport {
     /// the connection on a sender) plus one credit task per slot (the other kind).
     fn allocate_tasks(&mut self) -> Result<()> {
         let slots = self.memory.count();
-        for slot in 0..slots {
-            let buf = self.bufs[slot];
-            let ud = doca_data { u64_: slot as u64 };
-            // SAFETY: the context is RUNNING and connected; the buf and the connection are
-            // ours and alive; out-pointers are valid locals.
-            unsafe {
-                match self.role {
-                    Role::Receiver => {
-                        let mut task = ptr::null_mut();
-                        check(
-                            "doca_rdma_task_receive_allocate_init",
-                            sys::doca_rdma_task_receive_allocate_init(
-                                self.rdma, buf, ud, &mut task,
-                            ),
-                            None,
-                        )?;
-                        self.recv_tasks.push(task);
-                    }
-                    Role::Sender => {
-                        let mut task = ptr::null_mut();
-                        check(
-                            "doca_rdma_task_send_allocate_init",
-                            sys::doca_rdma_task_send_allocate_init(
-                                self.rdma,
-                                self.connection,
-                                buf,
-                                ud,
-                                &mut task,
-                            ),
-                            None,
-                        )?;
-                        self.send_tasks.push(task);
-                    }
-                }
-            }
-        }
-        // Credit tasks, indexes slots..2*slots: zero-length sends on the receiver,
-        // zero-length receives on the sender (stored after the other role's data tasks).
-        for i in slots..2 * slots {
+        // Data tasks `0..slots` (receives on a receiver, sends on a sender, each with its
+        // slot's buf), then credit tasks `slots..2*slots` (the other kind, no buf: DOCA's empty
+        // message), stored after the other role's data tasks.
+        for i in 0..2 * slots {
             let ud = doca_data { u64_: i as u64 };
-            // SAFETY: as above; a NULL buf is DOCA's empty message.
-            unsafe {
-                match self.role {
-                    Role::Receiver => {
-                        let mut send = ptr::null_mut();
-                        check(
-                            "doca_rdma_task_send_allocate_init(credit)",
-                            sys::doca_rdma_task_send_allocate_init(
-                                self.rdma,
-                                self.connection,
-                                ptr::null(),
-                                ud,
-                                &mut send,
-                            ),
-                            None,
-                        )?;
-                        self.send_tasks.push(send);
-                    }
-                    Role::Sender => {
-                        let mut recv = ptr::null_mut();
-                        check(
-                            "doca_rdma_task_receive_allocate_init(credit)",
-                            sys::doca_rdma_task_receive_allocate_init(
-                                self.rdma,
-                                ptr::null_mut(),
-                                ud,
-                                &mut recv,
-                            ),
-                            None,
-                        )?;
-                        self.recv_tasks.push(recv);
-                    }
-                }
+            let buf = if i < slots {
+                self.bufs[i]
+            } else {
+                ptr::null_mut()
+            };
+            let credit = if i < slots { "" } else { "(credit)" };
+            let mut recv = ptr::null_mut();
+            let mut send = ptr::null_mut();
+            if (self.role == Role::Receiver) == (i < slots) {
+                // SAFETY: the context is RUNNING and connected; the buf (or NULL) is ours and
+                // alive; `recv` is a valid out-pointer.
+                let rc = unsafe {
+                    sys::doca_rdma_task_receive_allocate_init(self.rdma, buf, ud, &mut recv)
+                };
+                check_task("doca_rdma_task_receive_allocate_init", credit, rc)?;
+                self.recv_tasks.push(recv);
+            } else {
+                // SAFETY: as above, and the connection is ours and connected.
+                let rc = unsafe {
+                    sys::doca_rdma_task_send_allocate_init(
+                        self.rdma,
+                        self.connection,
+                        buf,
+                        ud,
+                        &mut send,
+                    )
+                };
+                check_task("doca_rdma_task_send_allocate_init", credit, rc)?;
+                self.send_tasks.push(send);
             }
         }
         Ok(())
@@ -696,29 +661,64 @@ impl DocaTransport {
         unsafe { &mut *self.inbox }
     }
 
-    /// Runs the PE until it is idle or the budget is spent; returns whether anything happened.
+    /// Runs the PE until `doca_pe_progress` returns 0 (doca_pe.h); returns whether anything
+    /// happened. It ends: each call runs at most one callback or state change, and nothing is
+    /// submitted from inside progress (at most `2 × slots` tasks are in flight).
     fn progress(&mut self) -> bool {
-        // Selective mode delivers nothing while a raised notification is not cleared.
-        self.clear_if_raised();
         let mut any = false;
-        for _ in 0..PROGRESS_BUDGET {
-            // SAFETY: the PE is alive; callbacks only touch the inbox through its raw pointer.
-            if unsafe { sys::doca_pe_progress(self.pe) } == 0 {
-                break;
-            }
+        // SAFETY: the PE is alive; callbacks only touch the inbox through its raw pointer.
+        while unsafe { sys::doca_pe_progress(self.pe) } != 0 {
             any = true;
         }
         any
     }
 
-    fn submit(&mut self, call: &'static str, task: *mut sys::doca_task, slot: usize) -> Result<()> {
-        self.inbox().in_flight[slot] = true;
-        // SAFETY: the task belongs to this context and is not in flight (checked by the caller).
-        let rc = unsafe { sys::doca_task_submit(task) };
-        if rc != doca_error::DOCA_SUCCESS {
-            self.inbox().in_flight[slot] = false;
+    /// `progress` for the loops that never sleep on the handle (set-up, teardown, a credit
+    /// wait): in selective mode a raised notification stops the engine until cleared.
+    fn progress_busy(&mut self) -> bool {
+        if self.progress() {
+            return true;
         }
-        check(call, rc, None)
+        self.clear_if_raised();
+        self.progress()
+    }
+
+    /// Submits a task. A refusal that means "full" (AGAIN, FULL, NO_MEMORY) is backpressure:
+    /// progress (completions free room) and try again, for at most `BACKPRESSURE_TIMEOUT`.
+    fn submit(&mut self, call: &'static str, task: *mut sys::doca_task, slot: usize) -> Result<()> {
+        let mut deadline = None;
+        loop {
+            self.inbox().in_flight[slot] = true;
+            // SAFETY: the task belongs to this context and is not in flight (checked by the
+            // caller, or refused by the previous try, which leaves it ours).
+            let rc = unsafe { sys::doca_task_submit(task) };
+            if rc == doca_error::DOCA_SUCCESS {
+                return Ok(());
+            }
+            self.inbox().in_flight[slot] = false;
+            if !matches!(
+                rc,
+                doca_error::DOCA_ERROR_AGAIN
+                    | doca_error::DOCA_ERROR_FULL
+                    | doca_error::DOCA_ERROR_NO_MEMORY
+            ) {
+                return check(call, rc, None);
+            }
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + BACKPRESSURE_TIMEOUT);
+            if Instant::now() > deadline {
+                return Err(Error::Doca {
+                    call,
+                    code: format!(
+                        "{} (still refused after {BACKPRESSURE_TIMEOUT:?} of progress and retries)",
+                        error_name(rc)
+                    ),
+                    hint: Some(FULL_HINT),
+                });
+            }
+            if !self.progress_busy() {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
     }
 
     fn failure_error(is_send: bool, code: doca_error_t) -> Error {
@@ -799,7 +799,7 @@ impl DocaTransport {
                 self.leaked = true;
                 return;
             }
-            if !self.progress() {
+            if !self.progress_busy() {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -857,38 +857,49 @@ impl DocaTransport {
             return;
         }
         self.free_idle_tasks();
-        // SAFETY: (all calls below) each object is destroyed once, after everything that
-        // depends on it, and its pointer is nulled; null pointers are skipped.
-        unsafe {
-            for buf in self.bufs.drain(..) {
-                sys::doca_buf_dec_refcount(buf, ptr::null_mut());
-            }
-            if !self.rdma.is_null() {
-                log_failure("doca_rdma_destroy", sys::doca_rdma_destroy(self.rdma));
-                self.rdma = ptr::null_mut();
-                self.ctx = ptr::null_mut();
-            }
-            if !self.pe.is_null() {
-                log_failure("doca_pe_destroy", sys::doca_pe_destroy(self.pe));
-                self.pe = ptr::null_mut();
-            }
-            if !self.inventory.is_null() {
-                sys::doca_buf_inventory_stop(self.inventory);
-                log_failure(
-                    "doca_buf_inventory_destroy",
-                    sys::doca_buf_inventory_destroy(self.inventory),
-                );
-                self.inventory = ptr::null_mut();
-            }
-            if !self.mmap.is_null() {
-                sys::doca_mmap_stop(self.mmap);
-                log_failure("doca_mmap_destroy", sys::doca_mmap_destroy(self.mmap));
-                self.mmap = ptr::null_mut();
-            }
-            if !self.dev.is_null() {
-                log_failure("doca_dev_close", sys::doca_dev_close(self.dev));
-                self.dev = ptr::null_mut();
-            }
+        // Each object is destroyed once, after everything that depends on it, and its pointer
+        // nulled; null pointers are skipped.
+        for buf in self.bufs.drain(..) {
+            // SAFETY: the buf was taken from our inventory and no task uses it any more.
+            unsafe { sys::doca_buf_dec_refcount(buf, ptr::null_mut()) };
+        }
+        if !self.rdma.is_null() {
+            // SAFETY: the context is IDLE (stopped) and has no task allocated.
+            log_failure("doca_rdma_destroy", unsafe {
+                sys::doca_rdma_destroy(self.rdma)
+            });
+            self.rdma = ptr::null_mut();
+            self.ctx = ptr::null_mut();
+        }
+        if !self.pe.is_null() {
+            // SAFETY: its one context is destroyed.
+            log_failure("doca_pe_destroy", unsafe { sys::doca_pe_destroy(self.pe) });
+            self.pe = ptr::null_mut();
+        }
+        if !self.inventory.is_null() {
+            // SAFETY: every buf is returned.
+            log_failure("doca_buf_inventory_stop", unsafe {
+                sys::doca_buf_inventory_stop(self.inventory)
+            });
+            // SAFETY: stopped, every buf returned.
+            log_failure("doca_buf_inventory_destroy", unsafe {
+                sys::doca_buf_inventory_destroy(self.inventory)
+            });
+            self.inventory = ptr::null_mut();
+        }
+        if !self.mmap.is_null() {
+            // SAFETY: no buf points into it any more.
+            log_failure("doca_mmap_stop", unsafe { sys::doca_mmap_stop(self.mmap) });
+            // SAFETY: stopped, no buf points into it.
+            log_failure("doca_mmap_destroy", unsafe {
+                sys::doca_mmap_destroy(self.mmap)
+            });
+            self.mmap = ptr::null_mut();
+        }
+        if !self.dev.is_null() {
+            // SAFETY: the context and the mmap using it are destroyed.
+            log_failure("doca_dev_close", unsafe { sys::doca_dev_close(self.dev) });
+            self.dev = ptr::null_mut();
         }
     }
 }
@@ -932,10 +943,40 @@ impl DataPath for DocaTransport {
         })
     }
 
+    fn before_wait(&mut self) -> Result<bool> {
+        if self.closed || !self.connected {
+            return Ok(false);
+        }
+        if !self.armed {
+            self.arm()?;
+        }
+        // A completion between the last progress and the arm may raise nothing (an
+        // edge-triggered arm, or one the engine already took from the CQ): collect it now.
+        self.progress();
+        let inbox = self.inbox();
+        Ok(!inbox.done.is_empty() || inbox.failure.is_some() || inbox.overflow)
+    }
+
+    fn on_wakeup(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if self.progress_all {
+            // The arm fired; arming again (before the next sleep) clears it.
+            self.armed = false;
+        } else {
+            // Selective: the event was received through the handle, clear it (doca_pe.h).
+            self.clear_if_raised();
+        }
+    }
+
     fn close(&mut self) {
         if !self.closed {
             self.closed = true;
             self.teardown();
+            self.connected = false;
+            self.notify_fd = -1;
+            self.armed = false;
         }
     }
 }
@@ -982,22 +1023,17 @@ impl DocaTransport {
         if self.role == Role::Sender {
             self.post_credit_receives()?;
         }
-        self.arm()?;
         Ok(())
     }
 }
 
 impl DocaTransport {
-    /// Collects the completions the callbacks recorded, leaving the notification armed.
+    /// Collects the completions the callbacks recorded (progress until 0; no arming: that is
+    /// `before_wait`'s, once per sleep).
     fn poll_completions(&mut self, out: &mut Vec<Completion>) -> Result<()> {
         if self.closed {
             return Err(Error::TransportClosed { transport: NAME });
         }
-        self.progress();
-        // Always leave the notification armed: the caller may sleep even after a poll that
-        // returned something (just not what it waits for). Progressing once more after arming
-        // closes the race with a completion that arrived in between.
-        self.arm()?;
         self.progress();
         let inbox = self.inbox();
         out.append(&mut inbox.done);
@@ -1009,8 +1045,6 @@ impl DocaTransport {
         }
         if self.role == Role::Sender {
             self.post_credit_receives()?;
-            // A re-posted receive may complete at once: keep the notification armed.
-            self.arm()?;
         }
         Ok(())
     }
@@ -1030,7 +1064,7 @@ impl DocaTransport {
                     "no credit send completed within 2 s (is the peer still there?)".to_owned(),
                 ));
             }
-            self.progress();
+            self.progress_busy();
         };
         let task = self.send_tasks[index - slots];
         // SAFETY: conversion of a live task.
@@ -1127,9 +1161,13 @@ impl RecvPath for DocaTransport {
 impl Drop for DocaTransport {
     fn drop(&mut self) {
         self.teardown();
-        if !self.leaked {
+        if self.leaked {
+            // A leaked context may still call back and its NIC may still write into the
+            // registered slots: the inbox and the slot memory are leaked with it.
+            self.memory.free_only_when(|| false);
+        } else {
             // SAFETY: the inbox came from Box::into_raw and the context that referenced it is
-            // destroyed. A leaked context may still call back, so its inbox is leaked with it.
+            // destroyed.
             drop(unsafe { Box::from_raw(self.inbox) });
         }
     }
@@ -1141,9 +1179,15 @@ fn slot_of(task_user_data: doca_data) -> usize {
     (unsafe { task_user_data.u64_ }) as usize
 }
 
-fn inbox_of(ctx_user_data: doca_data) -> Option<&'static mut Inbox> {
-    // SAFETY: the context's user data is the inbox pointer set in `build`; callbacks run only
-    // inside doca_pe_progress, while no other reference to the inbox exists.
+/// The inbox a completion callback records into.
+///
+/// # Safety
+/// `ctx_user_data` must be the user data of one of our contexts (the inbox pointer set in
+/// `build`, alive until the transport is dropped), and the caller must be a DOCA callback:
+/// those run only inside `doca_pe_progress`, while no other reference to the inbox exists.
+/// The reference must not outlive the callback.
+unsafe fn inbox_of<'a>(ctx_user_data: doca_data) -> Option<&'a mut Inbox> {
+    // SAFETY: the caller guarantees the pointer is our live inbox, not otherwise borrowed.
     unsafe { ctx_user_data.ptr.cast::<Inbox>().as_mut() }
 }
 
@@ -1152,7 +1196,8 @@ unsafe extern "C" fn send_done(
     ud: doca_data,
     ctx_ud: doca_data,
 ) {
-    if let Some(inbox) = inbox_of(ctx_ud) {
+    // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
+    if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         let slot = slot_of(ud);
         let done = (slot < inbox.slots).then(|| Completion::Send(StagingSlot::mint(slot)));
         inbox.record(slot, done, None);
@@ -1165,8 +1210,11 @@ unsafe extern "C" fn send_failed(
     ctx_ud: doca_data,
 ) {
     // SAFETY: DOCA hands us a live task.
-    let code = unsafe { sys::doca_task_get_status(sys::doca_rdma_task_send_as_task(task)) };
-    if let Some(inbox) = inbox_of(ctx_ud) {
+    let task = unsafe { sys::doca_rdma_task_send_as_task(task) };
+    // SAFETY: as above: the task is live inside its callback.
+    let code = unsafe { sys::doca_task_get_status(task) };
+    // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
+    if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         let index = slot_of(ud);
         // A failed credit send means the sender is gone or closing: the control channel says
         // which, in better words than this status.
@@ -1182,7 +1230,8 @@ unsafe extern "C" fn recv_done(
 ) {
     // SAFETY: valid in the success callback, per DOCA.
     let len = unsafe { sys::doca_rdma_task_receive_get_result_len(task) } as usize;
-    if let Some(inbox) = inbox_of(ctx_ud) {
+    // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
+    if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         let slot = slot_of(ud);
         let done = if slot < inbox.slots {
             Completion::Recv(Arrived::new(RecvSlot::mint(slot), len))
@@ -1199,8 +1248,11 @@ unsafe extern "C" fn recv_failed(
     ctx_ud: doca_data,
 ) {
     // SAFETY: DOCA hands us a live task.
-    let code = unsafe { sys::doca_task_get_status(sys::doca_rdma_task_receive_as_task(task)) };
-    if let Some(inbox) = inbox_of(ctx_ud) {
+    let task = unsafe { sys::doca_rdma_task_receive_as_task(task) };
+    // SAFETY: as above: the task is live inside its callback.
+    let code = unsafe { sys::doca_task_get_status(task) };
+    // SAFETY: DOCA calls this only for our contexts, from inside doca_pe_progress.
+    if let Some(inbox) = unsafe { inbox_of(ctx_ud) } {
         inbox.record(slot_of(ud), None, Some((false, code)));
     }
 }
@@ -1249,6 +1301,18 @@ fn check(call: &'static str, rc: doca_error_t, hint: Option<&'static str>) -> Re
     })
 }
 
+/// `check` for a task allocation; `credit` is `"(credit)"` for a credit task.
+fn check_task(call: &'static str, credit: &str, rc: doca_error_t) -> Result<()> {
+    check(call, rc, None).map_err(|e| match e {
+        Error::Doca { call, code, hint } if !credit.is_empty() => Error::Doca {
+            call,
+            code: format!("{code} {credit}"),
+            hint,
+        },
+        other => other,
+    })
+}
+
 /// A context state for messages.
 fn state_name(state: sys::doca_ctx_states) -> String {
     match state {
@@ -1272,3 +1336,7 @@ fn misuse(detail: String) -> Error {
         detail,
     }
 }
+
+#[cfg(all(test, feature = "doca-sim"))]
+#[path = "doca_wakeup_tests.rs"]
+mod wakeup_tests;

@@ -226,6 +226,13 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
     /// The descriptor to sleep on after an empty poll (`None` before connect).
     fn wait_handle(&self) -> Option<WaitHandle<'_>>;
 
+    /// Right before the caller sleeps on [`DataPath::wait_handle`]: a transport whose
+    /// descriptor must be armed arms it here (once per sleep) and collects what completed
+    /// meanwhile. `Ok(true)`: completions are waiting, poll instead of sleeping.
+    fn before_wait(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+
     /// A wait reported the [`DataPath::wait_handle`] descriptor ready. A transport may skip,
     /// in its poll, checks that can only find something after such a wake-up (the tcp
     /// sender's look for a closed data connection), and must make the next poll do them.

@@ -69,6 +69,12 @@ doca_error_t doca_rdma_connect(struct doca_rdma *rdma,
 /* Largest message the device can send or receive. */
 doca_error_t doca_rdma_cap_get_max_message_size(const struct doca_devinfo *devinfo, uint32_t *max_message_size);
 
+/* Largest send queue (outstanding send tasks) a context on the device can have. */
+doca_error_t doca_rdma_cap_get_max_send_queue_size(const struct doca_devinfo *devinfo, uint32_t *max_send_queue_size);
+
+/* Largest receive queue (posted receive tasks) a context on the device can have. */
+doca_error_t doca_rdma_cap_get_max_recv_queue_size(const struct doca_devinfo *devinfo, uint32_t *max_recv_queue_size);
+
 /* DOCA_SUCCESS if the device supports receive tasks. */
 doca_error_t doca_rdma_cap_task_receive_is_supported(const struct doca_devinfo *devinfo);
 

@@ -45,6 +45,22 @@ void doca_sim_set_start_async(int async);
 /* What doca_rdma_cap_get_max_message_size reports (as DOCA_SIM_MAX_MSG_SIZE). */
 void doca_sim_set_max_msg_size(uint32_t max);
 
+/* doca_ctx_stop with tasks allocated: refused with IN_USE (nonzero) or accepted (0: STOPPING,
+ * IDLE once every task is freed, as the SDK), as DOCA_SIM_STOP=refuse|accept. */
+void doca_sim_set_stop_refuse(int refuse);
+
+/* doca_pe_request_notification with work already pending: raises the handle at once (0, level)
+ * or only for completions that come later (nonzero, edge), as DOCA_SIM_ARM=level|edge. */
+void doca_sim_set_arm_edge(int edge);
+
+/* One CQ poll in doca_pe_progress moves up to n completions into the engine, which raise no
+ * event while they wait for their callbacks (0 or 1: off), as DOCA_SIM_BATCH. */
+void doca_sim_set_batch(uint32_t n);
+
+/* What doca_rdma_cap_get_max_send_queue_size / _recv_queue_size report (0: the default,
+ * 32768), as DOCA_SIM_MAX_SEND_QUEUE / DOCA_SIM_MAX_RECV_QUEUE. */
+void doca_sim_set_queue_caps(uint32_t max_send, uint32_t max_recv);
+
 /* Restore every setting to what the environment said at start-up. */
 void doca_sim_reset_config(void);
 

@@ -329,7 +329,7 @@ static void sim_load_env(void)
 	const char *devices = getenv("DOCA_SIM_DEVICES");
 	const char *faults = getenv("DOCA_SIM_FAIL");
 	const char *dir = getenv("DOCA_SIM_DIR");
-	const char *start;
+	const char *start, *mode;
 	long v;
 
 	sim_free_config();
@@ -357,6 +357,30 @@ static void sim_load_env(void)
 		sim_warn("cannot parse DOCA_SIM_START=%s (expected sync or async)", start);
 		abort();
 	}
+	mode = getenv("DOCA_SIM_STOP");
+	if (mode == NULL || *mode == '\0' || strcmp(mode, "accept") == 0) {
+		sim_cfg.stop_refuse = false;
+	} else if (strcmp(mode, "refuse") == 0) {
+		sim_cfg.stop_refuse = true;
+	} else {
+		sim_warn("cannot parse DOCA_SIM_STOP=%s (expected accept or refuse)", mode);
+		abort();
+	}
+	mode = getenv("DOCA_SIM_ARM");
+	if (mode == NULL || *mode == '\0' || strcmp(mode, "level") == 0) {
+		sim_cfg.arm_edge = false;
+	} else if (strcmp(mode, "edge") == 0) {
+		sim_cfg.arm_edge = true;
+	} else {
+		sim_warn("cannot parse DOCA_SIM_ARM=%s (expected level or edge)", mode);
+		abort();
+	}
+	v = sim_env_long("DOCA_SIM_BATCH", 0);
+	sim_cfg.batch = v <= 1 ? 0 : (v > 4096 ? 4096u : (uint32_t)v);
+	v = sim_env_long("DOCA_SIM_MAX_SEND_QUEUE", 32768);
+	sim_cfg.max_send_queue = (v <= 0 || v > 32768) ? 32768u : (uint32_t)v;
+	v = sim_env_long("DOCA_SIM_MAX_RECV_QUEUE", 32768);
+	sim_cfg.max_recv_queue = (v <= 0 || v > (long)UINT32_MAX) ? 32768u : (uint32_t)v;
 	if (dir == NULL || *dir == '\0')
 		dir = getenv("TMPDIR");
 	if (dir == NULL || *dir == '\0' || strlen(dir) >= sizeof(sim_cfg.sock_dir))
@@ -584,6 +608,35 @@ void doca_sim_set_max_msg_size(uint32_t max)
 	sim_unlock();
 }
 
+void doca_sim_set_stop_refuse(int refuse)
+{
+	sim_lock();
+	sim_cfg.stop_refuse = refuse != 0;
+	sim_unlock();
+}
+
+void doca_sim_set_arm_edge(int edge)
+{
+	sim_lock();
+	sim_cfg.arm_edge = edge != 0;
+	sim_unlock();
+}
+
+void doca_sim_set_batch(uint32_t n)
+{
+	sim_lock();
+	sim_cfg.batch = n <= 1 ? 0 : (n > 4096 ? 4096u : n);
+	sim_unlock();
+}
+
+void doca_sim_set_queue_caps(uint32_t max_send, uint32_t max_recv)
+{
+	sim_lock();
+	sim_cfg.max_send_queue = max_send == 0 || max_send > 32768 ? 32768u : max_send;
+	sim_cfg.max_recv_queue = max_recv == 0 ? 32768u : max_recv;
+	sim_unlock();
+}
+
 void doca_sim_reset_config(void)
 {
 	sim_lock();
@@ -799,6 +852,28 @@ doca_error_t doca_rdma_cap_get_max_message_size(const struct doca_devinfo *devin
 	(void)sim_devinfo_check(devinfo, __func__);
 	SIM_FAULT();
 	*max_message_size = sim_cfg.max_msg_size;
+	SIM_RETURN(DOCA_SUCCESS);
+}
+
+doca_error_t doca_rdma_cap_get_max_send_queue_size(const struct doca_devinfo *devinfo, uint32_t *max_send_queue_size)
+{
+	SIM_ENTER();
+	if (devinfo == NULL || max_send_queue_size == NULL)
+		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
+	(void)sim_devinfo_check(devinfo, __func__);
+	SIM_FAULT();
+	*max_send_queue_size = sim_cfg.max_send_queue;
+	SIM_RETURN(DOCA_SUCCESS);
+}
+
+doca_error_t doca_rdma_cap_get_max_recv_queue_size(const struct doca_devinfo *devinfo, uint32_t *max_recv_queue_size)
+{
+	SIM_ENTER();
+	if (devinfo == NULL || max_recv_queue_size == NULL)
+		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
+	(void)sim_devinfo_check(devinfo, __func__);
+	SIM_FAULT();
+	*max_recv_queue_size = sim_cfg.max_recv_queue;
 	SIM_RETURN(DOCA_SUCCESS);
 }
 

@@ -230,7 +230,15 @@ uint8_t doca_pe_progress(struct doca_pe *pe)
 		return 0;
 	}
 	p->in_progress = true;
-	t = sim_queue_pop(&p->doneq);
+	if (sim_cfg.batch > 1 && p->batchq.head == NULL) {
+		/* DOCA_SIM_BATCH: one CQ poll takes several completions at once; the ones it took
+		 * wait in the engine and raise no event (only the CQ does). */
+		while (p->batchq.len < sim_cfg.batch && (t = sim_queue_pop(&p->doneq)) != NULL)
+			sim_queue_push(&p->batchq, t);
+	}
+	t = sim_queue_pop(&p->batchq);
+	if (t == NULL)
+		t = sim_queue_pop(&p->doneq);
 	if (t != NULL) {
 		struct doca_rdma *r = t->rdma;
 		struct sim_task_pool *pool = t->type == SIM_TASK_SEND ? &r->send_pool : &r->recv_pool;
@@ -322,7 +330,10 @@ doca_error_t doca_pe_request_notification(struct doca_pe *pe)
 	if (p->event_mode == DOCA_PE_EVENT_MODE_PROGRESS_ALL)
 		sim_pe_drain(p);
 	p->armed = true;
-	sim_pe_kick(p);
+	/* DOCA_SIM_ARM=edge: only completions that come after the arm raise the handle; what is
+	 * already pending must be progressed (progress until 0 after arming). */
+	if (!sim_cfg.arm_edge)
+		sim_pe_kick(p);
 	SIM_RETURN(DOCA_SUCCESS);
 }
 
@@ -453,7 +464,7 @@ doca_error_t doca_ctx_stop(struct doca_ctx *ctx)
 		SIM_RETURN(DOCA_ERROR_NOT_CONNECTED);
 	if (c->state != DOCA_CTX_STATE_RUNNING && c->state != DOCA_CTX_STATE_STARTING)
 		SIM_RETURN(DOCA_ERROR_BAD_STATE);
-	if (sim_rdma_owned_tasks(r) != 0) {
+	if (sim_cfg.stop_refuse && sim_rdma_owned_tasks(r) != 0) {
 		/* doca_pe.h: every task must be freed before the context is stopped (tasks flushed
 		 * by the stop are freed as their callbacks hand them back). */
 		sim_warn("doca_ctx_stop: %u task(s) still allocated (free every task not in flight first)",
@@ -461,6 +472,8 @@ doca_error_t doca_ctx_stop(struct doca_ctx *ctx)
 		SIM_RETURN(DOCA_ERROR_IN_USE);
 	}
 	SIM_FAULT();
+	/* DOCA_SIM_STOP=accept (the SDK's way): tasks still allocated are the application's to free;
+	 * the context stays STOPPING until they are, then progress moves it to IDLE. */
 	/* Tear the QPs down (the peer sees the connection go away) and flush what is in flight. */
 	sim_rdma_close_conns(r);
 	while ((t = sim_queue_pop(&r->recvq)) != NULL)

@@ -253,7 +253,9 @@ struct doca_pe {
 	enum doca_pe_event_mode event_mode;
 	bool in_progress;  /* inside doca_pe_progress (callbacks running) */
 	struct doca_ctx *ctxs;
-	struct sim_task_queue doneq; /* completed tasks waiting for their callback */
+	struct sim_task_queue doneq; /* completed tasks waiting for their callback (the "CQ") */
+	/* DOCA_SIM_BATCH: completions one CQ poll moved into the engine; they raise no event. */
+	struct sim_task_queue batchq;
 };
 
 /* ---------------------------------------------------------------- config */
@@ -275,6 +277,11 @@ struct sim_config {
 	unsigned int rnr_delay_ms;
 	uint32_t max_msg_size;
 	bool start_async; /* DOCA_SIM_START: doca_ctx_start answers IN_PROGRESS (STARTING) */
+	bool stop_refuse; /* DOCA_SIM_STOP=refuse: doca_ctx_stop answers IN_USE while tasks are allocated */
+	bool arm_edge;    /* DOCA_SIM_ARM=edge: arming raises nothing for work already pending */
+	uint32_t batch;   /* DOCA_SIM_BATCH: completions one CQ poll moves into the engine (0, 1: off) */
+	uint32_t max_send_queue; /* DOCA_SIM_MAX_SEND_QUEUE: doca_rdma_cap_get_max_send_queue_size */
+	uint32_t max_recv_queue; /* DOCA_SIM_MAX_RECV_QUEUE: doca_rdma_cap_get_max_recv_queue_size */
 	char sock_dir[80];
 	bool trace;
 	bool quiet; /* DOCA_SIM_QUIET: no diagnostics (fatal misuse and leaks still print) */

@@ -1101,7 +1101,8 @@ doca_error_t doca_rdma_set_send_queue_size(struct doca_rdma *rdma, uint32_t send
 	r = sim_rdma_check(rdma, __func__);
 	if (r->ctx.state != DOCA_CTX_STATE_IDLE)
 		SIM_RETURN(DOCA_ERROR_BAD_STATE);
-	if (send_queue_size == 0 || send_queue_size > SIM_MAX_SEND_QUEUE)
+	if (send_queue_size == 0 || send_queue_size > SIM_MAX_SEND_QUEUE ||
+	    send_queue_size > sim_cfg.max_send_queue)
 		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
 	SIM_FAULT();
 	r->send_queue_size = sim_pow2(send_queue_size);
