@@ -160,12 +160,6 @@ impl ControlChannel {
         }
     }
 
-    /// True once the peer closed or reset the connection: nothing more will arrive, so the
-    /// descriptor must not be waited on (it stays readable for ever).
-    pub(crate) fn is_closed(&self) -> bool {
-        self.eof
-    }
-
     /// Waits for the next message or the close until `deadline`; [`Received::Nothing`] when
     /// the deadline passes first.
     pub(crate) fn recv_until(&mut self, deadline: Instant) -> Result<Received> {

@@ -117,7 +117,9 @@ impl<P: RolePath + ?Sized> Session<P> {
         let Some(mut explanation) = Explanation::start(&e, role, Instant::now()) else {
             return e;
         };
-        while !self.control.is_closed() {
+        // A control connection already closed answers at once (its close is sticky, after any
+        // message still buffered), so a peer whose close was seen first is still the cause.
+        loop {
             match self.control.recv_until(explanation.poll_timeout()) {
                 Ok(Received::Message(msg)) => {
                     if let Some(explained) = explanation.on_message(msg) {
