@@ -7,7 +7,9 @@
 #   14 B latency       bench lat vs sockperf ping-pong --tcp (average one-way latency; 14 B is
 #                      the smallest message sockperf sends)
 #   system calls       per 64 B message on each side of bench bw (strace -c -f, 25,000 minus
-#                      5,000 messages), against the target of one
+#                      5,000 messages), against the targets (sender 1, receiver 0.2)
+#   the CLI            `--server --quiet` / `--client --size` at 64 KiB and 64 B against bench bw
+#                      at the same size in this run (the receiving server's own rate)
 # Servers are pinned to CPU 1 and clients to CPU 0 (when the machine has two), for ours and the
 # reference alike. Only 127.0.0.1 is used. Ratios are printed, not judged.
 set -euo pipefail
@@ -127,6 +129,28 @@ ref_rate=$("${client_pin[@]}" sockperf throughput --tcp -i 127.0.0.1 -p "$port" 
 	sed -n 's/.*Summary: Message Rate is \([0-9.]*\) \[msg\/sec\].*/\1/p' | tail -n 1)
 row "64 B message rate (bench bw vs sockperf tp)" "msg/s" "$ours_rate" "$ref_rate" higher
 
+# --- the CLI against bench, same sizes, same run: --server --quiet / --client --size ------------
+# cli_rate SIZE COUNT CREDITS FIELD: the server's "received ..." line, FIELD "msg/s" or "MiB/s"
+cli_rate() {
+	local size=$1 count=$2 cr=$3 field=$4 max=$1
+	[ "$max" -lt 512 ] && max=512
+	next_port
+	"${server_pin[@]}" "$binary" --server "127.0.0.1:$port" --transport tcp --quiet --once \
+		--credits "$cr" --max-msg-size "$max" >/dev/null 2>"$work/cli-server-$size.log" &
+	local spid=$!
+	pids+=("$spid")
+	sleep 0.3
+	"${client_pin[@]}" "$binary" --client "127.0.0.1:$port" --transport tcp --size "$size" \
+		--count "$count" --credits "$cr" --max-msg-size "$max" >/dev/null 2>"$work/cli-client-$size.log" || true
+	wait "$spid" 2>/dev/null || true
+	sed -n "s/.*end of stream: received .*(\([0-9.]*\) msg\/s, \([0-9.]*\) MiB\/s.*/\1 \2/p" \
+		"$work/cli-server-$size.log" | awk -v f="$field" '{ print (f == "msg/s") ? $1 : $2 }' | tail -n 1
+}
+cli_bw=$(cli_rate 65536 "$iters" "$credits" MiB/s)
+row "64 KiB bandwidth (CLI vs bench bw, target 0.9)" "MiB/s" "$cli_bw" "$ours_bw" higher
+cli_msgs=$(cli_rate 64 $((seconds * 400000)) 64 msg/s)
+row "64 B message rate (CLI vs bench bw, target 0.9)" "msg/s" "$cli_msgs" "$ours_rate" higher
+
 # --- 2 B latency: ours vs sockperf ping-pong (both one-way = half the round trip) --------------
 next_port
 bench_server
@@ -166,7 +190,7 @@ if command -v strace >/dev/null 2>&1; then
 	send_calls=$(per_msg "${c_lo:-}" "${c_hi:-}" || true)
 	recv_calls=$(per_msg "${s_lo:-}" "${s_hi:-}" || true)
 	row "system calls per 64 B message, sender (target 1)" "calls" "$send_calls" 1 lower
-	row "system calls per 64 B message, receiver (target 1)" "calls" "$recv_calls" 1 lower
+	row "system calls per 64 B message, receiver (target 0.2)" "calls" "$recv_calls" 0.2 lower
 else
 	echo "bench-compare: strace is missing: no system call counts (apt-get install strace)" >&2
 	failed=1
@@ -174,10 +198,10 @@ fi
 
 echo
 echo "bench-compare: rdma-container --transport tcp vs reference tools on 127.0.0.1, $(nproc) CPU(s), ${seconds} s runs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-printf '%-48s %-7s %14s %14s %7s  %s\n' "case" "unit" "ours" "reference" "ratio" "(better)"
+printf '%-50s %-7s %14s %14s %7s  %s\n' "case" "unit" "ours" "reference" "ratio" "(better)"
 for r in "${rows[@]}"; do
 	IFS='|' read -r name unit ours ref ratio better <<<"$r"
-	printf '%-48s %-7s %14.2f %14.2f %7s  %s\n' "$name" "$unit" "${ours/FAILED/0}" "${ref/FAILED/0}" "$ratio" "$better"
+	printf '%-50s %-7s %14.2f %14.2f %7s  %s\n' "$name" "$unit" "${ours/FAILED/0}" "${ref/FAILED/0}" "$ratio" "$better"
 done
 if [ -n "$json_out" ]; then
 	for r in "${rows[@]}"; do
