@@ -248,6 +248,10 @@ pub struct BenchArgs {
     /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
     #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
     pub auth_key_file: Option<PathBuf>,
+
+    /// perftest's operator options (-b, --run-infinitely, --interval, -H, --limit-*, --no-bind).
+    #[command(flatten)]
+    pub ops: crate::cli::bench::OpsArgs,
 }
 
 /// What `bench` measures.
