@@ -6,8 +6,11 @@
 #                      both with Nagle on: sockperf's throughput default, our data connection's)
 #   14 B latency       bench lat vs sockperf ping-pong --tcp (average one-way latency; 14 B is
 #                      the smallest message sockperf sends)
-#   system calls       per 64 B message on each side of bench bw (strace -c -f, 25,000 minus
-#                      5,000 messages), against the target of one
+#   system calls       per 64 B message on each side of bench bw (perf stat's syscall count, or
+#                      strace -c -f without perf; 250,000 minus 50,000 messages), against the
+#                      targets (sender 1, receiver 0.2)
+#   the CLI            `--server --quiet` / `--client --size` at 64 KiB and 64 B against bench bw
+#                      at the same size in this run (the receiving server's own rate)
 # Servers are pinned to CPU 1 and clients to CPU 0 (when the machine has two), for ours and the
 # reference alike. Only 127.0.0.1 is used. Ratios are printed, not judged.
 set -euo pipefail
@@ -21,7 +24,8 @@ usage: scripts/bench-compare.sh [--binary PATH] [--seconds N] [--credits N] [--j
   --credits N     our queue depth for the bandwidth runs (default 16)
   --json FILE     also write the table as JSON
 
-Installs iperf3, sockperf, jq and strace with apt-get when they are missing (as root).
+Installs iperf3, sockperf, jq and strace with apt-get when they are missing (as root); counts
+system calls with perf stat when it works here (more faithful), else strace.
 Exit status: 0 when every run produced a number, 1 when one failed, 64 on a usage error.
 EOF
 }
@@ -127,6 +131,28 @@ ref_rate=$("${client_pin[@]}" sockperf throughput --tcp -i 127.0.0.1 -p "$port" 
 	sed -n 's/.*Summary: Message Rate is \([0-9.]*\) \[msg\/sec\].*/\1/p' | tail -n 1)
 row "64 B message rate (bench bw vs sockperf tp)" "msg/s" "$ours_rate" "$ref_rate" higher
 
+# --- the CLI against bench, same sizes, same run: --server --quiet / --client --size ------------
+# cli_rate SIZE COUNT CREDITS FIELD: the server's "received ..." line, FIELD "msg/s" or "MiB/s"
+cli_rate() {
+	local size=$1 count=$2 cr=$3 field=$4 max=$1
+	[ "$max" -lt 512 ] && max=512
+	next_port
+	"${server_pin[@]}" "$binary" --server "127.0.0.1:$port" --transport tcp --quiet --once \
+		--credits "$cr" --max-msg-size "$max" >/dev/null 2>"$work/cli-server-$size.log" &
+	local spid=$!
+	pids+=("$spid")
+	sleep 0.3
+	"${client_pin[@]}" "$binary" --client "127.0.0.1:$port" --transport tcp --size "$size" \
+		--count "$count" --credits "$cr" --max-msg-size "$max" >/dev/null 2>"$work/cli-client-$size.log" || true
+	wait "$spid" 2>/dev/null || true
+	sed -n "s/.*end of stream: received .*(\([0-9.]*\) msg\/s, \([0-9.]*\) MiB\/s.*/\1 \2/p" \
+		"$work/cli-server-$size.log" | awk -v f="$field" '{ print (f == "msg/s") ? $1 : $2 }' | tail -n 1
+}
+cli_bw=$(cli_rate 65536 "$iters" "$credits" MiB/s)
+row "64 KiB bandwidth (CLI vs bench bw, target 0.9)" "MiB/s" "$cli_bw" "$ours_bw" higher
+cli_msgs=$(cli_rate 64 $((seconds * 400000)) 64 msg/s)
+row "64 B message rate (CLI vs bench bw, target 0.9)" "msg/s" "$cli_msgs" "$ours_rate" higher
+
 # --- 2 B latency: ours vs sockperf ping-pong (both one-way = half the round trip) --------------
 next_port
 bench_server
@@ -141,43 +167,66 @@ ref_lat=$("${client_pin[@]}" sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m
 	sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p' | tail -n 1)
 row "14 B latency, average (bench lat vs sockperf pp)" "usec" "$ours_lat" "$ref_lat" lower
 
-# --- system calls per message (strace -c -f), steady state: the difference between two runs --
+# --- system calls per message, steady state: the difference between two runs -----------------
 # Counts every system call of each process (data, control, waits), so the set-up cancels out.
-syscalls_total() { # strace -c output file -> total calls
-	awk '$NF == "total" { print $(NF-2) }' "$1"
+# perf stat counts them in the kernel (raw_syscalls:sys_enter) without slowing the process down;
+# strace -c, the fallback, stops the process at every call, which changes how many messages
+# each read finds (both ends run several times slower), so its figures are upper bounds.
+if perf stat -x, -e raw_syscalls:sys_enter -o /dev/null true >/dev/null 2>&1; then
+	counter=perf
+elif command -v strace >/dev/null 2>&1; then
+	counter=strace
+else
+	counter=""
+fi
+count_calls() { # OUT_FILE COMMAND... : runs COMMAND under the counter
+	local out=$1
+	shift
+	if [ "$counter" = perf ]; then
+		perf stat -x, -e raw_syscalls:sys_enter -o "$out" "$@"
+	else
+		strace -f -c -o "$out" "$@"
+	fi
+}
+calls_total() { # counter output file -> total calls
+	if [ "$counter" = perf ]; then
+		awk -F, '/raw_syscalls:sys_enter/ { print $1 }' "$1"
+	else
+		awk '$NF == "total" { print $(NF-2) }' "$1"
+	fi
 }
 syscall_run() { # message count -> "server_total client_total"
 	local n=$1
 	next_port
-	"${server_pin[@]}" strace -f -c -o "$work/st-server-$n.txt" "$binary" bench --server "127.0.0.1:$port" \
+	count_calls "$work/st-server-$n.txt" "${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" \
 		--transport tcp >"$work/server-st.log" 2>&1 &
 	local spid=$!
 	pids+=("$spid")
 	sleep 0.5
-	"${client_pin[@]}" strace -f -c -o "$work/st-client-$n.txt" "$binary" bench --client "127.0.0.1:$port" \
+	count_calls "$work/st-client-$n.txt" "${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" \
 		--transport tcp -s 64 -n "$n" --credits 64 >/dev/null 2>"$work/c-st.log" || true
 	wait "$spid" 2>/dev/null || true
-	echo "$(syscalls_total "$work/st-server-$n.txt") $(syscalls_total "$work/st-client-$n.txt")"
+	echo "$(calls_total "$work/st-server-$n.txt") $(calls_total "$work/st-client-$n.txt")"
 }
-if command -v strace >/dev/null 2>&1; then
-	read -r s_lo c_lo <<<"$(syscall_run 5000)" || true
-	read -r s_hi c_hi <<<"$(syscall_run 25000)" || true
-	per_msg() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 20000 }'; }
+if [ -n "$counter" ]; then
+	read -r s_lo c_lo <<<"$(syscall_run 50000)" || true
+	read -r s_hi c_hi <<<"$(syscall_run 250000)" || true
+	per_msg() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 200000 }'; }
 	send_calls=$(per_msg "${c_lo:-}" "${c_hi:-}" || true)
 	recv_calls=$(per_msg "${s_lo:-}" "${s_hi:-}" || true)
-	row "system calls per 64 B message, sender (target 1)" "calls" "$send_calls" 1 lower
-	row "system calls per 64 B message, receiver (target 1)" "calls" "$recv_calls" 1 lower
+	row "calls per 64 B message, sender ($counter; target 1)" "calls" "$send_calls" 1 lower
+	row "calls per 64 B message, receiver ($counter; target 0.2)" "calls" "$recv_calls" 0.2 lower
 else
-	echo "bench-compare: strace is missing: no system call counts (apt-get install strace)" >&2
+	echo "bench-compare: neither perf nor strace: no system call counts (apt-get install strace)" >&2
 	failed=1
 fi
 
 echo
 echo "bench-compare: rdma-container --transport tcp vs reference tools on 127.0.0.1, $(nproc) CPU(s), ${seconds} s runs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-printf '%-48s %-7s %14s %14s %7s  %s\n' "case" "unit" "ours" "reference" "ratio" "(better)"
+printf '%-50s %-7s %14s %14s %7s  %s\n' "case" "unit" "ours" "reference" "ratio" "(better)"
 for r in "${rows[@]}"; do
 	IFS='|' read -r name unit ours ref ratio better <<<"$r"
-	printf '%-48s %-7s %14.2f %14.2f %7s  %s\n' "$name" "$unit" "${ours/FAILED/0}" "${ref/FAILED/0}" "$ratio" "$better"
+	printf '%-50s %-7s %14.2f %14.2f %7s  %s\n' "$name" "$unit" "${ours/FAILED/0}" "${ref/FAILED/0}" "$ratio" "$better"
 done
 if [ -n "$json_out" ]; then
 	for r in "${rows[@]}"; do

@@ -14,6 +14,7 @@ use crate::net::{Lost, Received};
 use crate::proto::{Checksum, Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
+use crate::time::Stamp;
 use crate::transport::{Arrived, RecvPath};
 use crate::{Error, Result};
 
@@ -30,6 +31,8 @@ pub struct RdmaSrc {
     control_readable: bool,
     /// The check each message carries (agreed in the handshake), verified before delivery.
     checksum: Checksum,
+    /// The clock reading arrivals share between two waits.
+    stamp: Stamp,
 }
 
 impl RdmaSrc {
@@ -57,6 +60,7 @@ impl RdmaSrc {
             core,
             arrivals: Vec::with_capacity(slots as usize + 16),
             control_readable: true,
+            stamp: Stamp::default(),
         })
     }
 
@@ -211,7 +215,11 @@ impl RdmaSrc {
                 Spin::Sleep => {}
             }
             // A clock reading only when about to sleep: a poll that found work costs none.
-            self.core.handle_timeout(Instant::now())?;
+            let now = Instant::now();
+            if self.stamp.take() {
+                self.core.restamp_last_arrival(now);
+            }
+            self.core.handle_timeout(now)?;
             self.control_readable = self.session.wait(
                 self.core.poll_timeout(),
                 !self.core.control_closed(),
@@ -240,7 +248,7 @@ impl RdmaSrc {
             self.session.transport.poll_arrivals(&mut self.arrivals)
         };
         if !self.arrivals.is_empty() {
-            let now = Instant::now();
+            let now = self.stamp.get();
             for msg in self.arrivals.drain(..) {
                 self.core.on_arrival(msg, now)?;
             }

@@ -16,6 +16,7 @@ use crate::net::{Lost, Received};
 use crate::proto::{Checksum, Message, Role};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
+use crate::time::Stamp;
 use crate::transport::{SendEvent, SendPath, StagingSlot};
 use crate::{Error, Result};
 
@@ -40,6 +41,10 @@ pub struct RdmaSink {
     /// (`RDMA_CONTAINER_TEST_CORRUPT_MESSAGE`), so tests see the receiver's check catch it.
     #[cfg(feature = "test-hooks")]
     corrupt: Option<u64>,
+    /// The clock reading send completions and credits share between two waits.
+    stamp: Stamp,
+    /// Credits released when the last wait began (to re-stamp the core's last credit).
+    released_at_wait: u64,
 }
 
 impl RdmaSink {
@@ -73,6 +78,8 @@ impl RdmaSink {
             core,
             events,
             control_readable: true,
+            stamp: Stamp::default(),
+            released_at_wait: 0,
             bytes: 0,
             credit_wait: Duration::ZERO,
             checksum: session.info.checksum(),
@@ -105,7 +112,8 @@ impl RdmaSink {
     /// How long `send` has waited so far, in this session, for the receiver to free a slot: a
     /// credit, or a staging slot whose earlier message was still on its way (busy polling
     /// included). Large next to the session's length means the receiver holds the sender back.
-    /// The clock is read only when a send has to wait.
+    /// The clock is read only when a send has to sleep (or, busy polling, at the polling's own
+    /// clock checks), so a wait that the first polls end is not counted: it lasts microseconds.
     pub fn credit_wait(&self) -> Duration {
         self.credit_wait
     }
@@ -183,11 +191,18 @@ impl RdmaSink {
             if let Some(taken) = self.core.try_take()? {
                 return Ok(taken);
             }
-            stalled_since.get_or_insert_with(Instant::now);
-            if busy.next_round() != Spin::Sleep {
-                continue;
+            // The clock is read only where polling reads it anyway, or before a sleep.
+            match busy.next_round() {
+                Spin::Again => continue,
+                Spin::AgainChecked(now) => {
+                    stalled_since.get_or_insert(now);
+                    continue;
+                }
+                Spin::Sleep => {}
             }
-            self.core.handle_timeout(Instant::now())?;
+            let now = self.now_for_wait();
+            stalled_since.get_or_insert(now);
+            self.core.handle_timeout(now)?;
             self.wait(true)?;
         }
     }
@@ -228,6 +243,17 @@ impl RdmaSink {
                     .wait(until, !self.core.control_closed(), true, false)?;
         }
         Ok(())
+    }
+
+    /// The time before a wait; credits stamped with an older reading since the last wait count
+    /// as released now ([`Stamp`]).
+    fn now_for_wait(&mut self) -> Instant {
+        let now = Instant::now();
+        if self.stamp.take() && self.core.released() != self.released_at_wait {
+            self.core.restamp_last_credit(now);
+        }
+        self.released_at_wait = self.core.released();
+        now
     }
 
     /// Sleeps until the transport or the control channel may have news, or the core's next
@@ -308,7 +334,8 @@ impl RdmaSink {
             if self.core.has_actions() || self.core.finish_step()? == FinishStep::Done {
                 continue;
             }
-            self.core.handle_timeout(Instant::now())?;
+            let now = self.now_for_wait();
+            self.core.handle_timeout(now)?;
             if self.core.finish_step()? != FinishStep::Done {
                 self.wait(false)?;
             }
@@ -334,7 +361,7 @@ impl RdmaSink {
         self.events.clear();
         let polled = self.session.transport.poll_sends(&mut self.events);
         if !self.events.is_empty() {
-            let now = Instant::now();
+            let now = self.stamp.get();
             for event in self.events.drain(..) {
                 self.core.on_send_event(event, now)?;
             }
@@ -352,7 +379,10 @@ impl RdmaSink {
     fn read_control(&mut self) -> Result<()> {
         while !self.core.control_closed() {
             match self.session.control.try_recv()? {
-                Received::Message(msg) => self.core.on_control(msg, Instant::now())?,
+                Received::Message(msg) => {
+                    let now = self.stamp.get();
+                    self.core.on_control(msg, now)?
+                }
                 Received::Nothing => break,
                 Received::Closed(lost) => self.core.on_control_closed(lost)?,
             }

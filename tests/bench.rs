@@ -127,3 +127,172 @@ fn bench_refuses_nonsense_with_a_clear_error() {
     assert!(err.contains("cannot start a benchmark session"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// Runs a client with `extra` against a fresh server and checks that the server exits 0.
+fn against_server(extra: &[&str]) -> (i32, String, String) {
+    let port = free_port();
+    let mut s = server(port);
+    let result = client(port, extra);
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    result
+}
+
+/// A row of the human table whose first field is `size` and that is not an interval row.
+fn final_rows<'a>(out: &'a str, size: &str) -> Vec<&'a str> {
+    out.lines()
+        .filter(|l| l.trim_start().starts_with(&format!("{size} ")) && !l.contains("(interval"))
+        .collect()
+}
+
+#[test]
+fn bidirectional_reports_a_row_for_each_direction_measured_where_it_arrives() {
+    let (code, out, err) = against_server(&["-b", "-s", "2048", "-n", "500", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let rows = v["results"].as_array().unwrap();
+    let directions: Vec<&str> = rows
+        .iter()
+        .map(|r| r["direction"].as_str().unwrap())
+        .collect();
+    assert_eq!(directions, ["client->server", "server->client"], "{v}");
+    for r in rows {
+        assert_eq!(r["iterations"], 500, "{r}");
+        assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn a_duration_with_an_interval_prints_interval_rows_then_the_final_one() {
+    let (code, out, err) = against_server(&["-s", "1024", "-D", "1.2", "--interval", "0.25"]);
+    assert_eq!(code, 0, "{err}");
+    let intervals = out
+        .lines()
+        .filter(|l| l.contains("(interval, sent)"))
+        .count();
+    assert!(
+        (2..=5).contains(&intervals),
+        "{intervals} interval rows:\n{out}"
+    );
+    assert_eq!(final_rows(&out, "1024").len(), 1, "{out}");
+
+    // JSON lines: each interval, then the report, one line each.
+    let (code, out, err) =
+        against_server(&["-s", "1024", "-D", "0.8", "--interval", "0.2", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let (last, intervals) = lines.split_last().unwrap();
+    assert!(!intervals.is_empty(), "{out}");
+    for i in intervals {
+        assert!(i["interval"]["messages"].as_u64().unwrap() > 0, "{i}");
+    }
+    assert_eq!(last["results"][0]["bytes"], 1024, "{last}");
+}
+
+#[test]
+fn run_infinitely_runs_until_ctrl_c_and_then_reports_the_whole_run() {
+    let port = free_port();
+    let mut s = server(port);
+    let addr = format!("127.0.0.1:{port}");
+    let mut c = common::start(
+        "bench-client",
+        &[
+            "bench",
+            "--client",
+            &addr,
+            "--transport",
+            "tcp",
+            "-s",
+            "512",
+            "--run-infinitely",
+            "--interval",
+            "0.2",
+        ],
+    );
+    c.wait_for_stdout_lines(14, LONG);
+    assert!(
+        c.try_status().is_none(),
+        "ended on its own:\n{}",
+        c.report()
+    );
+    c.signal(nix::sys::signal::Signal::SIGINT);
+    assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
+    let out = c.stdout();
+    assert!(out.contains("(interval, sent)"), "{out}");
+    let row = final_rows(&out, "512");
+    assert_eq!(row.len(), 1, "{out}");
+    let fields: Vec<f64> = row[0]
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert!(fields[1] > 0.0 && fields[3] > 0.0, "{}", row[0]);
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+}
+
+#[test]
+fn limits_fail_with_status_3_and_a_clear_line_and_pass_when_met() {
+    let (code, out, err) = against_server(&[
+        "-s",
+        "1024",
+        "-n",
+        "300",
+        "--limit-bw",
+        "100000",
+        "--limit-msgrate",
+        "0.000001",
+    ]);
+    assert_eq!(code, 3, "{err}\n{out}");
+    assert!(
+        err.contains("FAILED: 1024 B: BW average") && err.contains("below --limit-bw 100000"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("--limit-msgrate"),
+        "the met limit is not reported: {err}"
+    );
+    assert_eq!(
+        final_rows(&out, "1024").len(),
+        1,
+        "results still printed:\n{out}"
+    );
+
+    let lat_limited = |usec: &str| {
+        against_server(&["--mode", "lat", "-s", "2", "-n", "100", "--limit-lat", usec])
+    };
+    let (code, _, err) = lat_limited("0.001");
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("is above --limit-lat 0.001"), "{err}");
+    let (code, _, err) = lat_limited("1000000");
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn lat_histogram_has_percentiles_and_buckets_that_hold_every_round_trip() {
+    let (code, out, err) = against_server(&["--mode", "lat", "-s", "8", "-n", "300", "-H"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Percentiles of 8 B"), "{out}");
+    assert!(out.contains("Histogram of 8 B"), "{out}");
+
+    let (code, out, err) = against_server(&["--mode", "lat", "-s", "8", "-n", "300", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let r = &v["results"][0];
+    let p = &r["percentiles_us"];
+    let (p50, p99, max) = (
+        p["p50"].as_f64().unwrap(),
+        p["p99"].as_f64().unwrap(),
+        p["max"].as_f64().unwrap(),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{p}");
+    let buckets = r["histogram"].as_array().unwrap();
+    let total: u64 = buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, 300, "{r}");
+    for b in buckets {
+        assert!(
+            b["from_ns"].as_u64().unwrap() < b["to_ns"].as_u64().unwrap(),
+            "{b}"
+        );
+    }
+}

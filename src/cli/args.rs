@@ -262,6 +262,9 @@ pub struct BenchArgs {
     /// transport's own checks (RoCE's ICRC, TCP's checksum).
     #[arg(long, value_enum, default_value_t = Checksum::None, env = "RDMA_CONTAINER_CHECKSUM")]
     pub checksum: Checksum,
+    /// perftest's operator options (-b, --run-infinitely, --interval, -H, --limit-*, --no-bind).
+    #[command(flatten)]
+    pub ops: crate::cli::bench::OpsArgs,
 }
 
 /// What `bench` measures.

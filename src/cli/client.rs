@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use rdma_container::{Config, Error, RdmaSink};
 
 use super::metrics;
-use super::output::{fill_payload, summary_line};
+use super::output::{summary_line, Payloads};
 use super::EXIT_INTERRUPTED;
 
 /// Connects, sends, finishes; returns the exit status (130 after Ctrl-C).
@@ -64,15 +64,15 @@ pub fn send_all(
     size: Option<usize>,
     stop: &AtomicBool,
 ) -> Result<()> {
-    let mut buf = Vec::new();
+    let mut payloads = Payloads::new(size);
     for i in 0..count {
         if stop.load(Ordering::Relaxed) {
             log::info!("Ctrl-C: stopping after {i} message(s)");
             return Ok(());
         }
-        fill_payload(&mut buf, i, size);
-        match sink.send(&buf) {
-            Ok(()) => metrics::message_sent(buf.len(), sink.credit_wait()),
+        let payload = payloads.message(i);
+        match sink.send(payload) {
+            Ok(()) => metrics::message_sent(payload.len(), sink.credit_wait()),
             Err(Error::Interrupted) => {
                 log::info!("Ctrl-C: stopping after {i} message(s)");
                 return Ok(());

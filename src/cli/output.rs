@@ -145,17 +145,67 @@ pub fn summary_line(messages: u64, bytes: u64, elapsed: Duration) -> String {
     )
 }
 
-/// Fills `buf` with message `i`: the decimal counter, padded with a letter pattern or cut to
-/// exactly `size` bytes when a size is given.
-pub fn fill_payload(buf: &mut Vec<u8>, i: u64, size: Option<usize>) {
-    buf.clear();
-    let digits = i.to_string();
-    match size {
-        None => buf.extend_from_slice(digits.as_bytes()),
-        Some(size) => {
-            buf.extend(digits.bytes().take(size));
-            let pad = size - buf.len();
-            buf.extend((0..pad).map(|k| b'a' + (k % 26) as u8));
+/// Builds the client's messages: message `i` is the decimal counter, padded with a letter
+/// pattern (`a`..`z`, again and again, from the first byte after the digits) or cut to exactly
+/// `size` bytes when a size is given.
+///
+/// The buffer is built once and then only the counter's digits are written per message; the
+/// padding is rebuilt only when the counter gains a digit (at 10, 100, ...), so a 64 KiB message
+/// costs its digits, not 65,536 byte writes.
+#[derive(Debug, Default)]
+pub struct Payloads {
+    buf: Vec<u8>,
+    size: Option<usize>,
+    /// The digit count the padding was laid out for (0: not built yet).
+    digits: usize,
+}
+
+impl Payloads {
+    /// Messages of exactly `size` bytes, or just the counter with `None`.
+    pub fn new(size: Option<usize>) -> Self {
+        Self {
+            buf: Vec::with_capacity(size.unwrap_or(20)),
+            size,
+            digits: 0,
+        }
+    }
+
+    /// Message `i`.
+    pub fn message(&mut self, i: u64) -> &[u8] {
+        let mut text = [0u8; 20];
+        let digits = decimal(i, &mut text);
+        match self.size {
+            None => {
+                self.buf.clear();
+                self.buf.extend_from_slice(digits);
+            }
+            Some(size) => {
+                if self.digits != digits.len() {
+                    self.buf.clear();
+                    self.buf.resize(size, 0);
+                    let start = digits.len().min(size);
+                    for (k, b) in self.buf[start..].iter_mut().enumerate() {
+                        *b = b'a' + (k % 26) as u8;
+                    }
+                    self.digits = digits.len();
+                }
+                let shown = digits.len().min(size);
+                self.buf[..shown].copy_from_slice(&digits[..shown]);
+            }
+        }
+        &self.buf
+    }
+}
+
+/// `i` in decimal, written at the end of `out`; returns the digits.
+fn decimal(mut i: u64, out: &mut [u8; 20]) -> &[u8] {
+    let mut at = out.len();
+    loop {
+        at -= 1;
+        out[at] = b'0' + (i % 10) as u8;
+        i /= 10;
+        if i == 0 {
+            return &out[at..];
         }
     }
 }
@@ -173,5 +223,42 @@ mod tests {
         assert_eq!(printable_text(b"tab\there"), None);
         assert_eq!(printable_text(&[0xff, 0xfe]), None);
         assert_eq!(summarize(b""), "<0 bytes>");
+    }
+
+    /// The simple, slow definition the builder must match byte for byte.
+    fn reference_payload(i: u64, size: Option<usize>) -> Vec<u8> {
+        let digits = i.to_string();
+        match size {
+            None => digits.into_bytes(),
+            Some(size) => {
+                let mut v: Vec<u8> = digits.bytes().take(size).collect();
+                let pad = size - v.len();
+                v.extend((0..pad).map(|k| b'a' + (k % 26) as u8));
+                v
+            }
+        }
+    }
+
+    #[test]
+    fn payloads_are_the_counter_padded_with_letters_across_digit_changes() {
+        for size in [
+            None,
+            Some(0),
+            Some(1),
+            Some(2),
+            Some(3),
+            Some(64),
+            Some(65536),
+        ] {
+            let mut p = Payloads::new(size);
+            let counters = (0..120).chain([999, 1000, 1001, 99_999, 100_000, u64::MAX]);
+            for i in counters {
+                assert_eq!(p.message(i), reference_payload(i, size), "{i} {size:?}");
+            }
+        }
+        assert_eq!(
+            Payloads::new(Some(30)).message(7),
+            b"7abcdefghijklmnopqrstuvwxyzabc"
+        );
     }
 }

@@ -78,12 +78,15 @@ impl ControlChannel {
 
     fn send_frame(&mut self, frame: &[u8]) -> Result<()> {
         let mut sent = 0;
-        let deadline = Instant::now() + WRITE_STALL_LIMIT;
+        // The clock is read only when the socket pushes back (a frame usually goes at once).
+        let mut deadline = None;
         while sent < frame.len() {
             match self.stream.write(&frame[sent..]) {
                 Ok(0) => return Err(lost("control connection closed while sending")),
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let deadline =
+                        *deadline.get_or_insert_with(|| Instant::now() + WRITE_STALL_LIMIT);
                     let Some(left) = remaining(deadline) else {
                         return Err(lost("control channel write stalled for 10 s"));
                     };

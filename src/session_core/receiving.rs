@@ -245,6 +245,13 @@ impl ReceiverCore {
         Ok(())
     }
 
+    /// Messages arrived since the driver's last wait were stamped with an earlier reading of
+    /// the clock ([`crate::time::Stamp`]): they count as arrived at `now`, the time read before
+    /// the next wait.
+    pub(crate) fn restamp_last_arrival(&mut self, now: Instant) {
+        self.last_arrival = self.last_arrival.max(now);
+    }
+
     /// A message arrived on the control channel.
     pub(crate) fn on_control(&mut self, msg: Message) -> Result<(), Error> {
         match msg {

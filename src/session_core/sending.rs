@@ -201,6 +201,13 @@ impl SenderCore {
         }
     }
 
+    /// Credits released since the driver's last wait were stamped with an earlier reading of
+    /// the clock ([`crate::time::Stamp`]): they count as released at `now`, the time read before
+    /// the next wait.
+    pub(crate) fn restamp_last_credit(&mut self, now: Instant) {
+        self.last_credit = self.last_credit.max(now);
+    }
+
     fn on_released(&mut self, released: u64, now: Instant) -> Result<(), Error> {
         self.window.on_credit(released).map_err(|e| {
             Error::Protocol(match e {

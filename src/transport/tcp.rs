@@ -82,6 +82,11 @@ pub(crate) struct TcpTransport {
     /// Sender: the data socket may have become readable (the receiver closed it or wrote on
     /// it) since the last look; set at start and by [`DataPath::on_wakeup`].
     check_readable: bool,
+    /// Receiver: the last read emptied the socket and no wait has reported it readable since;
+    /// the next poll does not read (it would find nothing: the driver is about to sleep, and
+    /// its wait wakes at once for anything that arrived since), the one after it does (a
+    /// driver that busy polls).
+    drained: bool,
 }
 
 impl TcpTransport {
@@ -124,6 +129,7 @@ impl TcpTransport {
             sends: VecDeque::with_capacity(params.slots),
             early: Vec::with_capacity(params.slots),
             check_readable: true,
+            drained: false,
         })
     }
 
@@ -251,11 +257,15 @@ impl TcpTransport {
     /// read (the socket had nothing more: the caller waits for readability before the next
     /// read, so an empty poll costs no system call of its own).
     fn receive(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
+        if std::mem::take(&mut self.drained) {
+            return self.consume_buffered(out);
+        }
         let mut drained = false;
         loop {
             self.consume_buffered(out)?;
             if drained && !self.peer_closed {
                 self.ack_now();
+                self.drained = true;
             }
             if self.peer_closed || drained {
                 return Ok(());
@@ -469,6 +479,7 @@ impl DataPath for TcpTransport {
 
     fn on_wakeup(&mut self) {
         self.check_readable = true;
+        self.drained = false;
     }
 
     fn close(&mut self) {

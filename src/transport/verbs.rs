@@ -397,8 +397,10 @@ impl VerbsTransport {
     /// the send queue. The receiver releases at most one credit per slot between completions,
     /// so this rarely waits; completions taken meanwhile are kept for the next `poll`.
     fn wait_for_credit_room(&mut self, n: usize) -> Result<()> {
-        let deadline = Instant::now() + CREDIT_SEND_WAIT;
+        // The clock is read only when there is no room at once (the usual case has room).
+        let mut deadline = None;
         while self.credit_sends.room() < n {
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + CREDIT_SEND_WAIT);
             let mut pending = std::mem::take(&mut self.pending);
             let polled = self.poll_cq(&mut pending);
             self.pending = pending;

@@ -16,6 +16,11 @@ pub struct Header {
     pub iters: Option<u64>,
     pub duration_ms: Option<u64>,
     pub last: bool,
+    /// bw with -b: the server streams to the client too, the same size and budget, and sends
+    /// its figures after its own stream. Its stream's messages are all 0x5a bytes, so its
+    /// figures (JSON, starting with `{`) cannot be taken for one of them.
+    #[serde(default)]
+    pub bidirectional: bool,
 }
 
 impl Header {
@@ -36,6 +41,10 @@ pub struct BwMeasured {
     pub bytes: u64,
     pub seconds: f64,
     pub peak_bytes_per_sec: f64,
+    /// Messages after the first within `seconds` (the clock is read every few messages, so
+    /// the last few may fall outside); absent from an older server.
+    #[serde(default)]
+    pub timed_messages: Option<u64>,
 }
 
 impl BwMeasured {

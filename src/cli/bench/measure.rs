@@ -1,54 +1,108 @@
 //! The timed loops of both ends: the client's `bw` stream and `lat` ping-pong, and the
-//! server's `bw` count and `lat` echo.
+//! server's `bw` count and `lat` echo (with -b the server streams and the client counts too).
 //!
-//! A loop runs for the header's message count or its duration, whichever it carries. `bw` is
-//! timed where the messages arrive (on the server, from the first arrival); `lat` on the
-//! client, around each send and its echo.
+//! A loop runs for the header's message count, its duration, or (--run-infinitely) until
+//! Ctrl-C. `bw` is timed where the messages arrive (from the first arrival); `lat` on the
+//! client, around each send and its echo. The streaming and counting loops read the clock only
+//! every [`CLOCK_EVERY`] messages (a clock read is a system call under emulation).
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rdma_container::{RdmaSink, RdmaSrc};
 
 use super::header::{BwMeasured, Header};
+use super::ops::Ticker;
 
 /// Ping-pongs before the timed ones.
 const LAT_WARM_UP: u64 = 16;
 
-/// When a timed loop ends: after the header's message count, or at its duration.
-struct Budget {
-    iters: Option<u64>,
-    until: Option<Instant>,
+/// The streaming and counting loops look at the clock once every this many messages.
+const CLOCK_EVERY: u64 = 16;
+
+/// Round trips kept for the final row of a run without end (the interval rows see all).
+const LAT_KEEP_MAX: usize = 10_000_000;
+
+/// The payload byte of every benchmark message (figures are JSON, which starts with `{`).
+const FILL: u8 = 0x5a;
+
+/// How the client's loops run: until Ctrl-C (`stop`, --run-infinitely) or their budget, with
+/// interval reports when asked.
+pub struct RunOptions<'a> {
+    pub stop: Option<&'a AtomicBool>,
+    pub interval: Option<Duration>,
+    pub json: bool,
+    pub gbits: bool,
 }
 
-impl Budget {
+impl RunOptions<'_> {
+    /// The server's: the header's budget, no reports.
+    pub const SERVER: RunOptions<'static> = RunOptions {
+        stop: None,
+        interval: None,
+        json: false,
+        gbits: false,
+    };
+}
+
+/// When a timed loop ends: after the header's message count, at its duration, or at Ctrl-C.
+struct Budget<'a> {
+    iters: Option<u64>,
+    until: Option<Instant>,
+    stop: Option<&'a AtomicBool>,
+}
+
+impl<'a> Budget<'a> {
     /// Starts the clock for the header's run.
-    fn start(h: &Header, started: Instant) -> Self {
+    fn start(h: &Header, started: Instant, stop: Option<&'a AtomicBool>) -> Self {
         Self {
             iters: h.iters,
             until: h.duration_ms.map(|ms| started + Duration::from_millis(ms)),
+            stop,
         }
     }
 
-    /// Whether a loop that has done `done` messages is over.
-    fn spent(&self, done: u64) -> bool {
-        self.iters.is_some_and(|n| done >= n) || self.until.is_some_and(|t| Instant::now() >= t)
+    /// Whether a loop that has done `done` messages is over (`now`: a clock reading the caller
+    /// has anyway; otherwise the clock is read every [`CLOCK_EVERY`] messages).
+    fn spent(&self, done: u64, now: Option<Instant>) -> bool {
+        if self.iters.is_some_and(|n| done >= n) {
+            return true;
+        }
+        if self.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return true;
+        }
+        self.until.is_some_and(|t| match now {
+            Some(now) => now >= t,
+            None => done.is_multiple_of(CLOCK_EVERY) && Instant::now() >= t,
+        })
     }
 }
 
-/// Client, `bw`: streams the messages and ends the stream; returns how many were sent.
-pub fn stream(mut sink: RdmaSink, h: &Header) -> Result<u64> {
-    let payload = vec![0x5au8; h.size];
+/// Streams `h.size`-byte messages for the header's budget (not ending the stream); returns how
+/// many were sent.
+pub fn send_stream(sink: &mut RdmaSink, h: &Header, run: &RunOptions<'_>) -> Result<u64> {
+    let payload = vec![FILL; h.size];
     let started = Instant::now();
-    let budget = Budget::start(h, started);
-    let progress = std::io::stderr().is_terminal();
+    let budget = Budget::start(h, started, run.stop);
+    let mut ticker = run
+        .interval
+        .map(|every| Ticker::new(every, started, run.json, h.size));
+    let progress = ticker.is_none() && std::io::stderr().is_terminal();
     let mut last_note = started;
     let mut sent = 0u64;
-    while !budget.spent(sent) {
+    while !budget.spent(sent, None) {
         sink.send(&payload)?;
         sent += 1;
-        if progress && sent.is_multiple_of(1024) && last_note.elapsed() >= Duration::from_secs(1) {
+        if !sent.is_multiple_of(CLOCK_EVERY) {
+            continue;
+        }
+        if let Some(t) = ticker.as_mut() {
+            if let Some((secs, n)) = t.due(Instant::now(), sent) {
+                t.print_bw(secs, n, run.gbits);
+            }
+        } else if progress && last_note.elapsed() >= Duration::from_secs(1) {
             last_note = Instant::now();
             eprint!(
                 "\rbench: {} B x {sent} sent, {:.0} s",
@@ -60,6 +114,12 @@ pub fn stream(mut sink: RdmaSink, h: &Header) -> Result<u64> {
     if progress && last_note != started {
         eprintln!();
     }
+    Ok(sent)
+}
+
+/// Client, `bw`: streams the messages and ends the stream; returns how many were sent.
+pub fn stream(mut sink: RdmaSink, h: &Header, run: &RunOptions<'_>) -> Result<u64> {
+    let sent = send_stream(&mut sink, h, run)?;
     finish(sink)?;
     Ok(sent)
 }
@@ -73,13 +133,17 @@ pub fn finish(sink: RdmaSink) -> Result<()> {
 
 /// Client, `lat`: warms up, then times ping-pongs; returns half of each round trip in
 /// nanoseconds.
-pub fn ping_pong(sink: &mut RdmaSink, src: &mut RdmaSrc, h: &Header) -> Result<Vec<u64>> {
-    let payload = vec![0x5au8; h.size];
-    let mut ping = || -> Result<Duration> {
-        let t = Instant::now();
+pub fn ping_pong(
+    sink: &mut RdmaSink,
+    src: &mut RdmaSrc,
+    h: &Header,
+    run: &RunOptions<'_>,
+) -> Result<Vec<u64>> {
+    let payload = vec![FILL; h.size];
+    let mut ping = || -> Result<()> {
         sink.send(&payload)?;
         match src.recv()? {
-            Some(echo) if echo.len() == payload.len() => Ok(t.elapsed()),
+            Some(echo) if echo.len() == payload.len() => Ok(()),
             Some(echo) => bail!(
                 "echo of {} bytes for a {}-byte ping",
                 echo.len(),
@@ -91,55 +155,110 @@ pub fn ping_pong(sink: &mut RdmaSink, src: &mut RdmaSrc, h: &Header) -> Result<V
     for _ in 0..LAT_WARM_UP {
         ping()?;
     }
-    let budget = Budget::start(h, Instant::now());
+    // One clock reading per round trip, as perftest's one cycle count per iteration: each
+    // round trip runs from the previous reading to the next.
+    let started = Instant::now();
+    let budget = Budget::start(h, started, run.stop);
+    let mut ticker = run
+        .interval
+        .map(|every| Ticker::new(every, started, run.json, h.size));
+    let mut window: Vec<u64> = Vec::new();
     let mut half_rtt_ns: Vec<u64> = Vec::with_capacity(h.iters.unwrap_or(100_000) as usize);
-    while !budget.spent(half_rtt_ns.len() as u64) {
-        half_rtt_ns.push(ping()?.as_nanos() as u64 / 2);
+    let mut done = 0u64;
+    let mut now = started;
+    while !budget.spent(done, Some(now)) {
+        ping()?;
+        let then = std::mem::replace(&mut now, Instant::now());
+        let half = now.duration_since(then).as_nanos() as u64 / 2;
+        done += 1;
+        if half_rtt_ns.len() < LAT_KEEP_MAX {
+            half_rtt_ns.push(half);
+        }
+        if let Some(ticker) = ticker.as_mut() {
+            window.push(half);
+            if ticker.due(now, done).is_some() {
+                ticker.print_lat(&mut window);
+                window.clear();
+                // The printing is not part of the next round trip.
+                now = Instant::now();
+            }
+        }
     }
     Ok(half_rtt_ns)
 }
 
-/// Server, `bw`: counts the stream until its end, timed from the first arrival.
-pub fn count(src: &mut RdmaSrc, h: &Header) -> Result<BwMeasured> {
+/// What a counting loop saw: the figures of the messages it counted and, when the stream
+/// carried them (-b, on the client), the peer's figures.
+pub struct Counted {
+    pub measured: BwMeasured,
+    pub peer_figures: Option<BwMeasured>,
+}
+
+/// Counts the stream until its end, timed from the first arrival to the last clock reading;
+/// on the client of a -b run, the server's figures (a JSON message) are taken out of it.
+pub fn count(src: &mut RdmaSrc, h: &Header) -> Result<Counted> {
     let mut messages = 0u64;
     let mut bytes = 0u64;
     let mut started: Option<Instant> = None;
-    let mut last = Instant::now();
+    // The last clock reading and the messages and bytes counted at it.
+    let (mut last, mut timed_messages, mut timed_bytes) = (Instant::now(), 0u64, 0u64);
     // Peak: the best rate over windows of 1/16 of the run (at least 64 messages).
-    let window = h.iters.map_or(4096, |n| (n / 16).max(64));
+    let window = h
+        .iters
+        .map_or(4096, |n| (n / 16).max(64))
+        .next_multiple_of(CLOCK_EVERY);
     let (mut window_start, mut window_bytes, mut peak) = (Instant::now(), 0u64, 0f64);
+    let mut peer_figures = None;
     while let Some(msg) = src.recv()? {
-        let now = Instant::now();
-        let first = *started.get_or_insert(now);
-        if messages == 0 {
-            window_start = first;
+        if h.bidirectional && msg.first() == Some(&b'{') {
+            peer_figures =
+                Some(serde_json::from_slice(msg).context("the server's figures do not parse")?);
+            continue;
         }
         messages += 1;
         bytes += msg.len() as u64;
         window_bytes += msg.len() as u64;
-        last = now;
-        if messages.is_multiple_of(window) {
-            let secs = now.duration_since(window_start).as_secs_f64();
-            if secs > 0.0 {
-                peak = peak.max(window_bytes as f64 / secs);
-            }
+        if messages == 1 {
+            let now = Instant::now();
+            started = Some(now);
             window_start = now;
             window_bytes = 0;
+            (last, timed_messages, timed_bytes) = (now, 1, bytes);
+        } else if messages.is_multiple_of(CLOCK_EVERY) {
+            let now = Instant::now();
+            (last, timed_messages, timed_bytes) = (now, messages, bytes);
+            if messages.is_multiple_of(window) {
+                let secs = now.duration_since(window_start).as_secs_f64();
+                if secs > 0.0 {
+                    peak = peak.max(window_bytes as f64 / secs);
+                }
+                window_start = now;
+                window_bytes = 0;
+            }
         }
     }
-    // The first arrival starts the clock: count the bytes after it.
+    if messages > 1 && timed_messages <= 1 {
+        // Too few for a reading on the way: the end of the stream closes the clock.
+        (last, timed_messages, timed_bytes) = (Instant::now(), messages, bytes);
+    }
+    // The first arrival starts the clock: count what came after it.
     let seconds = started.map_or(0.0, |s| last.duration_since(s).as_secs_f64());
-    let timed_bytes = bytes.saturating_sub(h.size as u64);
+    let first_bytes = bytes.min(h.size as u64);
+    let timed_bytes = timed_bytes.saturating_sub(first_bytes);
     let average = if seconds > 0.0 {
         timed_bytes as f64 / seconds
     } else {
         0.0
     };
-    Ok(BwMeasured {
-        messages,
-        bytes: timed_bytes,
-        seconds,
-        peak_bytes_per_sec: peak.max(average),
+    Ok(Counted {
+        measured: BwMeasured {
+            messages,
+            bytes: timed_bytes,
+            seconds,
+            peak_bytes_per_sec: peak.max(average),
+            timed_messages: Some(timed_messages.saturating_sub(1)),
+        },
+        peer_figures,
     })
 }
 

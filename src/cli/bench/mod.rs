@@ -14,8 +14,11 @@
 mod client;
 mod header;
 mod measure;
+mod ops;
 mod report;
 mod serve;
+
+pub use ops::OpsArgs;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -29,10 +32,17 @@ const ALL_MAX: usize = 8 << 20;
 
 /// Runs `bench`; returns the exit status.
 pub fn run(args: &BenchArgs, stop: Arc<AtomicBool>) -> Result<u8> {
-    let config = super::config_from(&args.session_args(), &stop)?;
+    // A run without end stops at Ctrl-C between messages: the library's own waits must not
+    // see that Ctrl-C (the stream still ends cleanly and the results come back).
+    let library_stop = if args.ops.run_infinitely {
+        Arc::new(AtomicBool::new(false))
+    } else {
+        stop.clone()
+    };
+    let config = super::config_from(&args.session_args(), &library_stop)?;
     match (args.server, args.client) {
         (Some(addr), None) => serve::serve(addr, config),
-        (None, Some(addr)) => client::run(addr, config, args),
+        (None, Some(addr)) => client::run(addr, config, args, &stop),
         _ => bail!("say bench --server IP:PORT or bench --client IP:PORT"),
     }
 }

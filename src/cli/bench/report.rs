@@ -1,6 +1,7 @@
 //! What `bench --client` prints: perftest's rows from the measured figures, the table (a
 //! header block, then a row per size as it finishes) and the JSON report.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use anyhow::{Context, Result};
@@ -8,6 +9,7 @@ use rdma_container::{Config, SessionInfo};
 use serde::Serialize;
 
 use super::header::BwMeasured;
+use super::ops::{histogram, Bucket};
 use crate::cli::args::{BenchArgs, BenchMode};
 
 /// The width of the table's rules.
@@ -24,6 +26,12 @@ pub enum Row {
         bw_average: f64,
         msg_rate_mpps: f64,
         unit: &'static str,
+        /// With -b: "client->server" or "server->client".
+        #[serde(skip_serializing_if = "Option::is_none")]
+        direction: Option<&'static str>,
+        /// What the size changed in the RDMA port's sysfs counters (none on tcp).
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        port_counters: BTreeMap<String, u64>,
     },
     Lat {
         bytes: usize,
@@ -35,7 +43,33 @@ pub enum Row {
         t_stdev_us: f64,
         p99_us: f64,
         p99_9_us: f64,
+        percentiles_us: Percentiles,
+        /// Log-linear buckets (HdrHistogram's layout), the non-empty ones.
+        histogram: Vec<Bucket>,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        port_counters: BTreeMap<String, u64>,
     },
+}
+
+/// The latency percentiles (perftest's -H), microseconds.
+#[derive(Debug, Serialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+    pub p99_99: f64,
+    pub max: f64,
+}
+
+impl Row {
+    /// Records the RDMA port counter deltas of this size.
+    pub fn set_port_counters(&mut self, deltas: Vec<(String, u64)>) {
+        let map = match self {
+            Row::Bw { port_counters, .. } | Row::Lat { port_counters, .. } => port_counters,
+        };
+        map.extend(deltas);
+    }
 }
 
 /// The whole run, as `--json` prints it.
@@ -74,7 +108,10 @@ impl Report {
     /// Prints the JSON (or the table's closing rule) and writes `--out-json`.
     pub fn finish(&self, args: &BenchArgs) -> Result<()> {
         let json = serde_json::to_string_pretty(self)?;
-        if args.json {
+        if args.json && args.ops.interval.is_some() {
+            // JSON lines: the interval reports came before, one line each.
+            println!("{}", serde_json::to_string(self)?);
+        } else if args.json {
             println!("{json}");
         } else {
             println!("{}", "-".repeat(LINE));
@@ -101,8 +138,10 @@ pub fn bw_row(size: usize, m: &BwMeasured, report_gbits: bool) -> Row {
         bw_peak: m.peak_bytes_per_sec * scale,
         bw_average: m.bytes as f64 / secs * scale,
         // The clock starts at the first arrival: the messages after it are the timed ones.
-        msg_rate_mpps: m.messages.saturating_sub(1) as f64 / secs / 1e6,
+        msg_rate_mpps: m.timed_messages.unwrap_or(m.messages.saturating_sub(1)) as f64 / secs / 1e6,
         unit,
+        direction: None,
+        port_counters: BTreeMap::new(),
     }
 }
 
@@ -129,6 +168,16 @@ pub fn latency_row(size: usize, mut ns: Vec<u64>) -> Row {
         t_stdev_us: var.sqrt() / 1000.0,
         p99_us: at(0.99),
         p99_9_us: at(0.999),
+        percentiles_us: Percentiles {
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            p99_9: at(0.999),
+            p99_99: at(0.9999),
+            max: us(ns.last().copied().unwrap_or(0)),
+        },
+        histogram: histogram(&ns),
+        port_counters: BTreeMap::new(),
     }
 }
 
@@ -205,10 +254,16 @@ pub fn print_row(row: &Row) {
             bw_peak,
             bw_average,
             msg_rate_mpps,
+            direction,
+            port_counters,
             ..
-        } => println!(
-            " {bytes:<10} {iterations:<14} {bw_peak:<20.2} {bw_average:<22.2} {msg_rate_mpps:<14.6}"
-        ),
+        } => {
+            println!(
+                " {bytes:<10} {iterations:<14} {bw_peak:<20.2} {bw_average:<22.2} {msg_rate_mpps:<14.6}{}",
+                direction.map_or(String::new(), |d| format!(" {d}"))
+            );
+            print_counters(port_counters);
+        }
         Row::Lat {
             bytes,
             iterations,
@@ -219,11 +274,40 @@ pub fn print_row(row: &Row) {
             t_stdev_us,
             p99_us,
             p99_9_us,
-        } => println!(
-            " {bytes:<8} {iterations:<12} {t_min_us:<12.2} {t_max_us:<12.2} {t_typical_us:<16.2} {t_avg_us:<12.2} {t_stdev_us:<14.2} {p99_us:<22.2} {p99_9_us:<22.2}"
-        ),
+            port_counters,
+            ..
+        } => {
+            println!(
+                " {bytes:<8} {iterations:<12} {t_min_us:<12.2} {t_max_us:<12.2} {t_typical_us:<16.2} {t_avg_us:<12.2} {t_stdev_us:<14.2} {p99_us:<22.2} {p99_9_us:<22.2}"
+            );
+            print_counters(port_counters);
+        }
     }
     let _ = std::io::stdout().flush();
+}
+
+/// The port counters a size changed, a line each (perftest's -W).
+fn print_counters(deltas: &BTreeMap<String, u64>) {
+    for (name, delta) in deltas {
+        println!("   port counter {name}: +{delta}");
+    }
+}
+
+/// With -H: the percentiles and the histogram of a latency row.
+pub fn print_histogram(row: &Row) {
+    if let Row::Lat {
+        bytes,
+        percentiles_us: p,
+        histogram,
+        ..
+    } = row
+    {
+        println!(
+            " Percentiles of {bytes} B [usec]: 50% {:.2}  90% {:.2}  99% {:.2}  99.9% {:.2}  99.99% {:.2}  max {:.2}",
+            p.p50, p.p90, p.p99, p.p99_9, p.p99_99, p.max
+        );
+        super::ops::print_histogram(*bytes, histogram);
+    }
 }
 
 #[cfg(test)]

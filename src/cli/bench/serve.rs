@@ -7,7 +7,8 @@ use anyhow::Result;
 use rdma_container::{Config, Error, Listener, RdmaSink, RdmaSrc};
 
 use super::header::{self, Header};
-use super::{measure, ALL_MAX};
+use super::measure::{self, RunOptions};
+use super::ALL_MAX;
 use crate::cli::args::BenchMode;
 use crate::cli::EXIT_INTERRUPTED;
 
@@ -45,7 +46,21 @@ pub fn serve(addr: SocketAddr, config: Config) -> Result<u8> {
 fn serve_one(sink: &mut RdmaSink, src: &mut RdmaSrc) -> Result<bool> {
     let header = Header::recv(src)?;
     match header.mode {
-        BenchMode::Bw => header::send(sink, &measure::count(src, &header)?)?,
+        BenchMode::Bw if header.bidirectional => {
+            // Both ways: our stream to the client while we count its stream; our figures
+            // after our stream (the client tells them from its messages by their first byte).
+            let (sent, counted) = std::thread::scope(|s| {
+                let counting = s.spawn(|| measure::count(src, &header));
+                let sent = measure::send_stream(sink, &header, &RunOptions::SERVER);
+                let counted = counting
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the counting thread panicked")));
+                (sent, counted)
+            });
+            sent?;
+            header::send(sink, &counted?.measured)?;
+        }
+        BenchMode::Bw => header::send(sink, &measure::count(src, &header)?.measured)?,
         BenchMode::Lat => measure::echo(sink, src)?,
     }
     Ok(header.last)
