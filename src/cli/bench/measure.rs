@@ -155,8 +155,12 @@ pub fn ping_pong(
     for _ in 0..LAT_WARM_UP {
         ping()?;
     }
-    // One clock reading per round trip, as perftest's one cycle count per iteration: each
-    // round trip runs from the previous reading to the next.
+    // One cycle-counter reading per round trip, as perftest's get_cycles per iteration: each
+    // round trip runs from the previous reading to the next. quanta reads the TSC where it is
+    // invariant (constant_tsc, nonstop_tsc; calibrated against the clock) and the monotonic
+    // clock elsewhere; the run's length and the interval rows read the clock every
+    // CLOCK_EVERY round trips.
+    let cycles = quanta::Clock::new();
     let started = Instant::now();
     let budget = Budget::start(h, started, run.stop);
     let mut ticker = run
@@ -165,22 +169,23 @@ pub fn ping_pong(
     let mut window: Vec<u64> = Vec::new();
     let mut half_rtt_ns: Vec<u64> = Vec::with_capacity(h.iters.unwrap_or(100_000) as usize);
     let mut done = 0u64;
-    let mut now = started;
-    while !budget.spent(done, Some(now)) {
+    let mut last = cycles.raw();
+    while !budget.spent(done, None) {
         ping()?;
-        let then = std::mem::replace(&mut now, Instant::now());
-        let half = now.duration_since(then).as_nanos() as u64 / 2;
+        let now = cycles.raw();
+        let half = cycles.delta_as_nanos(last, now) / 2;
+        last = now;
         done += 1;
         if half_rtt_ns.len() < LAT_KEEP_MAX {
             half_rtt_ns.push(half);
         }
         if let Some(ticker) = ticker.as_mut() {
             window.push(half);
-            if ticker.due(now, done).is_some() {
+            if done.is_multiple_of(CLOCK_EVERY) && ticker.due(Instant::now(), done).is_some() {
                 ticker.print_lat(&mut window);
                 window.clear();
                 // The printing is not part of the next round trip.
-                now = Instant::now();
+                last = cycles.raw();
             }
         }
     }
