@@ -25,8 +25,22 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
-    if let Some(Command::Doctor(args)) = &cli.command {
-        return cli::doctor::run(args);
+    match &cli.command {
+        Some(Command::Doctor(args)) => return cli::doctor::run(args),
+        Some(Command::Completions { shell }) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            // Into memory first: the generator panics on a write error (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut command, "rdma-container", &mut script);
+            std::io::Write::write_all(&mut std::io::stdout(), &script)?;
+            return Ok(0);
+        }
+        Some(Command::Man) => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
+            return Ok(0);
+        }
+        _ => {}
     }
     let stop = install_ctrl_c()?;
     match cli.command {
@@ -34,7 +48,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let config = cli::config_from(&args, &stop)?;
             cli::demo::run(config, args.count, args.size, args.quiet, stop)
         }
-        Some(Command::Doctor(_)) => Ok(0),
+        Some(Command::Doctor(_) | Command::Completions { .. } | Command::Man) => Ok(0),
         Some(Command::Bench(args)) => cli::bench::run(&args, stop),
         None => {
             let config = cli::config_from(&cli.session, &stop)?;
