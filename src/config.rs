@@ -90,6 +90,9 @@ pub struct Config {
     /// The pre-shared key both ends must prove they hold before anything else happens
     /// (`None`: no authentication; anyone who reaches the server's port may use it).
     pub auth_key: Option<crate::AuthKey>,
+    /// With [`TransportChoice::Auto`]: refuse to fall back to TCP; a session that cannot run
+    /// over RDMA fails with [`Error::RdmaRequired`] saying why (default `false`).
+    pub require_rdma: bool,
     /// Where sysfs is mounted (`/sys`). Not part of the public API: set through the hidden
     /// [`Config::with_sysfs_root`] hook (tests, the CLI's and the Python module's
     /// `sysfs_root` option).
@@ -162,6 +165,8 @@ with_setters! {
     with_stop => stop: Option<Arc<AtomicBool>>;
     /// Sets [`Config::auth_key`] (`None`: no authentication).
     with_auth_key => auth_key: Option<crate::AuthKey>;
+    /// Sets [`Config::require_rdma`].
+    with_require_rdma => require_rdma: bool;
 }
 
 impl Default for Config {
@@ -178,6 +183,7 @@ impl Default for Config {
             busy_poll: None,
             stop: None,
             auth_key: None,
+            require_rdma: false,
             interrupt: None,
         }
     }
@@ -222,6 +228,11 @@ impl Config {
                 crate::proto::MAX_CREDITS,
                 self.credits
             )));
+        }
+        if self.require_rdma && self.transport == TransportChoice::Tcp {
+            return Err(Error::InvalidConfig(
+                "--require-rdma cannot be combined with --transport tcp".to_owned(),
+            ));
         }
         Ok(())
     }

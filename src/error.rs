@@ -234,6 +234,11 @@ pub enum Error {
         table: String,
     },
 
+    /// RDMA was required (`--require-rdma`, [`crate::Config::require_rdma`]) and `auto` could not
+    /// use it here: it would have fallen back to TCP. The reason says why RDMA was not possible.
+    #[error("RDMA is required (--require-rdma) but not possible here: {0}")]
+    RdmaRequired(String),
+
     /// A `--device`/`--port`/`--gid-index` override names something that does not exist.
     #[error("device override does not match the GID table: {0}")]
     BadOverride(String),

@@ -302,7 +302,7 @@ fn a_peer_that_vanishes_silently_is_reported_lost_within_the_keepalive_bound() {
     let vanished = std::time::Instant::now();
     let code = server.wait_code(VANISHED_PEER_BOUND + SHORT);
     let took = vanished.elapsed();
-    assert_eq!(code, 1, "{}", server.report());
+    assert_eq!(code, 3, "{}", server.report());
     let err = server.stderr();
     let line = err
         .lines()

@@ -216,6 +216,22 @@ pub struct SessionArgs {
     /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
     #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
     pub auth_key_file: Option<PathBuf>,
+
+    /// With --transport auto: refuse to fall back to TCP. A session that cannot run over RDMA
+    /// fails with exit status 5 and the reason (no RoCE v2 GID for the address, no RDMA
+    /// transport could start, ...).
+    #[arg(long, env = "RDMA_CONTAINER_REQUIRE_RDMA", value_parser = BoolishValueParser::new())]
+    pub require_rdma: bool,
+
+    /// At the end of each session, print one JSON object on stderr (stdout stays the
+    /// payloads): the transport and why, device, port, GID, MTU, credits, counts, rates and how
+    /// it ended (docs/session-result.schema.json).
+    #[arg(long, env = "RDMA_CONTAINER_JSON", value_parser = BoolishValueParser::new())]
+    pub json: bool,
+
+    /// Write the same JSON objects to FILE, one line per session (created or emptied at start).
+    #[arg(long, env = "RDMA_CONTAINER_OUT_JSON", value_name = "FILE")]
+    pub out_json: Option<PathBuf>,
 }
 
 /// `bench` options.
@@ -374,6 +390,9 @@ impl BenchArgs {
             quiet: false,
             sysfs_root: self.sysfs_root.clone(),
             auth_key_file: self.auth_key_file.clone(),
+            require_rdma: false,
+            json: false,
+            out_json: None,
         }
     }
 }

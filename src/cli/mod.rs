@@ -7,6 +7,7 @@ pub mod demo;
 pub mod doctor;
 pub mod metrics;
 pub mod output;
+pub mod result;
 pub mod server;
 
 use std::sync::atomic::AtomicBool;
@@ -38,6 +39,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
                 .map(std::time::Duration::from_micros),
         )
         .with_stop(Some(stop.clone()))
+        .with_require_rdma(args.require_rdma)
         .with_auth_key(
             args.auth_key_file
                 .as_deref()
