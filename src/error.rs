@@ -239,6 +239,11 @@ pub enum Error {
     #[error("RDMA is required (--require-rdma) but not possible here: {0}")]
     RdmaRequired(String),
 
+    /// A Kubernetes device plugin's resource (a `PCIDEVICE_*` variable, a Multus network) names
+    /// several usable RDMA devices, or none: the choice is not guessed.
+    #[error("cannot tell which RDMA device is this pod's: {0}")]
+    AmbiguousDevice(String),
+
     /// A `--device`/`--port`/`--gid-index` override names something that does not exist.
     #[error("device override does not match the GID table: {0}")]
     BadOverride(String),

@@ -83,6 +83,19 @@ fn print_text(r: &Report, table: &GidTable) {
         r.dev_infiniband.join(" ")
     };
     println!("/dev/infiniband: {nodes}");
+    for r in &r.pod_resources {
+        println!(
+            "device plugin: {} gives {}",
+            r.resource,
+            r.devices.join(", ")
+        );
+    }
+    if let Some(why) = &r.considered {
+        println!("devices considered: {why}");
+    }
+    if let Some(mode) = r.rdma_netns_mode {
+        println!("RDMA network namespace mode: {mode}");
+    }
     println!();
     if r.problems.is_empty() {
         println!("no problems found");

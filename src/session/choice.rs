@@ -53,6 +53,13 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
         log::warn!("cannot read the RDMA GID table: {e}");
         GidTable::default()
     });
+    // In a pod: only the devices a device plugin gave it (an ambiguous resource is an error
+    // with every transport choice, never a guess).
+    let view = roce::pod::PodSources::from_env(&config.sysfs_root).view();
+    let (table, narrowed) = roce::pod::restrict(table, &view, config.overrides.device.as_deref())?;
+    if let Some(why) = narrowed {
+        log::info!("RDMA devices considered: {why}");
+    }
     let selection = roce::select(
         &table,
         path.source,
