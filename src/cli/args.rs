@@ -429,6 +429,29 @@ pub struct DoctorArgs {
     /// Print one JSON object instead of text.
     #[arg(long, env = "RDMA_CONTAINER_DOCTOR_JSON", value_parser = BoolishValueParser::new())]
     pub json: bool,
+
+    /// Also try a real session with a peer running `rdma-container --server IP:PORT`: two
+    /// messages (a small one, then one of 64 KiB, larger than any path MTU) on the chosen
+    /// device and GID, each acknowledged, and say what failed (RDMA not possible here, the GID
+    /// unreachable, RTR, a handshake timeout, the MTU) in the words of docs/troubleshooting.md.
+    /// The server prints the two probe payloads. Exit status: 0 when the probe got through,
+    /// else the session's (1, 3, 4, 5). The choice shown is then the one toward that peer.
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_DOCTOR_PROBE",
+        value_name = "IP:PORT",
+        conflicts_with = "local_ip"
+    )]
+    pub probe: Option<SocketAddr>,
+
+    /// The probe's transport: auto (the default) refuses TCP, as with --require-rdma; tcp
+    /// checks only that the server answers.
+    #[arg(long, env = "RDMA_CONTAINER_TRANSPORT", value_enum, default_value_t = TransportChoice::Auto)]
+    pub transport: TransportChoice,
+
+    /// The probe's pre-shared key file, when the server has one (see --auth-key-file).
+    #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
+    pub auth_key_file: Option<PathBuf>,
 }
 
 /// `-d/--ib-dev`, `-i/--ib-port`, `-x/--gid-index`, with perftest's names and meaning.

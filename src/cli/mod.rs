@@ -7,6 +7,7 @@ pub mod demo;
 pub mod doctor;
 pub mod metrics;
 pub mod output;
+pub mod probe;
 pub mod result;
 pub mod server;
 
