@@ -116,6 +116,7 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
         &request.sysfs_root,
         &full,
         &table,
+        considered.is_some(),
         netns_mode,
         &mut problems,
     );
@@ -258,9 +259,16 @@ fn pod_problems(
     sysfs_root: &Path,
     full: &GidTable,
     table: &GidTable,
+    narrowed: bool,
     mode: Option<&str>,
     problems: &mut Vec<String>,
 ) {
+    let net = sysfs_root.join("class/net");
+    // A device without a netdev here is worth a line when it is one of the pod's devices (the
+    // table was narrowed to them), or when no device has one here; on a host whose other
+    // namespaces have devices of their own, those are not a problem of this one.
+    let here = |e: &GidEntry| e.netdev.as_deref().is_some_and(|n| net.join(n).exists());
+    let report_netdev = narrowed || !table.entries.iter().any(here);
     if full.ports.is_empty() && mode == Some("exclusive") {
         problems.push(
             "the RDMA subsystem is in exclusive network namespace mode (rdma system: netns \
@@ -269,7 +277,6 @@ fn pod_problems(
                 .to_owned(),
         );
     }
-    let net = sysfs_root.join("class/net");
     for device in table.devices() {
         let entries: Vec<&GidEntry> = table
             .entries
@@ -287,9 +294,14 @@ fn pod_problems(
                 ));
             }
         }
-        let netdevs: Vec<&str> = entries.iter().filter_map(|e| e.netdev.as_deref()).collect();
+        let mut netdevs: Vec<&str> = entries.iter().filter_map(|e| e.netdev.as_deref()).collect();
+        netdevs.dedup();
         // A fixture tree without class/net says nothing about interfaces.
-        if net.is_dir() && !entries.is_empty() && !netdevs.iter().any(|n| net.join(n).exists()) {
+        if report_netdev
+            && net.is_dir()
+            && !entries.is_empty()
+            && !netdevs.iter().any(|n| net.join(n).exists())
+        {
             let shared = if mode == Some("shared") {
                 " (the RDMA subsystem is in shared mode: every namespace sees every device, but only \
                  the namespace of its netdev can use its GIDs)"

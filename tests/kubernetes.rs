@@ -213,3 +213,22 @@ fn doctor_explains_pod_failure_modes() {
         "{v}"
     );
 }
+
+#[test]
+fn on_a_host_another_namespaces_device_is_not_a_problem_of_this_one() {
+    // Every uverbs node present (nothing narrowed); mlx5_9's netdev lives in another namespace
+    // while the chosen devices have theirs here: no line about mlx5_9.
+    let host = node();
+    for n in [0, 4, 5, 9] {
+        host.node(&format!("uverbs{n}"));
+    }
+    host.sysfs().port("mlx5_9", 1, "4: ACTIVE", "Ethernet");
+    host.sysfs()
+        .gid("mlx5_9", 1, 1, &ipv4_gid([10, 99, 0, 1]), "RoCE v2", "vB");
+    host.uverbs(9, "mlx5_9");
+    let v = doctor(&host, &["--ib-dev", "mlx5_0"], &[]);
+    assert!(
+        !problems(&v).contains("mlx5_9 has no network interface"),
+        "{v}"
+    );
+}
