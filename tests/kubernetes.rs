@@ -113,9 +113,14 @@ fn two_devices_for_one_resource_is_an_error_naming_both() {
     );
     // A session refuses to guess too, even with --transport auto (the server runs TCP).
     let port = common::free_port();
-    let _server = common::server("server", port, &["--transport", "tcp", "--quiet"]);
-    let root = host.path("sys");
     let addr = format!("{}:{port}", common::test_ip());
+    // Started here, not with common::server (which adds RDMA_TEST_TRANSPORT's transport).
+    let mut server = Proc::spawn(
+        "server",
+        command(&["--server", &addr, "--transport", "tcp", "--quiet"]),
+    );
+    server.wait_for_stderr("listening on", SHORT);
+    let root = host.path("sys");
     let mut cmd = command(&[
         "--client",
         &addr,

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, run, server, test_ip, LONG};
+use common::{command, free_port, run, server, test_ip, Proc, LONG, SHORT};
 use serde_json::Value;
 
 fn probe(args: &[&str]) -> (i32, Value) {
@@ -21,7 +21,12 @@ fn probe(args: &[&str]) -> (i32, Value) {
 fn a_probe_over_tcp_is_a_real_session_with_the_server() {
     let port = free_port();
     let addr = format!("{}:{port}", test_ip());
-    let mut s = server("server", port, &["--once", "--transport", "tcp"]);
+    // Started here, not with common::server (which adds RDMA_TEST_TRANSPORT's transport).
+    let mut s = Proc::spawn(
+        "server",
+        command(&["--server", &addr, "--once", "--transport", "tcp"]),
+    );
+    s.wait_for_stderr("listening on", SHORT);
     let (code, p) = probe(&["--probe", &addr, "--transport", "tcp"]);
     assert_eq!(code, 0, "{p}");
     assert_eq!(p["ok"], true, "{p}");
@@ -41,7 +46,7 @@ fn an_auto_probe_without_rdma_says_why_and_exits_5() {
     }
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let _s = server("server", port, &["--transport", "tcp", "--quiet"]);
+    let _s = server("server", port, &["--quiet"]);
     let (code, p) = probe(&["--probe", &addr]);
     assert_eq!(code, 5, "{p}");
     assert_eq!(p["ok"], false, "{p}");
