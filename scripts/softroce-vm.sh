@@ -69,7 +69,8 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               the expected transport (and, for verbs/auto, the rxe device and GID), rxe packet
               counters moved (verbs/auto), then 1999 x 64 KiB messages with 16 credits
   peer-lost   client SIGKILLed mid-stream: the server reports "peer lost" within a few seconds
-  doctor      'doctor --peer' (text and --json) in the client namespace: rxe GID table + choice
+  doctor      'doctor --peer' (text and --json) in the client namespace: rxe GID table + choice;
+              'doctor --probe' against a server: 2 messages on the chosen device and GID
   baseline    ib_send_bw / ib_send_lat (explicit GID index) vs our client/server, same sizes,
               same device, same boot: a table of ratios (ours / perftest)
   container   the roce image (scripts/container-test.sh) under podman in the guest, with the

@@ -95,6 +95,9 @@ pub struct Config {
     /// [`Checksum::Crc32c`] the receiver verifies every message before delivering it and ends
     /// the session, naming the message, on a mismatch.
     pub checksum: Checksum,
+    /// With [`TransportChoice::Auto`]: refuse to fall back to TCP; a session that cannot run
+    /// over RDMA fails with [`Error::RdmaRequired`] saying why (default `false`).
+    pub require_rdma: bool,
     /// Where sysfs is mounted (`/sys`). Not part of the public API: set through the hidden
     /// [`Config::with_sysfs_root`] hook (tests, the CLI's and the Python module's
     /// `sysfs_root` option).
@@ -169,6 +172,8 @@ with_setters! {
     with_auth_key => auth_key: Option<crate::AuthKey>;
     /// Sets [`Config::checksum`].
     with_checksum => checksum: Checksum;
+    /// Sets [`Config::require_rdma`].
+    with_require_rdma => require_rdma: bool;
 }
 
 impl Default for Config {
@@ -186,6 +191,7 @@ impl Default for Config {
             stop: None,
             auth_key: None,
             checksum: Checksum::None,
+            require_rdma: false,
             interrupt: None,
         }
     }
@@ -230,6 +236,11 @@ impl Config {
                 crate::proto::MAX_CREDITS,
                 self.credits
             )));
+        }
+        if self.require_rdma && self.transport == TransportChoice::Tcp {
+            return Err(Error::InvalidConfig(
+                "--require-rdma cannot be combined with --transport tcp".to_owned(),
+            ));
         }
         Ok(())
     }

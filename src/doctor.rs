@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::net::iface::{interface_owning, path_info, PathInfo};
 use crate::net::route::route_to;
+use crate::roce::pod::{restrict, PodSources};
 use crate::roce::{select, DeviceChoice, GidEntry, GidTable, Overrides, PortInfo};
 use crate::{compiled_in_transports, TransportKind};
 
@@ -69,6 +70,16 @@ pub struct DoctorReport {
     pub cap_ipc_lock: Option<bool>,
     /// The device nodes in `/dev/infiniband`.
     pub dev_infiniband: Vec<String>,
+    /// What a Kubernetes device plugin gave this pod: each resource (a `PCIDEVICE_*` variable,
+    /// a Multus network) and its usable devices; empty outside such a pod.
+    pub pod_resources: Vec<PodResource>,
+    /// The devices whose uverbs node is in `/dev/infiniband` (`null`: cannot be told).
+    pub visible_devices: Option<Vec<String>>,
+    /// The devices the choice considers, when fewer than sysfs lists, and why.
+    pub considered: Option<String>,
+    /// The RDMA subsystem's network namespace mode: `shared` (every namespace sees every
+    /// device) or `exclusive` (a device belongs to one namespace); `null` when unknown.
+    pub rdma_netns_mode: Option<&'static str>,
     /// What is wrong, one sentence each, with the fix.
     pub problems: Vec<String>,
 }
@@ -88,8 +99,29 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
             request.sysfs_root.display()
         ));
     }
+    let view = PodSources::from_env(&request.sysfs_root).view();
+    let full = table.clone();
+    // `table` is what the choice considers; an ambiguous pod resource leaves it nothing (the
+    // choice is never guessed); the report shows the full table.
+    let (table, considered, ambiguous) =
+        match restrict(table, &view, request.overrides.device.as_deref()) {
+            Ok((narrowed, why)) => (narrowed, why, false),
+            Err(e) => {
+                problems.push(e.to_string());
+                (full.clone(), None, true)
+            }
+        };
+    let netns_mode = rdma_netns_mode(&request.sysfs_root);
+    pod_problems(
+        &request.sysfs_root,
+        &full,
+        &table,
+        considered.is_some(),
+        netns_mode,
+        &mut problems,
+    );
     let path = source_path(request, &mut problems);
-    let choice = path.as_ref().and_then(|p| {
+    let choice = path.as_ref().filter(|_| !ambiguous).and_then(|p| {
         match select(&table, p.source, p.interface.as_deref(), &request.overrides) {
             Ok(sel) => {
                 problems.extend(sel.warnings);
@@ -110,8 +142,10 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
     let cap = has_cap_ipc_lock();
     if cap != Some(true) && memlock.is_some_and(|m| m < MEMLOCK_NEEDED) {
         problems.push(format!(
-            "memlock limit is {} KiB and CAP_IPC_LOCK is missing: RDMA memory registration will fail; \
-             run the container with --cap-add=IPC_LOCK or raise the limit (ulimit -l unlimited)",
+            "memlock limit is {} KiB (/proc/self/limits) and CAP_IPC_LOCK is missing: RDMA memory \
+             registration will fail; run the container with --cap-add=IPC_LOCK or raise the limit \
+             (ulimit -l unlimited); in Kubernetes, where a pod has no ulimit field, add IPC_LOCK to \
+             securityContext.capabilities.add (docs/kubernetes.md)",
             memlock.unwrap_or(0) / 1024
         ));
     }
@@ -131,8 +165,8 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
         transports: compiled_in_transports().iter().map(|k| k.name()).collect(),
         doca: env!("RDMA_CONTAINER_DOCA_VERSION"),
         sysfs_root: request.sysfs_root.display().to_string(),
-        table: table.entries.clone(),
-        ports: table.ports.clone(),
+        table: full.entries.clone(),
+        ports: full.ports.clone(),
         path,
         auto_transport: path_known.then(|| {
             crate::transport::auto_order(choice.is_some())
@@ -143,9 +177,17 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
         memlock_bytes: memlock,
         cap_ipc_lock: cap,
         dev_infiniband,
+        pod_resources: view
+            .resources
+            .into_iter()
+            .map(|(resource, devices)| PodResource { resource, devices })
+            .collect(),
+        visible_devices: view.visible,
+        considered,
+        rdma_netns_mode: netns_mode,
         problems,
     };
-    (report, table)
+    (report, full)
 }
 
 fn source_path(request: &DoctorRequest, problems: &mut Vec<String>) -> Option<PathInfo> {
@@ -190,8 +232,108 @@ fn verbs_unavailable() -> Option<String> {
     None
 }
 
-/// The soft memlock limit in bytes; `None` when unlimited.
+/// One device plugin resource and the devices it gave the pod.
+#[derive(Debug, Clone, Serialize)]
+pub struct PodResource {
+    /// `PCIDEVICE_...` or `Multus network NAME (PCI)`.
+    pub resource: String,
+    /// Its usable RDMA devices.
+    pub devices: Vec<String>,
+}
+
+/// `shared` or `exclusive`, from `<sysfs>/module/ib_core/parameters/netns_mode` (what
+/// `rdma system` shows).
+fn rdma_netns_mode(sysfs_root: &Path) -> Option<&'static str> {
+    let text =
+        std::fs::read_to_string(sysfs_root.join("module/ib_core/parameters/netns_mode")).ok()?;
+    match text.trim() {
+        "Y" | "1" => Some("shared"),
+        "N" | "0" => Some("exclusive"),
+        _ => None,
+    }
+}
+
+/// The pod failure modes: a device without a netdev in this network namespace, a port whose
+/// GIDs are all zero, an exclusive-mode namespace without devices.
+fn pod_problems(
+    sysfs_root: &Path,
+    full: &GidTable,
+    table: &GidTable,
+    narrowed: bool,
+    mode: Option<&str>,
+    problems: &mut Vec<String>,
+) {
+    let net = sysfs_root.join("class/net");
+    // A device without a netdev here is worth a line when it is one of the pod's devices (the
+    // table was narrowed to them), or when no device has one here; on a host whose other
+    // namespaces have devices of their own, those are not a problem of this one.
+    let here = |e: &GidEntry| e.netdev.as_deref().is_some_and(|n| net.join(n).exists());
+    let report_netdev = narrowed || !table.entries.iter().any(here);
+    if full.ports.is_empty() && mode == Some("exclusive") {
+        problems.push(
+            "the RDMA subsystem is in exclusive network namespace mode (rdma system: netns \
+             exclusive) and no RDMA device is in this namespace: the device must be moved into the \
+             pod's namespace (rdma-cni does it for SR-IOV VFs), or the node switched to shared mode"
+                .to_owned(),
+        );
+    }
+    for device in table.devices() {
+        let entries: Vec<&GidEntry> = table
+            .entries
+            .iter()
+            .filter(|e| e.device == device)
+            .collect();
+        let ports: Vec<&PortInfo> = table.ports.iter().filter(|p| p.device == device).collect();
+        for port in &ports {
+            if !entries.iter().any(|e| e.port == port.port) {
+                problems.push(format!(
+                    "all GIDs of {device} port {} are zero: its netdev has no IP address (in this \
+                     network namespace); in a pod, attach the RoCE network (the Multus secondary \
+                     interface, e.g. net1) and check that it got an address",
+                    port.port
+                ));
+            }
+        }
+        let mut netdevs: Vec<&str> = entries.iter().filter_map(|e| e.netdev.as_deref()).collect();
+        netdevs.dedup();
+        // A fixture tree without class/net says nothing about interfaces.
+        if report_netdev
+            && net.is_dir()
+            && !entries.is_empty()
+            && !netdevs.iter().any(|n| net.join(n).exists())
+        {
+            let shared = if mode == Some("shared") {
+                " (the RDMA subsystem is in shared mode: every namespace sees every device, but only \
+                 the namespace of its netdev can use its GIDs)"
+            } else {
+                ""
+            };
+            problems.push(format!(
+                "{device} has no network interface in this network namespace{shared}: its GIDs belong \
+                 to {} elsewhere; in a pod, use the device of the pod's own RoCE interface (Multus \
+                 secondary network) or run with hostNetwork",
+                if netdevs.is_empty() {
+                    "netdevs".to_owned()
+                } else {
+                    netdevs.join(", ")
+                }
+            ));
+        }
+    }
+}
+
+/// The soft memlock limit in bytes; `None` when unlimited. Read from `/proc/self/limits` (what
+/// a pod sees; it has no ulimit field), else from getrlimit.
 pub(crate) fn memlock_limit() -> Option<u64> {
+    if let Ok(text) = std::fs::read_to_string("/proc/self/limits") {
+        if let Some(soft) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Max locked memory"))
+            .and_then(|rest| rest.split_whitespace().next())
+        {
+            return soft.parse().ok();
+        }
+    }
     match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK) {
         Ok((soft, _)) if soft == nix::sys::resource::RLIM_INFINITY => None,
         Ok((soft, _)) => Some(soft),
@@ -211,7 +353,9 @@ pub(crate) fn has_cap_ipc_lock() -> Option<bool> {
 }
 
 fn list_dev_infiniband() -> Vec<String> {
-    let mut nodes: Vec<String> = std::fs::read_dir(Path::new("/dev/infiniband"))
+    let dev = std::env::var_os("RDMA_CONTAINER_DEV_ROOT")
+        .map_or_else(|| PathBuf::from("/dev"), PathBuf::from);
+    let mut nodes: Vec<String> = std::fs::read_dir(dev.join("infiniband"))
         .map(|rd| {
             rd.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())

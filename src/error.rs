@@ -244,6 +244,16 @@ pub enum Error {
         table: String,
     },
 
+    /// RDMA was required (`--require-rdma`, [`crate::Config::require_rdma`]) and `auto` could not
+    /// use it here: it would have fallen back to TCP. The reason says why RDMA was not possible.
+    #[error("RDMA is required (--require-rdma) but not possible here: {0}")]
+    RdmaRequired(String),
+
+    /// A Kubernetes device plugin's resource (a `PCIDEVICE_*` variable, a Multus network) names
+    /// several usable RDMA devices, or none: the choice is not guessed.
+    #[error("cannot tell which RDMA device is this pod's: {0}")]
+    AmbiguousDevice(String),
+
     /// A `--device`/`--port`/`--gid-index` override names something that does not exist.
     #[error("device override does not match the GID table: {0}")]
     BadOverride(String),

@@ -19,26 +19,43 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             log::error!("{e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(cli::result::exit_status_of(&e))
         }
     }
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
-    if let Some(Command::Doctor(args)) = &cli.command {
-        return cli::doctor::run(args);
+    match &cli.command {
+        Some(Command::Doctor(args)) => return cli::doctor::run(args),
+        Some(Command::Completions { shell }) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            // Into memory first: the generator panics on a write error (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut command, "rdma-container", &mut script);
+            std::io::Write::write_all(&mut std::io::stdout(), &script)?;
+            return Ok(0);
+        }
+        Some(Command::Man) => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
+            return Ok(0);
+        }
+        _ => {}
     }
     let stop = install_ctrl_c()?;
     match cli.command {
         Some(Command::Demo(args)) => {
             let config = cli::config_from(&args, &stop)?;
-            cli::demo::run(config, args.count, args.size, args.quiet, stop)
+            let reporter = cli::result::Reporter::new(args.json, args.out_json.as_deref())?;
+            cli::demo::run(config, args.count, args.size, args.quiet, stop, reporter)
         }
-        Some(Command::Doctor(_)) => Ok(0),
+        Some(Command::Doctor(_) | Command::Completions { .. } | Command::Man) => Ok(0),
         Some(Command::Bench(args)) => cli::bench::run(&args, stop),
         None => {
             let config = cli::config_from(&cli.session, &stop)?;
             let metrics = cli.metrics.map(|m| m.0);
+            let reporter =
+                cli::result::Reporter::new(cli.session.json, cli.session.out_json.as_deref())?;
             match (cli.server, cli.client) {
                 (Some(addr), None) => {
                     cli::metrics::start(metrics, &cli.session.sysfs_root)?;
@@ -47,12 +64,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                         quiet: cli.session.quiet,
                         max_sessions: cli.max_sessions,
                         max_receive_memory: cli.max_receive_memory,
+                        reporter,
                     };
                     cli::server::run(addr, config, &options, stop)
                 }
                 (None, Some(addr)) => {
                     cli::metrics::start(metrics, &cli.session.sysfs_root)?;
-                    cli::client::run(addr, &config, cli.session.count, cli.session.size, &stop)
+                    let session = &cli.session;
+                    cli::client::run(addr, &config, session.count, session.size, &stop, &reporter)
                 }
                 _ => anyhow::bail!(
                     "say --server IP:PORT, --client IP:PORT, demo or doctor (see --help)"

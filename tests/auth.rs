@@ -90,7 +90,8 @@ fn a_client_without_the_key_is_refused_in_one_round_trip_and_logged() {
     let port = free_port();
     let s = server(port, Some(&key));
     let mut c = client(port, None, "10");
-    assert_eq!(c.wait_code(Duration::from_secs(30)), 1, "{}", c.report());
+    // 4: refused or rejected (docs/troubleshooting.md, exit statuses).
+    assert_eq!(c.wait_code(Duration::from_secs(30)), 4, "{}", c.report());
     assert!(
         c.stderr().contains("authentication required"),
         "{}",
@@ -112,7 +113,8 @@ fn another_key_is_refused_on_both_ends_without_a_session() {
     let port = free_port();
     let s = server(port, Some(&key));
     let mut c = client(port, Some(&other), "10");
-    assert_eq!(c.wait_code(Duration::from_secs(30)), 1, "{}", c.report());
+    // 4: refused or rejected (docs/troubleshooting.md, exit statuses).
+    assert_eq!(c.wait_code(Duration::from_secs(30)), 4, "{}", c.report());
     assert!(
         c.stderr().contains("authentication failed"),
         "{}",
@@ -136,7 +138,8 @@ fn a_key_on_the_client_only_is_refused_with_a_reason_that_says_so() {
     let port = free_port();
     let s = server(port, None);
     let mut c = client(port, Some(&key), "10");
-    assert_eq!(c.wait_code(Duration::from_secs(30)), 1, "{}", c.report());
+    // 4: refused or rejected (docs/troubleshooting.md, exit statuses).
+    assert_eq!(c.wait_code(Duration::from_secs(30)), 4, "{}", c.report());
     assert!(
         c.stderr().contains("this server has no authentication key"),
         "{}",

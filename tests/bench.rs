@@ -232,7 +232,7 @@ fn run_infinitely_runs_until_ctrl_c_and_then_reports_the_whole_run() {
 }
 
 #[test]
-fn limits_fail_with_status_3_and_a_clear_line_and_pass_when_met() {
+fn limits_fail_with_status_6_and_a_clear_line_and_pass_when_met() {
     let (code, out, err) = against_server(&[
         "-s",
         "1024",
@@ -243,7 +243,7 @@ fn limits_fail_with_status_3_and_a_clear_line_and_pass_when_met() {
         "--limit-msgrate",
         "0.000001",
     ]);
-    assert_eq!(code, 3, "{err}\n{out}");
+    assert_eq!(code, 6, "{err}\n{out}");
     assert!(
         err.contains("FAILED: 1024 B: BW average") && err.contains("below --limit-bw 100000"),
         "{err}"
@@ -262,7 +262,7 @@ fn limits_fail_with_status_3_and_a_clear_line_and_pass_when_met() {
         against_server(&["--mode", "lat", "-s", "2", "-n", "100", "--limit-lat", usec])
     };
     let (code, _, err) = lat_limited("0.001");
-    assert_eq!(code, 3, "{err}");
+    assert_eq!(code, 6, "{err}");
     assert!(err.contains("is above --limit-lat 0.001"), "{err}");
     let (code, _, err) = lat_limited("1000000");
     assert_eq!(code, 0, "{err}");

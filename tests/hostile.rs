@@ -185,7 +185,7 @@ fn control_closed_after_finish_with_data_open_ends_without_spinning() {
     std::thread::sleep(Duration::from_millis(200));
     assert_not_spinning(&s, Duration::from_secs(2));
     // Bounded: no message for 10 s after Finish ends the session.
-    assert_eq!(s.wait_code(Duration::from_secs(20)), 1, "{}", s.report());
+    assert_eq!(s.wait_code(Duration::from_secs(20)), 3, "{}", s.report());
     assert!(
         s.stderr().contains("2 of 3 message(s) still missing"),
         "{}",
@@ -203,7 +203,7 @@ fn receiver_does_not_spin_on_a_closed_data_connection() {
     // The receiver now waits up to 2 s for a Finish on the still open control connection.
     std::thread::sleep(Duration::from_millis(100));
     assert_not_spinning(&s, Duration::from_millis(1500));
-    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    assert_eq!(s.wait_code(SHORT), 3, "{}", s.report());
     assert!(s.stderr().contains("peer lost"), "{}", s.report());
     drop(peer.control);
 }
@@ -608,7 +608,7 @@ fn finish_count_too_high_is_reported_with_what_is_missing() {
     peer.data.write_all(&data(b"x")).unwrap();
     peer.control.write_all(&finish(5)).unwrap();
     drop(peer.data);
-    assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
+    assert_eq!(s.wait_code(SHORT), 3, "{}", s.report());
     assert!(
         s.stderr().contains("4 of 5 message(s) still missing"),
         "{}",
@@ -693,7 +693,7 @@ fn a_reject_mid_stream_reaches_the_sender() {
         std::thread::sleep(Duration::from_millis(500));
     });
     let mut c = client(port, &["--count", "1000"]);
-    assert_eq!(c.wait_code(SHORT), 1, "{}", c.report());
+    assert_eq!(c.wait_code(SHORT), 4, "{}", c.report());
     assert!(c.stderr().contains("go away"), "{}", c.report());
 }
 

@@ -173,7 +173,7 @@ fn a_scrape_during_and_after_a_session_counts_its_messages_refusals_and_end() {
         port,
         &["--connect-timeout", "10", "--count", "1"],
     );
-    assert_eq!(busy.wait_code(SHORT), 1, "{}", busy.report());
+    assert_eq!(busy.wait_code(SHORT), 4, "{}", busy.report());
     assert!(busy.stderr().contains("busy"), "{}", busy.report());
     let refused = scrape(server_metrics);
     assert_eq!(sample(&refused, SERVER_REFUSALS), 1.0, "{refused}");

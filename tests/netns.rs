@@ -302,7 +302,7 @@ fn a_peer_that_vanishes_silently_is_reported_lost_within_the_keepalive_bound() {
     let vanished = std::time::Instant::now();
     let code = server.wait_code(VANISHED_PEER_BOUND + SHORT);
     let took = vanished.elapsed();
-    assert_eq!(code, 1, "{}", server.report());
+    assert_eq!(code, 3, "{}", server.report());
     let err = server.stderr();
     let line = err
         .lines()
@@ -320,4 +320,135 @@ fn a_peer_that_vanishes_silently_is_reported_lost_within_the_keepalive_bound() {
         server.report()
     );
     client.kill();
+}
+
+/// A pod's view: the bootstrap runs over the RoCE network on a second interface (`net1`, a
+/// Multus secondary network) and the SR-IOV device plugin's `PCIDEVICE_*_INFO` names the VF
+/// (mlx5_5) among devices that all carry that address in the node's sysfs. The server picks
+/// mlx5_5, not the lowest; its verbs transport cannot start on the fake device, so auto uses
+/// TCP and the session result says why; with `--require-rdma` it refuses with exit status 5.
+#[test]
+fn roce_address_on_a_second_interface_and_the_device_from_pcidevice_info() {
+    if std::env::var("RDMA_TEST_TRANSPORT").is_ok_and(|t| !t.is_empty() && t != "auto") {
+        skip_unless_strict_allows(
+            Allowed::OtherTransport,
+            "this test is about --transport auto (it runs when RDMA_TEST_TRANSPORT is unset)",
+        );
+        return;
+    }
+    let Some(net) = make_net("k") else { return };
+    // net1 in both namespaces (names are per namespace), on its own /30.
+    ip_ok(&[
+        "link", "add", "net1", "netns", &net.ns1, "type", "veth", "peer", "name", "net1", "netns",
+        &net.ns2,
+    ]);
+    let sub = net.octets.0[2];
+    let (roce1, roce2) = (format!("10.232.{sub}.1"), format!("10.232.{sub}.2"));
+    for (ns, addr) in [(&net.ns1, &roce1), (&net.ns2, &roce2)] {
+        ip_ok(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{addr}/30"),
+            "dev",
+            "net1",
+        ]);
+        ip_ok(&["-n", ns, "link", "set", "net1", "up"]);
+    }
+    // The node's sysfs: mlx5_0 on the first interface, mlx5_4 and mlx5_5 both carrying the
+    // server's RoCE address on net1; all three uverbs nodes present.
+    let host = common::FakeHost::empty();
+    let sys = host.sysfs();
+    sys.port("mlx5_0", 1, "4: ACTIVE", "Ethernet");
+    sys.gid(
+        "mlx5_0",
+        1,
+        3,
+        &ipv4_gid(net.octets.0),
+        "RoCE v2",
+        &net.veth1,
+    );
+    for (n, dev) in [(0, "mlx5_0"), (4, "mlx5_4"), (5, "mlx5_5")] {
+        if dev != "mlx5_0" {
+            sys.port(dev, 1, "4: ACTIVE", "Ethernet");
+            sys.gid(dev, 1, 2, &ipv4_gid([10, 232, sub, 1]), "RoCE v2", "net1");
+        }
+        host.uverbs(n, dev);
+        host.node(&format!("uverbs{n}"));
+    }
+    let info = r#"{"0000:3b:00.3":{"generic":{"deviceID":"0000:3b:00.3"},"rdma":{"rdma_dev":"mlx5_5","uverbs":"/dev/infiniband/uverbs5","rdma_cm":"/dev/infiniband/rdma_cm"}}}"#;
+    let root = host.path("sys").display().to_string();
+    let dev = host.path("dev").display().to_string();
+    let env = [
+        ("PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO", info),
+        ("RDMA_CONTAINER_DEV_ROOT", dev.as_str()),
+    ];
+    let listen = format!("{roce1}:{PORT}");
+    let serve = |extra: &[&str]| {
+        let mut args = vec![
+            "--server",
+            &listen,
+            "--once",
+            "--json",
+            "--sysfs-root",
+            &root,
+        ];
+        args.extend_from_slice(extra);
+        let mut server = in_netns_env("server", &net.ns1, &args, &env);
+        server.wait_for_stderr("listening on", SHORT);
+        server
+    };
+    let send = || {
+        in_netns(
+            "client",
+            &net.ns2,
+            &["--client", &listen, "-n", "100", "--transport", "tcp"],
+        )
+    };
+
+    let mut server = serve(&[]);
+    let mut client = send();
+    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
+    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
+    let log = server.stderr();
+    assert!(
+        log.contains("device plugin: PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO gives mlx5_5"),
+        "{}",
+        server.report()
+    );
+    assert!(
+        log.contains(&format!("source {roce1} (net1) -> peer {roce2}")),
+        "the session did not run over net1\n{}",
+        server.report()
+    );
+    let result: serde_json::Value = log
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON result\n{}", server.report()));
+    assert_eq!(result["transport"], "tcp", "{result}");
+    assert_eq!(result["messages"], 100, "{result}");
+    let why = result["fallback_reason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("on mlx5_5 port 1 owns source {roce1} (net1)")),
+        "the fallback reason must name the plugin's device and net1: {why}"
+    );
+    if let Err(e) = check_counting(&server.stdout(), 100) {
+        panic!("server stdout: {e}\n{}", server.report());
+    }
+    eprintln!("net1 session: {why}");
+
+    // RDMA required: the same choice, refused instead of TCP.
+    let mut server = serve(&["--require-rdma"]);
+    let mut client = send();
+    assert_ne!(client.wait_code(LONG), 0, "{}", client.report());
+    assert_eq!(server.wait_code(LONG), 5, "{}", server.report());
+    assert!(
+        server
+            .stderr()
+            .contains("RDMA is required (--require-rdma) but not possible here: RoCE v2 GID"),
+        "{}",
+        server.report()
+    );
 }

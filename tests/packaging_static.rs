@@ -67,6 +67,7 @@ fn shellcheck_passes_on_every_script() {
         "scripts/container-test.sh",
         "scripts/python-test.sh",
         "scripts/python-bench.sh",
+        "scripts/check-k8s-manifests.sh",
     ]);
     let out = run(cmd);
     assert_eq!(out.code, Some(0), "shellcheck:\n{}", out.show());

@@ -218,7 +218,7 @@ fn killed_server_is_reported_by_the_client_with_the_count() {
     s.signal(Signal::SIGKILL);
     s.wait(SHORT);
     let printed = s.stdout().lines().count() as u64;
-    assert_eq!(c.wait_code(SHORT), 1, "{}", c.report());
+    assert_eq!(c.wait_code(SHORT), 3, "{}", c.report());
     let err = c.stderr();
     let line = err
         .lines()

@@ -37,7 +37,7 @@ PIN_SERVER=() PIN_CLIENT=()
 declare -gA CHECK_RESULTS=(
 	[messages]="messages_10k session_line rxe_traffic messages_64k messages_content"
 	[peer-lost]="peer_lost"
-	[doctor]="doctor_text doctor_json"
+	[doctor]="doctor_text doctor_json doctor_probe"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[container]="container_load container_session container_nodev container_nonroot"
 	[rnr]="rnr_strict"
@@ -602,6 +602,25 @@ check_doctor() {
 			problems="no JSON object: $(why /tmp/doctor.json /tmp/doctor.json.err)"
 		fi
 		result doctor_json FAIL "expected a table entry and the choice $RXE_A port 1 gid-index $IDX_A gid $GID_A; $problems"
+	fi
+
+	# doctor --probe: a real session (a small and a 64 KiB message, each acknowledged) with a
+	# --server on the other end, on the device and GID doctor chose; auto refuses TCP.
+	if ! start_server doctor_probe; then
+		show "$SERVER_ERR"
+		result doctor_probe FAIL "server did not start: $(why "$SERVER_ERR")"
+		return
+	fi
+	timeout "$T_STEP" ip netns exec "$NS_A" "$BIN" doctor --probe "$IP_B:$PORT" --json >/tmp/probe.json 2>/tmp/probe.err
+	local prc=$?
+	wait_pid "$SERVER_PID" "$T_STEP"
+	show /tmp/probe.json /tmp/probe.err "$SERVER_ERR"
+	if [ "$prc" = 0 ] && [ "$(jq --arg d "$RXE_A" --argjson i "$IDX_A" '
+		.probe.ok and .probe.transport != "tcp" and .probe.device == $d and .probe.gid_index == $i' /tmp/probe.json 2>/dev/null)" = true ] &&
+		[ "$(wc -l <"$SERVER_OUT")" = 2 ]; then
+		result doctor_probe PASS "$(jq -r '.probe | "\(.transport) on \(.device) index \(.gid_index) mtu \(.mtu): 2 messages acknowledged in \(.milliseconds | floor) ms"' /tmp/probe.json)"
+	else
+		result doctor_probe FAIL "exit $prc; $(jq -c '.probe | {ok, transport, device, failure, explanation}' /tmp/probe.json 2>/dev/null || why /tmp/probe.err)"
 	fi
 }
 

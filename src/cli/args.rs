@@ -4,6 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use rdma_container::{Checksum, TransportChoice};
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,12 @@ Examples:
   rdma-container doctor --peer 10.0.0.2       GID table, device choice and what to fix
   rdma-container bench --server 10.0.0.2:5001 and bench --client 10.0.0.2:5001 [--mode lat] [-a]
                                               perftest-style bandwidth and latency
+  rdma-container -c 10.0.0.2:5000 -d mlx5_0 -i 1 -x 3 -n 1000
+                                              perftest's -d/--ib-dev, -i/--ib-port, -x/--gid-index,
+                                              -n/--iters; the TCP port is the PORT of IP:PORT
+
+Every flag can also come from the environment variable shown as [env: ...] (for pods), e.g.
+RDMA_CONTAINER_SERVER=0.0.0.0:5000 RDMA_CONTAINER_IB_DEV=mlx5_4; a flag on the command line wins.
 
 The server address must be on the RoCE network (not a management IP): the RDMA device, port and
 GID are picked from the source address the kernel uses toward the peer. Without a RoCE v2 GID
@@ -38,22 +45,33 @@ pub const DEFAULT_MAX_RECEIVE_MEMORY: u64 = 1 << 30;
           args_conflicts_with_subcommands = true)]
 pub struct Cli {
     /// Receive: listen on IP:PORT (the RoCE-network address of this host).
-    #[arg(short = 's', long, value_name = "IP:PORT", conflicts_with = "client")]
+    #[arg(
+        short = 's',
+        long,
+        env = "RDMA_CONTAINER_SERVER",
+        value_name = "IP:PORT",
+        conflicts_with = "client"
+    )]
     pub server: Option<SocketAddr>,
 
     /// Send: connect to the server at IP:PORT.
-    #[arg(short = 'c', long, value_name = "IP:PORT")]
+    #[arg(
+        short = 'c',
+        long,
+        env = "RDMA_CONTAINER_CLIENT",
+        value_name = "IP:PORT"
+    )]
     pub client: Option<SocketAddr>,
 
     /// Server: exit after one session instead of serving clients one after another.
-    #[arg(long)]
+    #[arg(long, env = "RDMA_CONTAINER_ONCE", value_parser = BoolishValueParser::new())]
     pub once: bool,
 
     /// Server: receive from up to N clients at once, each session on its own thread (1 to
     /// 256; default 1: one client after another). With N > 1 every payload line on stdout
     /// starts with its session's number and a colon and space (`3: payload`), and a client
     /// beyond N is refused as busy.
-    #[arg(long, default_value_t = 1, value_name = "N",
+    #[arg(long, env = "RDMA_CONTAINER_MAX_SESSIONS", default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=MAX_SESSIONS))]
     pub max_sessions: u64,
 
@@ -62,7 +80,8 @@ pub struct Cli {
     /// the client's largest message); a client that would go beyond is refused as busy. A
     /// session that runs alone is always admitted, so --max-sessions 1 never refuses for memory
     /// (default 1 GiB).
-    #[arg(long, default_value_t = DEFAULT_MAX_RECEIVE_MEMORY, value_name = "BYTES")]
+    #[arg(long, env = "RDMA_CONTAINER_MAX_RECEIVE_MEMORY", default_value_t = DEFAULT_MAX_RECEIVE_MEMORY,
+          value_name = "BYTES")]
     pub max_receive_memory: u64,
 
     /// Serve Prometheus metrics at http://ADDR/metrics (sessions by outcome, messages, bytes,
@@ -70,7 +89,7 @@ pub struct Cli {
     /// docs/metrics.md). A PORT alone listens on 127.0.0.1; IP:PORT on that address (a
     /// non-loopback one exposes them, and says so in the log). Port 0 takes a free port, logged
     /// as "metrics: serving http://...". Off by default.
-    #[arg(long, value_name = "[IP:]PORT")]
+    #[arg(long, env = "RDMA_CONTAINER_METRICS", value_name = "[IP:]PORT")]
     pub metrics: Option<MetricsAddr>,
 
     /// Session options.
@@ -92,26 +111,45 @@ pub enum Command {
     /// Bandwidth (bw) or latency (lat) with perftest's columns: run `bench --server IP:PORT`
     /// on one end and `bench --client IP:PORT` on the other.
     Bench(BenchArgs),
+    /// Print a shell completion script on stdout, e.g.
+    /// `rdma-container completions bash > /etc/bash_completion.d/rdma-container`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout, e.g. `rdma-container man > rdma-container.1`.
+    Man,
 }
 
 /// Options shared by --server, --client and demo.
 #[derive(Debug, Clone, Args)]
 pub struct SessionArgs {
-    /// Client: number of messages to send ("0", "1", ... unless --size is given).
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    /// Client: number of messages to send ("0", "1", ... unless --size is given); --iters is
+    /// perftest's spelling.
+    #[arg(
+        short = 'n',
+        long,
+        visible_alias = "iters",
+        env = "RDMA_CONTAINER_COUNT",
+        default_value_t = 10_000,
+        value_name = "N"
+    )]
     pub count: u64,
 
     /// Client: make every payload exactly BYTES long (the counter, padded or cut).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, env = "RDMA_CONTAINER_SIZE", value_name = "BYTES")]
     pub size: Option<usize>,
 
     /// Largest message: the receiver's slot size, the sender's limit (bytes).
-    #[arg(long, default_value_t = rdma_container::config::DEFAULT_MAX_MSG_SIZE, value_name = "BYTES")]
+    #[arg(long, env = "RDMA_CONTAINER_MAX_MSG_SIZE",
+          default_value_t = rdma_container::config::DEFAULT_MAX_MSG_SIZE, value_name = "BYTES")]
     pub max_msg_size: usize,
 
     /// Receive slots on the receiver = messages the sender may have in flight (1 to 1024).
     #[arg(
         long,
+        env = "RDMA_CONTAINER_CREDITS",
         default_value_t = rdma_container::config::DEFAULT_CREDITS,
         value_name = "N",
         value_parser = clap::value_parser!(u16).range(1..=i64::from(rdma_container::config::MAX_CREDITS))
@@ -120,7 +158,7 @@ pub struct SessionArgs {
 
     /// Data path: auto picks RDMA when a RoCE v2 GID owns the source address and an RDMA
     /// transport is compiled in, otherwise TCP.
-    #[arg(long, value_enum, default_value_t = TransportChoice::Auto)]
+    #[arg(long, env = "RDMA_CONTAINER_TRANSPORT", value_enum, default_value_t = TransportChoice::Auto)]
     pub transport: TransportChoice,
 
     /// Device overrides.
@@ -128,31 +166,47 @@ pub struct SessionArgs {
     pub device: DeviceArgs,
 
     /// Client: keep retrying to reach the server for this long (seconds, up to 86400).
-    #[arg(long, default_value = "30", value_name = "SECONDS")]
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_CONNECT_TIMEOUT",
+        default_value = "30",
+        value_name = "SECONDS"
+    )]
     pub connect_timeout: Seconds,
 
     /// Give up on a peer that does not complete the whole handshake (hello, data path,
     /// Ready) within this time (seconds, up to 86400).
-    #[arg(long, default_value = "10", value_name = "SECONDS")]
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_HANDSHAKE_TIMEOUT",
+        default_value = "10",
+        value_name = "SECONDS"
+    )]
     pub handshake_timeout: Seconds,
 
     /// End a session that makes no progress for this long (no message arriving, no credit
     /// while the sender waits for one); off by default, so a slow but live peer is never cut
     /// off (seconds, up to 86400).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, env = "RDMA_CONTAINER_IDLE_TIMEOUT", value_name = "SECONDS")]
     pub idle_timeout: Option<Seconds>,
 
     /// Poll this many microseconds before sleeping while waiting (lower latency, a busy core;
     /// off by default).
-    #[arg(long, value_name = "USEC", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    #[arg(long, env = "RDMA_CONTAINER_BUSY_POLL", value_name = "USEC",
+          value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     pub busy_poll: Option<u64>,
 
     /// Server: do not print received payloads (the summary is still printed).
-    #[arg(short, long)]
+    #[arg(short, long, env = "RDMA_CONTAINER_QUIET", value_parser = BoolishValueParser::new())]
     pub quiet: bool,
 
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
-    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_SYSFS_ROOT",
+        default_value = "/sys",
+        value_name = "DIR"
+    )]
     pub sysfs_root: PathBuf,
 
     /// A file holding the pre-shared key both ends must prove they hold before anything else
@@ -169,6 +223,21 @@ pub struct SessionArgs {
     /// transport's own checks (RoCE's ICRC, TCP's checksum).
     #[arg(long, value_enum, default_value_t = Checksum::None, env = "RDMA_CONTAINER_CHECKSUM")]
     pub checksum: Checksum,
+    /// With --transport auto: refuse to fall back to TCP. A session that cannot run over RDMA
+    /// fails with exit status 5 and the reason (no RoCE v2 GID for the address, no RDMA
+    /// transport could start, ...).
+    #[arg(long, env = "RDMA_CONTAINER_REQUIRE_RDMA", value_parser = BoolishValueParser::new())]
+    pub require_rdma: bool,
+
+    /// At the end of each session, print one JSON object on stderr (stdout stays the
+    /// payloads): the transport and why, device, port, GID, MTU, credits, counts, rates and how
+    /// it ended (docs/session-result.schema.json).
+    #[arg(long, env = "RDMA_CONTAINER_JSON", value_parser = BoolishValueParser::new())]
+    pub json: bool,
+
+    /// Write the same JSON objects to FILE, one line per session (created or emptied at start).
+    #[arg(long, env = "RDMA_CONTAINER_OUT_JSON", value_name = "FILE")]
+    pub out_json: Option<PathBuf>,
 }
 
 /// `bench` options.
@@ -177,6 +246,7 @@ pub struct BenchArgs {
     /// Serve benchmark clients on IP:PORT (until the client's last size, or Ctrl-C).
     #[arg(
         long,
+        env = "RDMA_CONTAINER_BENCH_SERVER",
         value_name = "IP:PORT",
         conflicts_with = "client",
         required_unless_present = "client"
@@ -184,36 +254,58 @@ pub struct BenchArgs {
     pub server: Option<SocketAddr>,
 
     /// Run the benchmark against the server at IP:PORT and print the results.
-    #[arg(long, value_name = "IP:PORT")]
+    #[arg(long, env = "RDMA_CONTAINER_BENCH_CLIENT", value_name = "IP:PORT")]
     pub client: Option<SocketAddr>,
 
     /// bw: one-way stream (like ib_send_bw); lat: ping-pong (like ib_send_lat).
-    #[arg(long, value_enum, default_value_t = BenchMode::Bw)]
+    #[arg(long, env = "RDMA_CONTAINER_BENCH_MODE", value_enum, default_value_t = BenchMode::Bw)]
     pub mode: BenchMode,
 
     /// Message size in bytes (default 65536 for bw, 2 for lat).
-    #[arg(short = 's', long, value_name = "BYTES", conflicts_with = "all")]
+    #[arg(
+        short = 's',
+        long,
+        env = "RDMA_CONTAINER_BENCH_SIZE",
+        value_name = "BYTES",
+        conflicts_with = "all"
+    )]
     pub size: Option<usize>,
 
     /// Every power of two from 2 bytes to 8 MiB.
-    #[arg(short = 'a', long)]
+    #[arg(short = 'a', long, env = "RDMA_CONTAINER_BENCH_ALL", value_parser = BoolishValueParser::new())]
     pub all: bool,
 
     /// Messages per size (default 5000 for bw, 1000 for lat).
-    #[arg(short = 'n', long, value_name = "N", conflicts_with = "duration")]
+    #[arg(
+        short = 'n',
+        long,
+        env = "RDMA_CONTAINER_BENCH_ITERS",
+        value_name = "N",
+        conflicts_with = "duration"
+    )]
     pub iters: Option<u64>,
 
     /// Run each size for this many seconds instead of a message count.
-    #[arg(short = 'D', long, value_name = "SECONDS")]
+    #[arg(
+        short = 'D',
+        long,
+        env = "RDMA_CONTAINER_BENCH_DURATION",
+        value_name = "SECONDS"
+    )]
     pub duration: Option<Seconds>,
 
     /// Messages in flight: the receiver's slots (perftest's -t). Line rate with large
     /// messages needs a few; small messages want 16 or more.
-    #[arg(long, default_value_t = 16, value_name = "N")]
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_BENCH_CREDITS",
+        default_value_t = 16,
+        value_name = "N"
+    )]
     pub credits: u16,
 
     /// Data path.
-    #[arg(long, value_enum, default_value_t = TransportChoice::Auto)]
+    #[arg(long, env = "RDMA_CONTAINER_TRANSPORT", value_enum, default_value_t = TransportChoice::Auto)]
     pub transport: TransportChoice,
 
     /// Device overrides.
@@ -221,31 +313,46 @@ pub struct BenchArgs {
     pub device: DeviceArgs,
 
     /// Poll this many microseconds before sleeping (default: 1000000 for lat, off for bw).
-    #[arg(long, value_name = "USEC", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    #[arg(long, env = "RDMA_CONTAINER_BENCH_BUSY_POLL", value_name = "USEC", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     pub busy_poll: Option<u64>,
 
     /// Report bandwidth in Gb/sec instead of MiB/sec.
-    #[arg(long)]
+    #[arg(long, env = "RDMA_CONTAINER_BENCH_REPORT_GBITS", value_parser = BoolishValueParser::new())]
     pub report_gbits: bool,
 
     /// Print the results as one JSON object instead of the table.
-    #[arg(long)]
+    #[arg(long, env = "RDMA_CONTAINER_BENCH_JSON", value_parser = BoolishValueParser::new())]
     pub json: bool,
 
     /// Also write the JSON results to FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, env = "RDMA_CONTAINER_BENCH_OUT_JSON", value_name = "FILE")]
     pub out_json: Option<PathBuf>,
 
     /// Client: keep retrying to reach the server for this long (seconds).
-    #[arg(long, default_value = "30", value_name = "SECONDS")]
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_CONNECT_TIMEOUT",
+        default_value = "30",
+        value_name = "SECONDS"
+    )]
     pub connect_timeout: Seconds,
 
     /// Deadline for each session's handshake (seconds).
-    #[arg(long, default_value = "10", value_name = "SECONDS")]
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_HANDSHAKE_TIMEOUT",
+        default_value = "10",
+        value_name = "SECONDS"
+    )]
     pub handshake_timeout: Seconds,
 
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
-    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_SYSFS_ROOT",
+        default_value = "/sys",
+        value_name = "DIR"
+    )]
     pub sysfs_root: PathBuf,
 
     /// A file holding the pre-shared key both ends must prove they hold before anything else
@@ -300,6 +407,9 @@ impl BenchArgs {
             sysfs_root: self.sysfs_root.clone(),
             auth_key_file: self.auth_key_file.clone(),
             checksum: self.checksum,
+            require_rdma: false,
+            json: false,
+            out_json: None,
         }
     }
 }
@@ -308,11 +418,16 @@ impl BenchArgs {
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
     /// Show the choice that would be made for a session with this peer.
-    #[arg(long, value_name = "IP", conflicts_with = "local_ip")]
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_DOCTOR_PEER",
+        value_name = "IP",
+        conflicts_with = "local_ip"
+    )]
     pub peer: Option<Ipv4Addr>,
 
     /// Show the choice for this local source address.
-    #[arg(long, value_name = "IP")]
+    #[arg(long, env = "RDMA_CONTAINER_DOCTOR_LOCAL_IP", value_name = "IP")]
     pub local_ip: Option<Ipv4Addr>,
 
     /// Device overrides.
@@ -320,36 +435,89 @@ pub struct DoctorArgs {
     pub device: DeviceArgs,
 
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
-    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_SYSFS_ROOT",
+        default_value = "/sys",
+        value_name = "DIR"
+    )]
     pub sysfs_root: PathBuf,
 
     /// Print one JSON object instead of text.
-    #[arg(long)]
+    #[arg(long, env = "RDMA_CONTAINER_DOCTOR_JSON", value_parser = BoolishValueParser::new())]
     pub json: bool,
+
+    /// Also try a real session with a peer running `rdma-container --server IP:PORT`: two
+    /// messages (a small one, then one of 64 KiB, larger than any path MTU) on the chosen
+    /// device and GID, each acknowledged, and say what failed (RDMA not possible here, the GID
+    /// unreachable, RTR, a handshake timeout, the MTU) in the words of docs/troubleshooting.md.
+    /// The server prints the two probe payloads. Exit status: 0 when the probe got through,
+    /// else the session's (1, 3, 4, 5). The choice shown is then the one toward that peer.
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_DOCTOR_PROBE",
+        value_name = "IP:PORT",
+        conflicts_with = "local_ip"
+    )]
+    pub probe: Option<SocketAddr>,
+
+    /// The probe's transport: auto (the default) refuses TCP, as with --require-rdma; tcp
+    /// checks only that the server answers.
+    #[arg(long, env = "RDMA_CONTAINER_TRANSPORT", value_enum, default_value_t = TransportChoice::Auto)]
+    pub transport: TransportChoice,
+
+    /// The probe's pre-shared key file, when the server has one (see --auth-key-file).
+    #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
+    pub auth_key_file: Option<PathBuf>,
 }
 
-/// `--device`, `--port`, `--gid-index`, with perftest's meaning.
+/// `-d/--ib-dev`, `-i/--ib-port`, `-x/--gid-index`, with perftest's names and meaning.
 #[derive(Debug, Clone, Args)]
 pub struct DeviceArgs {
-    /// Use this RDMA device (perftest -d), e.g. mlx5_0.
-    #[arg(long, value_name = "NAME")]
+    /// Use this RDMA device (perftest -d), e.g. mlx5_0. It wins over the device a Kubernetes
+    /// device plugin hands the pod (PCIDEVICE_*_INFO, Multus network-status).
+    #[arg(
+        short = 'd',
+        long = "ib-dev",
+        visible_alias = "device",
+        env = "RDMA_CONTAINER_IB_DEV",
+        value_name = "NAME"
+    )]
     pub device: Option<String>,
 
     /// Use this port of the device (perftest -i).
-    #[arg(long, value_name = "N")]
+    #[arg(
+        short = 'i',
+        long = "ib-port",
+        env = "RDMA_CONTAINER_IB_PORT",
+        value_name = "N"
+    )]
     pub port: Option<u32>,
 
+    /// The old spelling of --ib-port, kept for one release (it warns). The TCP port is the
+    /// PORT of --server/--client IP:PORT.
+    #[arg(long = "port", value_name = "N", hide = true, conflicts_with = "port")]
+    pub old_port: Option<u32>,
+
     /// Use this GID index (perftest -x) instead of matching the source address.
-    #[arg(long, value_name = "N")]
+    #[arg(short = 'x', long, env = "RDMA_CONTAINER_GID_INDEX", value_name = "N")]
     pub gid_index: Option<u32>,
 }
 
+/// The warning the old `--port` spelling gives.
+pub const OLD_PORT_WARNING: &str = "--port N is deprecated and will be removed in the next \
+     release: it means the RDMA device port, which is now -i/--ib-port N (perftest's name); the \
+     TCP port is the PORT of --server/--client IP:PORT";
+
 impl DeviceArgs {
-    /// As the library's overrides.
+    /// As the library's overrides (the old `--port` spelling warns once per call).
     pub fn overrides(&self) -> rdma_container::roce::Overrides {
+        if self.old_port.is_some() {
+            log::warn!("{OLD_PORT_WARNING}");
+        }
         rdma_container::roce::Overrides {
             device: self.device.clone(),
-            port: self.port,
+            port: self.port.or(self.old_port),
             gid_index: self.gid_index,
         }
     }

@@ -10,45 +10,82 @@ use rdma_container::{Config, Error, RdmaSink};
 
 use super::metrics;
 use super::output::{summary_line, Payloads};
+use super::result::{Ending, Reporter, SessionResult};
 use super::EXIT_INTERRUPTED;
 
-/// Connects, sends, finishes; returns the exit status (130 after Ctrl-C).
+/// Connects, sends, finishes; reports the session's result; returns the exit status (130
+/// after Ctrl-C; a failure is the error, whose status [`super::result::exit_status_of`] gives).
 pub fn run(
     addr: SocketAddr,
     config: &Config,
     count: u64,
     size: Option<usize>,
     stop: &Arc<AtomicBool>,
+    reporter: &Reporter,
 ) -> Result<u8> {
+    let mut report = SessionResult::new("client", None, addr, config.transport);
+    let started = Instant::now();
     let sink = match RdmaSink::connect(addr, config) {
         Ok(sink) => sink,
-        Err(Error::Interrupted) => {
-            log::info!("Ctrl-C before the session with {addr} started");
-            return Ok(EXIT_INTERRUPTED);
-        }
         Err(e) => {
+            report.ended(0, 0, started.elapsed(), Ending::of(&e));
+            reporter.report(&report);
+            if matches!(e, Error::Interrupted) {
+                log::info!("Ctrl-C before the session with {addr} started");
+                return Ok(EXIT_INTERRUPTED);
+            }
             metrics::setup_failed(&e);
             return Err(e).with_context(|| format!("cannot start a session with {addr}"));
         }
     };
     metrics::session_started(sink.info());
-    let result = stream(sink, count, size, stop);
+    report.started(sink.info());
+    let result = stream(sink, count, size, stop, &mut report);
     metrics::client_session_ended(&result);
+    if let Err(e) = &result {
+        let ending = e
+            .chain()
+            .find_map(|c| c.downcast_ref::<Error>())
+            .map_or_else(
+                || Ending::Failed {
+                    error: format!("{e:#}"),
+                },
+                Ending::of,
+            );
+        report.ending = ending;
+        report.exit_status = report.ending.exit_status();
+    }
+    reporter.report(&report);
     result
 }
 
-/// Sends the messages and finishes the stream; returns the exit status.
+/// Sends the messages and finishes the stream; returns the exit status. Fills in `report`'s
+/// counts and time (its ending too when the stream ends without an error).
 fn stream(
     mut sink: RdmaSink,
     count: u64,
     size: Option<usize>,
     stop: &Arc<AtomicBool>,
+    report: &mut SessionResult,
 ) -> Result<u8> {
     let started = Instant::now();
-    send_all(&mut sink, count, size, stop)?;
+    let sent = send_all(&mut sink, count, size, stop);
+    report.ended(
+        sink.sent(),
+        sink.bytes_sent(),
+        started.elapsed(),
+        Ending::Finished,
+    );
+    sent?;
     let interrupted = stop.load(Ordering::Relaxed);
     let bytes = sink.bytes_sent();
     let sent = sink.finish().context("ending the stream failed")?;
+    let ending = if interrupted {
+        Ending::Interrupted
+    } else {
+        Ending::Finished
+    };
+    report.ended(sent, bytes, started.elapsed(), ending);
     log::info!(
         "{}: sent {}",
         if interrupted { "interrupted" } else { "done" },

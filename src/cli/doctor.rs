@@ -5,22 +5,60 @@ use rdma_container::doctor::{examine, DoctorReport as Report, DoctorRequest};
 use rdma_container::roce::{render_table, GidTable};
 
 use super::args::DoctorArgs;
+use super::probe;
 
-/// Runs `doctor`; returns the exit status (0: the report itself is the result).
+/// Runs `doctor`; returns the exit status (0: the report itself is the result; with
+/// `--probe`, the probe's).
 pub fn run(args: &DoctorArgs) -> Result<u8> {
+    let probe_peer = args.probe.and_then(|p| match p.ip() {
+        std::net::IpAddr::V4(ip) => Some(ip),
+        std::net::IpAddr::V6(_) => None,
+    });
     let request = DoctorRequest {
-        peer: args.peer,
+        peer: args.peer.or(probe_peer),
         local_ip: args.local_ip,
         overrides: args.device.overrides(),
         sysfs_root: args.sysfs_root.clone(),
     };
     let (report, table) = examine(&request);
+    let probe = args.probe.map(|peer| probe::run(peer, args));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut v = serde_json::to_value(&report)?;
+        if let (Some(p), Some(obj)) = (&probe, v.as_object_mut()) {
+            obj.insert("probe".to_owned(), serde_json::to_value(p)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print_text(&report, &table);
+        if let Some(p) = &probe {
+            print_probe(p);
+        }
     }
-    Ok(0)
+    Ok(probe.map_or(0, |p| p.exit_status))
+}
+
+fn print_probe(p: &probe::ProbeReport) {
+    println!();
+    if p.ok {
+        println!(
+            "probe {}: ok: transport {} device {} port {} gid-index {} mtu {}: 2 messages acknowledged in {:.1} ms",
+            p.peer,
+            p.transport.as_deref().unwrap_or("?"),
+            p.device.as_deref().unwrap_or("-"),
+            p.port.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+            p.gid_index.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+            p.mtu.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+            p.milliseconds
+        );
+    } else {
+        println!(
+            "probe {}: FAILED ({}): {}",
+            p.peer,
+            p.failure.unwrap_or("other"),
+            p.explanation.as_deref().unwrap_or("")
+        );
+        println!("  error: {}", p.error.as_deref().unwrap_or(""));
+    }
 }
 
 fn print_text(r: &Report, table: &GidTable) {
@@ -83,6 +121,19 @@ fn print_text(r: &Report, table: &GidTable) {
         r.dev_infiniband.join(" ")
     };
     println!("/dev/infiniband: {nodes}");
+    for r in &r.pod_resources {
+        println!(
+            "device plugin: {} gives {}",
+            r.resource,
+            r.devices.join(", ")
+        );
+    }
+    if let Some(why) = &r.considered {
+        println!("devices considered: {why}");
+    }
+    if let Some(mode) = r.rdma_netns_mode {
+        println!("RDMA network namespace mode: {mode}");
+    }
     println!();
     if r.problems.is_empty() {
         println!("no problems found");

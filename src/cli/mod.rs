@@ -7,6 +7,8 @@ pub mod demo;
 pub mod doctor;
 pub mod metrics;
 pub mod output;
+pub mod probe;
+pub mod result;
 pub mod server;
 
 use std::sync::atomic::AtomicBool;
@@ -39,6 +41,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
         )
         .with_stop(Some(stop.clone()))
         .with_checksum(args.checksum)
+        .with_require_rdma(args.require_rdma)
         .with_auth_key(
             args.auth_key_file
                 .as_deref()

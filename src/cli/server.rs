@@ -19,6 +19,7 @@ use rdma_container::{Config, Error, Incoming, Listener, RdmaSrc};
 
 use super::metrics;
 use super::output::{summary_line, PayloadPrinter};
+use super::result::{Ending, Reporter, SessionResult};
 use super::EXIT_INTERRUPTED;
 
 /// How often the main loop and the doorman look at the stop flag.
@@ -35,10 +36,17 @@ pub enum SessionEnd {
     Failed,
 }
 
-/// Receives until end of stream, printing payloads and a summary line.
-pub fn receive_all(mut src: RdmaSrc, printer: &mut PayloadPrinter, label: &str) -> SessionEnd {
+/// Receives until end of stream, printing payloads and a summary line; fills in `report`.
+pub fn receive_all(
+    mut src: RdmaSrc,
+    printer: &mut PayloadPrinter,
+    label: &str,
+    report: &mut SessionResult,
+) -> SessionEnd {
     let started = Instant::now();
     metrics::session_started(src.info());
+    report.started(src.info());
+    let mut ending = Ending::Finished;
     let end = loop {
         match src.recv() {
             Ok(Some(payload)) => {
@@ -46,8 +54,12 @@ pub fn receive_all(mut src: RdmaSrc, printer: &mut PayloadPrinter, label: &str) 
                 printer.print(payload)
             }
             Ok(None) => break SessionEnd::EndOfStream,
-            Err(Error::Interrupted) => break SessionEnd::Interrupted,
+            Err(Error::Interrupted) => {
+                ending = Ending::Interrupted;
+                break SessionEnd::Interrupted;
+            }
             Err(e) => {
+                ending = Ending::of(&e);
                 metrics::error(&e);
                 printer.flush();
                 log::error!("{label}: {}", e.chain());
@@ -56,6 +68,12 @@ pub fn receive_all(mut src: RdmaSrc, printer: &mut PayloadPrinter, label: &str) 
         }
     };
     printer.flush();
+    report.ended(
+        src.received(),
+        src.bytes_received(),
+        started.elapsed(),
+        ending,
+    );
     metrics::session_ended(&end);
     let how = match end {
         SessionEnd::EndOfStream => "end of stream",
@@ -83,14 +101,21 @@ pub struct ServerOptions {
     pub max_sessions: u64,
     /// Bytes the receive slots of all running sessions may take together.
     pub max_receive_memory: u64,
+    /// Where each session's result goes (`--json`, `--out-json`).
+    pub reporter: Reporter,
 }
 
 /// What the main loop hears about.
 enum Event {
     /// A client whose hello arrived.
     Client(Box<Incoming>),
-    /// A session's thread ended; its slots (`memory` bytes) are free.
-    Ended { end: SessionEnd, memory: u64 },
+    /// A session's thread ended; its slots (`memory` bytes) are free; `status` is the exit
+    /// status its ending gives.
+    Ended {
+        end: SessionEnd,
+        memory: u64,
+        status: u8,
+    },
     /// The doorman could not accept any more clients (logged).
     DoormanStopped,
 }
@@ -135,6 +160,7 @@ struct EndReport {
     tx: Sender<Event>,
     memory: u64,
     end: SessionEnd,
+    status: u8,
 }
 
 impl Drop for EndReport {
@@ -144,6 +170,7 @@ impl Drop for EndReport {
         let _ = self.tx.send(Event::Ended {
             end,
             memory: self.memory,
+            status: self.status,
         });
     }
 }
@@ -220,7 +247,22 @@ pub fn run(
                 } else {
                     printer.clone()
                 };
-                match start_session(sessions, *incoming, printer, tx.clone(), memory) {
+                let report = SessionResult::new(
+                    "server",
+                    Some(sessions),
+                    incoming.peer_addr(),
+                    config.transport,
+                );
+                let reporter = options.reporter.clone();
+                let session = Session {
+                    n: sessions,
+                    printer,
+                    tx: tx.clone(),
+                    memory,
+                    report,
+                    reporter,
+                };
+                match start_session(*incoming, session) {
                     Ok(()) => {
                         admission.running += 1;
                         admission.memory = admission.memory.saturating_add(memory);
@@ -228,13 +270,17 @@ pub fn run(
                     Err(e) => log::error!("session {sessions}: {e:#}"),
                 }
             }
-            Ok(Event::Ended { end, memory }) => {
+            Ok(Event::Ended {
+                end,
+                memory,
+                status,
+            }) => {
                 admission.running = admission.running.saturating_sub(1);
                 admission.memory = admission.memory.saturating_sub(memory);
                 match end {
                     SessionEnd::Interrupted => stopping = true,
                     SessionEnd::EndOfStream if options.once => return Ok(0),
-                    SessionEnd::Failed if options.once => return Ok(1),
+                    SessionEnd::Failed if options.once => return Ok(status),
                     _ => {}
                 }
             }
@@ -260,31 +306,50 @@ pub fn run(
     }
 }
 
-/// Runs session `n` on a thread of its own: set-up, then receiving until it ends.
-fn start_session(
+/// What a session's thread needs besides the client.
+struct Session {
+    /// Its number.
     n: u64,
-    incoming: Incoming,
-    mut printer: PayloadPrinter,
+    printer: PayloadPrinter,
     tx: Sender<Event>,
+    /// The bytes its slots take.
     memory: u64,
-) -> Result<()> {
+    report: SessionResult,
+    reporter: Reporter,
+}
+
+/// Runs session `n` on a thread of its own: set-up, then receiving until it ends.
+fn start_session(incoming: Incoming, session: Session) -> Result<()> {
+    let Session {
+        n,
+        mut printer,
+        tx,
+        memory,
+        mut report,
+        reporter,
+    } = session;
     let label = format!("session {n} from {}", incoming.peer_addr());
     std::thread::Builder::new()
         .name(format!("session-{n}"))
         .spawn(move || {
-            let mut report = EndReport {
+            let mut end_report = EndReport {
                 tx,
                 memory,
                 end: SessionEnd::Failed,
+                status: 1,
             };
-            report.end = match incoming.accept_src() {
-                Ok(src) => receive_all(src, &mut printer, &label),
+            let started = Instant::now();
+            end_report.end = match incoming.accept_src() {
+                Ok(src) => receive_all(src, &mut printer, &label, &mut report),
                 Err(e) => {
                     metrics::setup_failed(&e);
                     log::error!("{label}: setup failed: {}", e.chain());
+                    report.ended(0, 0, started.elapsed(), Ending::of(&e));
                     SessionEnd::Failed
                 }
             };
+            end_report.status = report.exit_status;
+            reporter.report(&report);
         })
         .context("cannot start its thread; the client's connection was closed")?;
     Ok(())

@@ -10,6 +10,7 @@
 //! Nothing here talks to the RDMA stack itself; only the file system is read.
 
 mod gid;
+pub mod pod;
 mod render;
 mod select;
 mod table;

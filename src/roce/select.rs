@@ -247,7 +247,7 @@ fn pick(
         };
         warnings.push(format!(
             "{} RoCE v2 GIDs carry {source}; chose {} because {why}; others: {} \
-             (use --device/--port/--gid-index to choose)",
+             (use --ib-dev/--ib-port/--gid-index to choose)",
             candidates.len(),
             describe(chosen),
             describe_all(&others)
@@ -312,7 +312,7 @@ fn select_index(
     if hits.len() > 1 {
         warnings.push(format!(
             "GID index {index} exists on several ports; chose {}; others: {} \
-             (name --device/--port to choose)",
+             (name --ib-dev/--ib-port to choose)",
             describe(chosen),
             describe_all(&hits[1..])
         ));

@@ -8,21 +8,35 @@ use crate::roce::{self, DeviceChoice, GidTable};
 use crate::transport::{self, RolePath, SetupParams};
 use crate::{Error, Result};
 
-/// A data path of the role `P`, its slots, and the device it runs on (RDMA).
-pub(super) type Created<P> = ((Box<P>, Vec<<P as RolePath>::Slot>), Option<DeviceChoice>);
+/// A data path of the role `P`, its slots, the device it runs on (RDMA), and why `auto`
+/// fell back to it (see [`super::SessionInfo::fallback`]).
+pub(super) type Created<P> = (
+    (Box<P>, Vec<<P as RolePath>::Slot>),
+    Option<DeviceChoice>,
+    Option<String>,
+);
 
 /// Applies the device rule (docs/design.md, "Device and GID choice") and the transport
 /// choice, and creates the transport; logs what was decided. With `auto`, an RDMA transport
-/// that cannot start here falls back to the next one in [`transport::auto_order`], then to TCP.
+/// that cannot start here falls back to the next one in [`transport::auto_order`], then to TCP
+/// (unless [`Config::require_rdma`]: then the reason is the error).
 pub(super) fn create_transport<P: RolePath + ?Sized>(
     config: &Config,
     path: &PathInfo,
     params: SetupParams,
 ) -> Result<Created<P>> {
     let iface = path.interface.as_deref().unwrap_or("unknown interface");
-    let tcp = |params: &SetupParams| P::create(TransportKind::Tcp, params).map(|t| (t, None));
+    // The TCP fallback, `why` it is taken; refused when RDMA is required.
+    let fallback = |params: &SetupParams, why: String| -> Result<Created<P>> {
+        if config.require_rdma {
+            return Err(Error::RdmaRequired(why));
+        }
+        P::create(TransportKind::Tcp, params).map(|t| (t, None, Some(why)))
+    };
     let wanted = match config.transport {
-        TransportChoice::Tcp => return tcp(&params),
+        TransportChoice::Tcp => {
+            return P::create(TransportKind::Tcp, &params).map(|t| (t, None, None))
+        }
         TransportChoice::Doca => Some(TransportKind::Doca),
         TransportChoice::Verbs => Some(TransportKind::Verbs),
         TransportChoice::Auto => None,
@@ -39,6 +53,13 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
         log::warn!("cannot read the RDMA GID table: {e}");
         GidTable::default()
     });
+    // In a pod: only the devices a device plugin gave it (an ambiguous resource is an error
+    // with every transport choice, never a guess).
+    let view = roce::pod::PodSources::from_env(&config.sysfs_root).view();
+    let (table, narrowed) = roce::pod::restrict(table, &view, config.overrides.device.as_deref())?;
+    if let Some(why) = narrowed {
+        log::info!("RDMA devices considered: {why}");
+    }
     let selection = roce::select(
         &table,
         path.source,
@@ -52,7 +73,7 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
             device: Some(sel.choice.clone()),
             ..params
         };
-        return Ok((P::create(kind, &params)?, Some(sel.choice)));
+        return Ok((P::create(kind, &params)?, Some(sel.choice), None));
     }
     let rdma_kinds = transport::auto_order(true).filter(|k| *k != TransportKind::Tcp);
     let rdma = rdma_kinds.clone().next();
@@ -76,44 +97,54 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
             for kind in rdma_kinds {
                 match P::create(kind, &rdma_params) {
                     Ok(t) => {
-                        if !failed.is_empty() {
-                            log::warn!(
-                                "{owner}, but {}; using the {kind} transport",
-                                failed.join("; ")
-                            );
+                        let why = (!failed.is_empty()).then(|| failed.join("; "));
+                        if let Some(why) = &why {
+                            log::warn!("{owner}, but {why}; using the {kind} transport");
                         }
-                        return Ok((t, Some(sel.choice)));
+                        return Ok((t, Some(sel.choice), why));
                     }
                     Err(e) => failed.push(format!("the {kind} transport cannot start: {e}")),
                 }
             }
-            log::warn!(
-                "{owner}, but {}; using the TCP transport",
-                failed.join("; ")
-            );
-            tcp(&params)
+            let why = failed.join("; ");
+            if !config.require_rdma {
+                log::warn!("{owner}, but {why}; using the TCP transport");
+            }
+            fallback(&params, format!("{owner}, but {why}"))
         }
         (Ok(sel), None) => {
-            log::info!(
-                "RoCE v2 GID {} on {} port {} owns source {} ({iface}), but this build has no RDMA transport: using the TCP transport",
+            let why = format!(
+                "RoCE v2 GID {} on {} port {} owns source {} ({iface}), but this build has no RDMA transport",
                 sel.choice.gid_string(),
                 sel.choice.device,
                 sel.choice.port,
                 path.source
             );
-            tcp(&params)
+            if !config.require_rdma {
+                log::info!("{why}: using the TCP transport");
+            }
+            fallback(&params, why)
         }
         (Err(Error::NoRoceGid { hint, table, .. }), _) => {
-            log::info!(
-                "no RoCE v2 GID for source {} ({iface}): {hint}; using the TCP transport",
+            let why = format!(
+                "no RoCE v2 GID for source {} ({iface}): {hint}",
                 path.source
             );
+            if !config.require_rdma {
+                log::info!("{why}; using the TCP transport");
+            }
             log::debug!("GID table:\n{table}");
-            tcp(&params)
+            fallback(&params, why)
         }
         (Err(e), _) => {
-            log::info!("RDMA device selection failed for source {} ({iface}): {e}; using the TCP transport", path.source);
-            tcp(&params)
+            let why = format!(
+                "RDMA device selection failed for source {} ({iface}): {e}",
+                path.source
+            );
+            if !config.require_rdma {
+                log::info!("{why}; using the TCP transport");
+            }
+            fallback(&params, why)
         }
     }
 }

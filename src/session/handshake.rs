@@ -212,6 +212,8 @@ struct Prepared<P: RolePath + ?Sized> {
     hello: Hello,
     path: PathInfo,
     device: Option<DeviceChoice>,
+    /// Why auto fell back (see [`SessionInfo::fallback`]).
+    fallback: Option<String>,
 }
 
 impl<P: RolePath + ?Sized> Prepared<P> {
@@ -231,7 +233,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
                 .saturating_add(config.checksum.trailer_len()),
             device: None,
         };
-        let ((transport, slots), device) = create_transport::<P>(config, &path, params)?;
+        let ((transport, slots), device, fallback) = create_transport::<P>(config, &path, params)?;
         let gid = device
             .as_ref()
             .map_or_else(|| roce::gid_from_ipv4(local_ip), |d| d.gid);
@@ -257,6 +259,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             hello,
             path,
             device,
+            fallback,
         })
     }
 
@@ -283,6 +286,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             transport: local.transport,
             path: self.path,
             device: self.device,
+            fallback: self.fallback,
             local,
             peer,
         };

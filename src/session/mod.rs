@@ -42,6 +42,10 @@ pub struct SessionInfo {
     pub(crate) peer: Hello,
     /// The data path's MTU, when the transport has one (RDMA: the path MTU of the QP).
     pub(crate) mtu: Option<u32>,
+    /// Why `auto` runs this transport rather than the first one it tried (the RDMA transport
+    /// that could not start, or why there was no RoCE v2 GID); `None` when the transport was
+    /// named or auto's first choice started.
+    pub fallback: Option<String>,
 }
 
 impl SessionInfo {

@@ -186,10 +186,10 @@ pub fn client(name: &str, port: u16, extra: &[&str]) -> Proc {
     start(name, &args)
 }
 
-/// Waits for `p` to exit 1 with an ERROR line containing every one of `words`; `expected`
-/// says what the test expected it to say.
+/// Waits for `p` to exit 4 (refused or rejected: busy, interrupted, shutting down) with an
+/// ERROR line containing every one of `words`; `expected` says what the test expected it to say.
 pub fn assert_fails_saying(p: &mut Proc, words: &[&str], expected: &str) {
-    assert_eq!(p.wait_code(SHORT), 1, "{}", p.report());
+    assert_eq!(p.wait_code(SHORT), 4, "{}", p.report());
     assert!(
         p.stderr()
             .lines()

@@ -13,7 +13,7 @@ use crate::cli::args::Seconds;
 use crate::cli::metrics::{read_port_counters, CounterGroup};
 
 /// Exit status when a result misses a `--limit-*` (the results are still printed).
-pub const EXIT_LIMIT_MISSED: u8 = 3;
+pub const EXIT_LIMIT_MISSED: u8 = 6;
 
 /// The options (flattened into `bench`'s).
 #[derive(Debug, Clone, Args)]
@@ -39,17 +39,17 @@ pub struct OpsArgs {
     #[arg(short = 'H', long)]
     pub histogram: bool,
 
-    /// Fail (exit status 3, after the results) when a bw result's average is below GBPS
+    /// Fail (exit status 6, after the results) when a bw result's average is below GBPS
     /// gigabits per second (perftest's --limit_bw).
     #[arg(long, value_name = "GBPS")]
     pub limit_bw: Option<f64>,
 
-    /// Fail (exit status 3) when a bw result's message rate is below MPPS million messages
+    /// Fail (exit status 6) when a bw result's message rate is below MPPS million messages
     /// per second (perftest's --limit_msgrate).
     #[arg(long, value_name = "MPPS")]
     pub limit_msgrate: Option<f64>,
 
-    /// Fail (exit status 3) when a lat result's average (t_avg, half the round trip) is above
+    /// Fail (exit status 6) when a lat result's average (t_avg, half the round trip) is above
     /// USEC microseconds (perftest's --limit_lat).
     #[arg(long, value_name = "USEC")]
     pub limit_lat: Option<f64>,

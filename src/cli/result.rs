@@ -1,0 +1,298 @@
+//! The machine-readable session result (`--json` on stderr, `--out-json FILE`) and the exit
+//! statuses: one JSON object per session, checked against docs/session-result.schema.json.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rdma_container::{Error, SessionInfo, TransportChoice};
+use serde::Serialize;
+
+use super::EXIT_INTERRUPTED;
+
+/// Exit status: the peer vanished (its connection closed or reset without a Finish).
+pub const EXIT_PEER_LOST: u8 = 3;
+/// Exit status: the session was refused: the peer rejected it (busy, authentication,
+/// incompatible settings, shutting down) or this end refused the peer.
+pub const EXIT_REJECTED: u8 = 4;
+/// Exit status: `--require-rdma` and RDMA is not possible here (auto would have used TCP).
+pub const EXIT_RDMA_REQUIRED: u8 = 5;
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Ending {
+    /// Every message was sent and acknowledged (client) or arrived (server).
+    Finished,
+    /// The peer vanished; `messages` had arrived (or been delivered) before.
+    PeerLost { messages: u64, reason: String },
+    /// The session was refused or rejected, by the peer or by us.
+    Rejected { reason: String },
+    /// `--require-rdma`: RDMA was not possible here.
+    RdmaRequired { reason: String },
+    /// Ctrl-C.
+    Interrupted,
+    /// Any other failure.
+    Failed { error: String },
+}
+
+impl Ending {
+    /// How the error ended the session.
+    pub fn of(e: &Error) -> Ending {
+        match e {
+            Error::Interrupted => Ending::Interrupted,
+            Error::PeerLost {
+                messages, reason, ..
+            } => Ending::PeerLost {
+                messages: *messages,
+                reason: reason.clone(),
+            },
+            Error::Rejected(reason)
+            | Error::Refused(reason)
+            | Error::AuthenticationFailed(reason) => Ending::Rejected {
+                reason: reason.clone(),
+            },
+            Error::RdmaRequired(reason) => Ending::RdmaRequired {
+                reason: reason.clone(),
+            },
+            other => Ending::Failed {
+                error: other.chain(),
+            },
+        }
+    }
+
+    /// The exit status that goes with this ending.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            Ending::Finished => 0,
+            Ending::PeerLost { .. } => EXIT_PEER_LOST,
+            Ending::Rejected { .. } => EXIT_REJECTED,
+            Ending::RdmaRequired { .. } => EXIT_RDMA_REQUIRED,
+            Ending::Interrupted => EXIT_INTERRUPTED,
+            Ending::Failed { .. } => 1,
+        }
+    }
+}
+
+/// The exit status for a failure the program reports: the first library error in the chain
+/// decides (peer lost, rejected, RDMA required), anything else is 1.
+pub fn exit_status_of(e: &anyhow::Error) -> u8 {
+    e.chain()
+        .find_map(|c| c.downcast_ref::<Error>())
+        .map_or(1, |e| Ending::of(e).exit_status())
+}
+
+/// One session's result, as `--json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionResult {
+    /// `server` or `client`.
+    pub role: &'static str,
+    /// The server's session number (1, 2, ...); `null` on the client.
+    pub session: Option<u64>,
+    /// The peer's bootstrap address.
+    pub peer: String,
+    /// What `--transport` asked for.
+    pub transport_requested: String,
+    /// The transport the session ran on; `null` when it never started.
+    pub transport: Option<String>,
+    /// Why `auto` runs this transport and not RDMA (or not its first RDMA choice).
+    pub fallback_reason: Option<String>,
+    /// The RDMA device, port, GID index, GID and netdev (`null` without RDMA).
+    pub device: Option<String>,
+    pub port: Option<u32>,
+    pub gid_index: Option<u32>,
+    pub gid: Option<String>,
+    pub netdev: Option<String>,
+    /// The data path's MTU (RDMA: the QP's path MTU).
+    pub mtu: Option<u32>,
+    /// The receiver's slots: messages in flight.
+    pub credits: Option<u16>,
+    /// The largest message the session carries.
+    pub max_msg_size: Option<u32>,
+    /// The per-message check both ends agreed on (`none`, `crc32c`); `null` before the
+    /// handshake.
+    pub checksum: Option<&'static str>,
+    /// Messages and bytes sent (client) or received (server).
+    pub messages: u64,
+    pub bytes: u64,
+    /// From the session's start to its end.
+    pub seconds: f64,
+    pub messages_per_second: f64,
+    pub mib_per_second: f64,
+    pub gbit_per_second: f64,
+    /// How it ended.
+    pub ending: Ending,
+    /// The exit status this ending gives (the server exits with it under `--once`).
+    pub exit_status: u8,
+}
+
+impl SessionResult {
+    /// A result for a session with `peer` that has not started yet.
+    pub fn new(
+        role: &'static str,
+        session: Option<u64>,
+        peer: SocketAddr,
+        requested: TransportChoice,
+    ) -> Self {
+        Self {
+            role,
+            session,
+            peer: peer.to_string(),
+            transport_requested: requested.to_string(),
+            transport: None,
+            fallback_reason: None,
+            device: None,
+            port: None,
+            gid_index: None,
+            gid: None,
+            netdev: None,
+            mtu: None,
+            credits: None,
+            max_msg_size: None,
+            checksum: None,
+            messages: 0,
+            bytes: 0,
+            seconds: 0.0,
+            messages_per_second: 0.0,
+            mib_per_second: 0.0,
+            gbit_per_second: 0.0,
+            ending: Ending::Finished,
+            exit_status: 0,
+        }
+    }
+
+    /// Fills in what the session negotiated and chose.
+    pub fn started(&mut self, info: &SessionInfo) {
+        self.transport = Some(info.transport.to_string());
+        self.fallback_reason = info.fallback.clone();
+        if let Some(d) = &info.device {
+            self.device = Some(d.device.clone());
+            self.port = Some(d.port);
+            self.gid_index = Some(d.gid_index);
+            self.gid = Some(d.gid_string());
+            self.netdev = d.netdev.clone();
+        }
+        self.mtu = info.mtu();
+        self.credits = Some(info.credits());
+        self.max_msg_size = Some(info.max_msg_size());
+        self.checksum = Some(info.checksum().name());
+    }
+
+    /// Records the counts, the time and the ending.
+    pub fn ended(&mut self, messages: u64, bytes: u64, elapsed: Duration, ending: Ending) {
+        let secs = elapsed.as_secs_f64();
+        let per = secs.max(1e-9);
+        self.messages = messages;
+        self.bytes = bytes;
+        self.seconds = secs;
+        self.messages_per_second = messages as f64 / per;
+        self.mib_per_second = bytes as f64 / per / (1024.0 * 1024.0);
+        self.gbit_per_second = bytes as f64 * 8.0 / per / 1e9;
+        self.exit_status = ending.exit_status();
+        self.ending = ending;
+    }
+}
+
+/// Where session results go: stderr (`--json`), a file (`--out-json`), both or nowhere.
+/// Cloned into every session thread; each result is one line, written whole.
+#[derive(Debug, Clone, Default)]
+pub struct Reporter {
+    stderr: bool,
+    file: Option<Arc<Mutex<File>>>,
+}
+
+impl Reporter {
+    /// `json`: print on stderr; `out`: write to this file (created or truncated now).
+    pub fn new(json: bool, out: Option<&Path>) -> Result<Self> {
+        let file = out
+            .map(|p| {
+                File::create(p).with_context(|| format!("cannot create --out-json {}", p.display()))
+            })
+            .transpose()?;
+        Ok(Self {
+            stderr: json,
+            file: file.map(|f| Arc::new(Mutex::new(f))),
+        })
+    }
+
+    /// Writes `result` as one JSON line where asked (a failed write is logged, never fatal).
+    pub fn report(&self, result: &SessionResult) {
+        if !self.stderr && self.file.is_none() {
+            return;
+        }
+        let line = match serde_json::to_string(result) {
+            Ok(line) => line + "\n",
+            Err(e) => {
+                log::warn!("cannot encode the session result: {e}");
+                return;
+            }
+        };
+        if self.stderr {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+        if let Some(file) = &self.file {
+            let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = f.write_all(line.as_bytes()).and_then(|()| f.flush()) {
+                log::warn!("cannot write the session result to --out-json: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_ending_has_its_own_exit_status() {
+        let lost = Error::PeerLost {
+            reason: "EOF".into(),
+            messages: 7,
+            cause: None,
+        };
+        assert_eq!(Ending::of(&lost).exit_status(), EXIT_PEER_LOST);
+        assert_eq!(
+            Ending::of(&lost),
+            Ending::PeerLost {
+                messages: 7,
+                reason: "EOF".into()
+            }
+        );
+        assert_eq!(
+            Ending::of(&Error::Rejected("busy".into())).exit_status(),
+            EXIT_REJECTED
+        );
+        assert_eq!(
+            Ending::of(&Error::Refused("x".into())).exit_status(),
+            EXIT_REJECTED
+        );
+        assert_eq!(
+            Ending::of(&Error::RdmaRequired("no GID".into())).exit_status(),
+            EXIT_RDMA_REQUIRED
+        );
+        assert_eq!(
+            Ending::of(&Error::Interrupted).exit_status(),
+            EXIT_INTERRUPTED
+        );
+        assert_eq!(Ending::of(&Error::Closed).exit_status(), 1);
+        let wrapped = anyhow::Error::new(Error::Rejected("busy".into())).context("cannot start");
+        assert_eq!(exit_status_of(&wrapped), EXIT_REJECTED);
+        assert_eq!(exit_status_of(&anyhow::anyhow!("other")), 1);
+        let statuses = [
+            0,
+            1,
+            2,
+            EXIT_PEER_LOST,
+            EXIT_REJECTED,
+            EXIT_RDMA_REQUIRED,
+            130,
+        ];
+        let mut unique = statuses.to_vec();
+        unique.dedup();
+        assert_eq!(unique.len(), statuses.len());
+    }
+}

@@ -1,0 +1,148 @@
+//! The command line's perftest-compatible spellings (`-d/--ib-dev`, `-i/--ib-port`,
+//! `-x/--gid-index`, `-n/--iters`), the old `--port` spelling's warning, the
+//! `RDMA_CONTAINER_*` environment variables every flag reads, and the generated shell
+//! completions and man page.
+
+mod common;
+
+use common::{command, free_port, run, test_ip, FakeSysfs, Proc, LONG, SHORT};
+
+/// Two devices with a RoCE v2 GID each on port 1 and 2: mlx5_0 (10.9.0.1) and mlx5_1
+/// (10.9.1.1, port 2, GID index 3).
+fn two_devices() -> FakeSysfs {
+    let sysfs = FakeSysfs::new();
+    sysfs.mlx5("mlx5_0", "eth0", [10, 9, 0, 1]);
+    sysfs.port("mlx5_1", 2, "4: ACTIVE", "Ethernet");
+    sysfs.gid(
+        "mlx5_1",
+        2,
+        3,
+        &common::ipv4_gid([10, 9, 1, 1]),
+        "RoCE v2",
+        "eth1",
+    );
+    sysfs
+}
+
+/// `doctor --json` with `args` and the environment `env`: the parsed report.
+fn doctor(sysfs: &FakeSysfs, args: &[&str], env: &[(&str, &str)]) -> (serde_json::Value, String) {
+    let root = sysfs.root().to_str().expect("utf-8 temp path");
+    let mut all = vec![
+        "doctor",
+        "--json",
+        "--sysfs-root",
+        root,
+        "--local-ip",
+        "10.9.0.1",
+    ];
+    all.extend_from_slice(args);
+    let mut cmd = command(&all);
+    cmd.envs(env.iter().copied());
+    let mut p = Proc::spawn("doctor", cmd);
+    let code = p.wait_code(SHORT);
+    assert_eq!(code, 0, "{}", p.report());
+    let out = p.stdout();
+    let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"));
+    (v, p.stderr())
+}
+
+#[test]
+fn perftest_short_flags_choose_device_port_and_gid_index() {
+    let sysfs = two_devices();
+    let (v, _) = doctor(&sysfs, &["-d", "mlx5_1", "-i", "2", "-x", "3"], &[]);
+    assert_eq!(v["choice"]["device"], "mlx5_1", "{v}");
+    assert_eq!(v["choice"]["port"], 2, "{v}");
+    assert_eq!(v["choice"]["gid_index"], 3, "{v}");
+    // The long perftest spellings and the old --device mean the same.
+    let (v, _) = doctor(
+        &sysfs,
+        &["--ib-dev", "mlx5_1", "--ib-port", "2", "--gid-index", "3"],
+        &[],
+    );
+    assert_eq!(v["choice"]["device"], "mlx5_1", "{v}");
+    let (v, _) = doctor(&sysfs, &["--device", "mlx5_1", "-x", "3"], &[]);
+    assert_eq!(v["choice"]["device"], "mlx5_1", "{v}");
+}
+
+#[test]
+fn old_port_spelling_still_works_and_warns_what_to_use() {
+    let sysfs = two_devices();
+    let (v, err) = doctor(&sysfs, &["--port", "2", "-x", "3"], &[]);
+    assert_eq!(v["choice"]["device"], "mlx5_1", "{v}");
+    assert!(
+        err.contains("--port N is deprecated") && err.contains("-i/--ib-port"),
+        "no deprecation warning naming --ib-port:\n{err}"
+    );
+    let (_, err) = doctor(&sysfs, &["--ib-port", "2", "-x", "3"], &[]);
+    assert!(!err.contains("deprecated"), "{err}");
+}
+
+#[test]
+fn environment_variables_set_flags_and_the_command_line_wins() {
+    let sysfs = two_devices();
+    let env = [
+        ("RDMA_CONTAINER_IB_DEV", "mlx5_1"),
+        ("RDMA_CONTAINER_IB_PORT", "2"),
+        ("RDMA_CONTAINER_GID_INDEX", "3"),
+    ];
+    let (v, _) = doctor(&sysfs, &[], &env);
+    assert_eq!(v["choice"]["device"], "mlx5_1", "{v}");
+    assert_eq!(v["choice"]["gid_index"], 3, "{v}");
+    let (v, _) = doctor(&sysfs, &["-d", "mlx5_0", "-i", "1", "-x", "1"], &env);
+    assert_eq!(v["choice"]["device"], "mlx5_0", "{v}");
+}
+
+#[test]
+fn a_session_configured_only_by_environment_variables() {
+    let port = free_port();
+    let addr = format!("{}:{port}", test_ip());
+    let mut server = command(&[]);
+    server.envs([
+        ("RDMA_CONTAINER_SERVER", addr.as_str()),
+        ("RDMA_CONTAINER_ONCE", "true"),
+        ("RDMA_CONTAINER_TRANSPORT", "tcp"),
+    ]);
+    let mut server = Proc::spawn("server", server);
+    server.wait_for_stderr("listening on", SHORT);
+    let mut client = command(&[]);
+    client.envs([
+        ("RDMA_CONTAINER_CLIENT", addr.as_str()),
+        ("RDMA_CONTAINER_COUNT", "7"),
+        ("RDMA_CONTAINER_TRANSPORT", "tcp"),
+    ]);
+    let mut client = Proc::spawn("client", client);
+    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
+    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
+    let lines: Vec<String> = server.stdout().lines().map(str::to_owned).collect();
+    assert_eq!(lines, (0..7).map(|i| i.to_string()).collect::<Vec<_>>());
+}
+
+#[test]
+fn iters_is_the_count_and_n_its_short_form() {
+    for flag in ["-n", "--iters"] {
+        let (code, out, err) = run(&["demo", flag, "12"], LONG);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.lines().count(), 12, "demo {flag} 12 printed:\n{out}");
+    }
+}
+
+#[test]
+fn completions_and_man_page_name_the_perftest_flags() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, err) = run(&["completions", shell], SHORT);
+        assert_eq!(code, 0, "{err}");
+        for flag in ["ib-dev", "ib-port", "gid-index", "iters"] {
+            assert!(out.contains(flag), "{shell} completions lack {flag}");
+        }
+    }
+    let (code, out, err) = run(&["man"], SHORT);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(".ie") || out.contains(".TH rdma-container 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("RDMA_CONTAINER_IB_DEV"),
+        "man page lacks the env names"
+    );
+}
