@@ -79,8 +79,10 @@ fn a_corrupted_message_is_caught_named_and_never_printed() {
     let mut cmd = common::command(&args);
     cmd.env("RDMA_CONTAINER_TEST_CORRUPT_MESSAGE", "500");
     let mut c = common::Proc::spawn("client", cmd);
-    assert_fails_saying(
+    // The receiver's own failure (status 1); the sender was rejected (status 4).
+    common::assert_exits_saying(
         &mut s,
+        1,
         &["message 500 failed its checksum", "CRC32C"],
         "the server should name the corrupted message",
     );

@@ -189,7 +189,12 @@ pub fn client(name: &str, port: u16, extra: &[&str]) -> Proc {
 /// Waits for `p` to exit 4 (refused or rejected: busy, interrupted, shutting down) with an
 /// ERROR line containing every one of `words`; `expected` says what the test expected it to say.
 pub fn assert_fails_saying(p: &mut Proc, words: &[&str], expected: &str) {
-    assert_eq!(p.wait_code(SHORT), 4, "{}", p.report());
+    assert_exits_saying(p, 4, words, expected);
+}
+
+/// Waits for `p` to exit with `code` with an ERROR line containing every one of `words`.
+pub fn assert_exits_saying(p: &mut Proc, code: i32, words: &[&str], expected: &str) {
+    assert_eq!(p.wait_code(SHORT), code, "{}", p.report());
     assert!(
         p.stderr()
             .lines()
