@@ -59,3 +59,6 @@ pub use inline::{doca_buf_inventory_buf_get_by_addr, doca_buf_inventory_buf_get_
 
 #[cfg(doca_sys_sim)]
 pub mod sim;
+
+#[cfg(doca_sys_bindings)]
+pub mod safe;
