@@ -261,15 +261,17 @@ impl fmt::Debug for Mmap {
 }
 
 impl Mmap {
-    /// Creates a map over `[base, base + len)` with `access` (`doca_access_flag` bits), adds
-    /// `dev` and starts it. The calls fail as `doca_mmap_create`, `..._set_permissions`,
+    /// Creates a map over `memory` with `access` (`doca_access_flag` bits), adds `dev` and
+    /// starts it. The calls fail as `doca_mmap_create`, `..._set_permissions`,
     /// `..._set_memrange`, `..._add_dev` or `..._start`.
     ///
     /// # Safety
-    /// The range must be memory the caller owns, and must stay allocated (and not be used for
-    /// anything else) until [`Mmap::deregistration`] says `done`: the device may read and
-    /// write it through the bufs taken from this map, and a leaked map never lets go of it.
-    pub unsafe fn new(dev: &Dev, base: *mut u8, len: usize, access: u32) -> Result<Mmap> {
+    /// The map outlives the borrow: `memory` must stay allocated (and not be given to anything
+    /// else) until [`Mmap::deregistration`] says `done`, since the device may read and write
+    /// it through the bufs taken from this map, and a leaked map never lets go of it. The
+    /// caller reads and writes it only where no task in flight uses it.
+    pub unsafe fn new(dev: &Dev, memory: &mut [u8], access: u32) -> Result<Mmap> {
+        let (base, len) = (memory.as_mut_ptr(), memory.len());
         let mut raw = ptr::null_mut();
         // SAFETY: `raw` is a valid out-pointer.
         let rc = unsafe { sys::doca_mmap_create(&mut raw) };

@@ -56,7 +56,7 @@ mod safe_tests {
         let mem: &'static mut [u8] = Box::leak(vec![0u8; SLOT * SLOTS].into_boxed_slice());
         let rw = doca_access_flag::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE.0;
         // SAFETY: the memory is leaked, so it outlives the map.
-        let mmap = unsafe { Mmap::new(&dev, mem.as_mut_ptr(), mem.len(), rw) }.expect("mmap");
+        let mmap = unsafe { Mmap::new(&dev, &mut *mem, rw) }.expect("mmap");
         let inventory = BufInventory::new(SLOTS).expect("inventory");
         let bufs = (0..SLOTS)
             .map(|i| inventory.buf_by_addr(&mmap, i * SLOT, SLOT).expect("buf"))

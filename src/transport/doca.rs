@@ -1,10 +1,11 @@
 //! The DOCA transport: one `doca_rdma` RC context with an out-of-band export/connect.
 //!
-//! The transport is the one owner of its device, progress engine (PE), context, memory map,
-//! inventory, bufs and tasks; everything runs on the thread that calls it. DOCA callbacks only
-//! run inside `doca_pe_progress`, and they only record what happened into an [`Inbox`] reached
-//! through the context's user data: no allocation beyond reserved capacity, no panics, no
-//! progress calls, nothing that could unwind into C.
+//! Built on `doca_sys::safe` (no raw pointer here): the transport is the one owner of its
+//! device, progress engine (PE), context, memory map, inventory, bufs and tasks, each a wrapper
+//! that holds its parents and is destroyed on drop in DOCA's order; everything runs on the
+//! thread that calls it. DOCA callbacks only run inside `doca_pe_progress`, and they only
+//! record what happened into an [`Inbox`] (the context's `TaskHandler`): no allocation beyond
+//! reserved capacity, no panics, no progress calls, nothing that could unwind into C.
 //!
 //! Life cycle, in the order DOCA documents it (docs/doca.md has the sources):
 //! 1. `new`: open the device, ask its capabilities (send and receive tasks, the largest
@@ -17,8 +18,9 @@
 //!    sender, post the credit receives).
 //! 3. Teardown, also after errors: free every task not in flight, `doca_ctx_stop` (AGAIN,
 //!    IN_USE and IN_PROGRESS mean: keep progressing), progress until IDLE freeing the flushed
-//!    tasks as they come back (bounded), release every buf, destroy the context, the PE, the
-//!    inventory and the mmap, close the device.
+//!    tasks as they come back (bounded), then drop the objects: the context and the PE, the
+//!    bufs, the inventory, the mmap, the device. A context that did not drain leaks itself, and
+//!    with it the bufs its tasks carried, the mmap and the slot memory under it.
 //!
 //! Memory: one buffer of `slots × slot_size` bytes, one mmap over it, one buf and one task per
 //! slot. A receiver's tasks are receives (their buf's data length is reset before each repost,
@@ -384,10 +386,10 @@ fn build(
 ) -> Result<Doca> {
     let rw = sys::doca_access_flag::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE.0;
     let depth = u32::try_from(slots).unwrap_or(u32::MAX);
-    let (base, len) = (memory.as_mut_ptr(), memory.len());
-    // SAFETY: the range is the slot memory, which from the next line on is freed only once
-    // this map's deregistration is done (never, if the map is leaked).
-    let mmap = unsafe { Mmap::new(dev, base, len, rw) };
+    // SAFETY: the slot memory is freed only once this map's deregistration is done (set just
+    // below; never, if the map is leaked), and is reached only through slot tokens,
+    // which a posted task's slot has given up until its completion.
+    let mmap = unsafe { Mmap::new(dev, memory.as_mut_slice(), rw) };
     let mmap = mmap.map_err(|e| fail(e, (e.call == "doca_mmap_start").then_some(MEMLOCK_HINT)))?;
     let deregistration = mmap.deregistration();
     memory.free_only_when(move || deregistration.done());
