@@ -174,6 +174,14 @@ impl SlotMemory {
         self.base.as_ptr()
     }
 
+    /// The whole buffer, for memory registration that takes a slice (DOCA's mmap).
+    #[cfg(doca_transport)]
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `base` and `total` are the boxed slice made in `new`; the mutable borrow of
+        // `self` makes this the only reference to it while the slice lives.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr(), self.total) }
+    }
+
     /// The whole buffer's length, for memory registration.
     pub(crate) fn len(&self) -> usize {
         self.total
