@@ -72,7 +72,9 @@ mount_filesystems() {
 	mount -t devpts devpts /dev/pts
 	mount -t tmpfs tmpfs /dev/shm
 	mount -t tmpfs tmpfs /run
-	mount -t tmpfs tmpfs /tmp
+	# A clone under /tmp puts its test executables there: a tmpfs would hide them (the
+	# initramfs root is writable memory already).
+	[ -n "$(ls -A /tmp 2>/dev/null)" ] || mount -t tmpfs tmpfs /tmp
 	mkdir -p /run/netns
 	# devtmpfs has no /dev/fd (bash process substitution needs it)
 	ln -s /proc/self/fd /dev/fd
