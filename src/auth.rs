@@ -110,6 +110,20 @@ run chmod 600 {shown}",
         mac
     }
 
+    /// 32 bytes derived from the key for `label`, `context` and both nonces (a resume secret:
+    /// the same on both ends, never on the wire).
+    pub(crate) fn derive(
+        &self,
+        label: &[u8],
+        context: &[u8],
+        client: &Nonce,
+        server: &Nonce,
+    ) -> [u8; PROOF_LEN] {
+        let mut mac = self.mac(label, client, server);
+        mac.update(context);
+        mac.finalize().into_bytes().into()
+    }
+
     /// The server's proof over both nonces.
     pub(crate) fn server_proof(&self, client: &Nonce, server: &Nonce) -> Proof {
         self.mac(SERVER_LABEL, client, server)

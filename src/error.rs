@@ -380,6 +380,22 @@ pub enum ProtocolViolation {
     /// The sender used the data path before the receiver said Ready.
     #[error("the sender sent data before Ready")]
     DataBeforeReady,
+    /// On a resume, the receiver claims more messages arrived than were sent.
+    #[error("resuming: the receiver says {arrived} message(s) arrived but only {sent} were sent")]
+    ResumePastSent {
+        /// What the receiver claims.
+        arrived: u64,
+        /// Messages the sender took.
+        sent: u64,
+    },
+    /// On a resumed path, a message past the next expected one (one would be skipped).
+    #[error("resuming: message {got} arrived while {expected} was next")]
+    ResumeGap {
+        /// The number the receiver expected.
+        expected: u64,
+        /// The number that came.
+        got: u64,
+    },
 }
 
 /// Shorthand for results in this crate.

@@ -458,11 +458,23 @@ check_suite() {
 		if [ "$name" = soak ]; then extra=(--nocapture); fi
 		# process: its silent- and garbage-connection tests give a debug client 8-10 s under
 		# TCG; with a second test (10,000 messages, the demo) on the other vCPU they missed it.
-		local threads=2
-		if [ "$name" = process ]; then threads=1; fi
+		# sessions: each test starts 3-4 clients and a server session per client at once; every
+		# one prepares its verbs endpoint (device, 20 MiB of registered slots, QP) before the
+		# server's hello, which took 17 s under TCG with a second such test beside it. One test
+		# at a time, and 30 s for the hello (RDMA_CONTAINER_HANDSHAKE_TIMEOUT, read by both ends).
+		# session: the library tests' 5 s handshake missed once with two tests at once (one
+		# prepares a 10 MiB x 2 endpoint); one at a time, and at least 20 s
+		# (RDMA_TEST_HANDSHAKE_FLOOR, read by tests/common's test_config).
+		local threads=2 handshake=10 floor=0
+		case $name in
+		process) threads=1 ;;
+		sessions) threads=1 handshake=30 ;;
+		session) threads=1 floor=20 ;;
+		esac
 		snapshot_counters "/tmp/suite_$name.counters"
 		timeout "$T_SUITE" ip netns exec "$NS_B" env RDMA_TEST_TRANSPORT=verbs RDMA_TEST_ADDR="$IP_B" \
-			RDMA_TEST_STRICT=1 RDMA_TEST_SOAK_SESSIONS=150 RUST_BACKTRACE=0 "$exe" --test-threads="$threads" \
+			RDMA_TEST_STRICT=1 RDMA_TEST_SOAK_SESSIONS=150 RDMA_CONTAINER_HANDSHAKE_TIMEOUT="$handshake" \
+			RDMA_TEST_HANDSHAKE_FLOOR="$floor" RUST_BACKTRACE=0 "$exe" --test-threads="$threads" \
 			"${extra[@]}" >"$out" 2>&1
 		local rc=$?
 		grep -E '^test |^failures|panicked|^---- ' "$out" | sed 's/^/  | /' | head -n 80

@@ -138,6 +138,16 @@ pub fn test_config(mut config: rdma_container::Config) -> rdma_container::Config
             other => panic!("transport_args gave {other}, which test_config does not know"),
         }
     }
+    // An emulated host (the soft-RoCE VM's guest under TCG) stretches every verbs set-up:
+    // RDMA_TEST_HANDSHAKE_FLOOR=S raises the handshake and connect timeouts to at least S s.
+    if let Some(floor) = std::env::var("RDMA_TEST_HANDSHAKE_FLOOR")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        let floor = Duration::from_secs(floor);
+        config.handshake_timeout = config.handshake_timeout.max(floor);
+        config.connect_timeout = config.connect_timeout.max(floor);
+    }
     config
 }
 
