@@ -388,13 +388,21 @@ pub enum ProtocolViolation {
         /// Messages the sender took.
         sent: u64,
     },
-    /// On a resumed path, a message past the next expected one (one would be skipped).
-    #[error("resuming: message {got} arrived while {expected} was next")]
-    ResumeGap {
-        /// The number the receiver expected.
-        expected: u64,
-        /// The number that came.
-        got: u64,
+    /// On a resume, the receiver claims more released than arrived.
+    #[error("resuming: the receiver says {released} message(s) were released but only {arrived} arrived")]
+    ResumeReleasedPastArrived {
+        /// What the receiver claims released.
+        released: u64,
+        /// What it claims arrived.
+        arrived: u64,
+    },
+    /// On a resume, the sender claims to have heard of releases the receiver never made.
+    #[error("resuming: the sender says {heard} message(s) were released but only {released} were")]
+    ResumeReleasesNeverMade {
+        /// The releases the sender claims it heard of.
+        heard: u64,
+        /// The receiver's releases.
+        released: u64,
     },
 }
 

@@ -1,6 +1,6 @@
 //! Control messages: everything after the hello.
 
-use super::hello::Hello;
+use super::hello::{Hello, MAX_BLOB_LEN};
 use super::wire::{put_prefixed, Reader};
 use super::DecodeError;
 
@@ -15,9 +15,25 @@ const KIND_REJECT: u8 = 5;
 const KIND_AUTH_CHALLENGE: u8 = 6;
 const KIND_AUTH_RESPONSE: u8 = 7;
 const KIND_AUTH_PROOF: u8 = 8;
+const KIND_RESUME: u8 = 9;
+const KIND_RESUME_CHALLENGE: u8 = 10;
+const KIND_RESUME_PROOF: u8 = 11;
+const KIND_RESUME_ACCEPTED: u8 = 12;
 
 /// Bytes of an authentication nonce or proof.
 pub(crate) const AUTH_LEN: usize = 32;
+/// Bytes of a session id (resumption).
+pub(crate) const SESSION_ID_LEN: usize = 16;
+
+/// One end's counts when a session resumes (docs/design.md, "Resuming a session"): a
+/// receiver's `arrived` and `released`, or a sender's `taken` and the `released` it knew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// Receiver: messages arrived. Sender: messages taken.
+    pub(crate) messages: u64,
+    /// Both: messages released (as the receiver counts them, or as the sender last heard).
+    pub(crate) released: u64,
+}
 
 /// One message on the control channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +75,36 @@ pub(crate) enum Message {
         /// HMAC-SHA256 under the key (see `crate::auth`).
         proof: [u8; AUTH_LEN],
     },
+    /// Client to server, first on a new connection: resume this broken session.
+    Resume {
+        /// The session's id (from the original handshake).
+        session: [u8; SESSION_ID_LEN],
+        /// The client's fresh nonce for this attempt.
+        nonce: [u8; AUTH_LEN],
+    },
+    /// Server to client: its fresh nonce and its proof of the session's secret over both.
+    ResumeChallenge {
+        /// 32 random bytes.
+        nonce: [u8; AUTH_LEN],
+        /// HMAC-SHA256 under the session's secret.
+        proof: [u8; AUTH_LEN],
+    },
+    /// Client to server: its proof of the secret, its counts, its new data path's blob.
+    ResumeProof {
+        /// HMAC-SHA256 under the session's secret.
+        proof: [u8; AUTH_LEN],
+        /// The client's counts at the break.
+        counts: Counts,
+        /// The client's new data-path connection data.
+        blob: Vec<u8>,
+    },
+    /// Server to client: the resume is accepted; the server's counts and blob.
+    ResumeAccepted {
+        /// The server's counts at the break.
+        counts: Counts,
+        /// The server's new data-path connection data.
+        blob: Vec<u8>,
+    },
 }
 
 impl Message {
@@ -84,6 +130,10 @@ impl Message {
             Message::AuthChallenge { .. } => "AuthChallenge",
             Message::AuthResponse { .. } => "AuthResponse",
             Message::AuthProof { .. } => "AuthProof",
+            Message::Resume { .. } => "Resume",
+            Message::ResumeChallenge { .. } => "ResumeChallenge",
+            Message::ResumeProof { .. } => "ResumeProof",
+            Message::ResumeAccepted { .. } => "ResumeAccepted",
         }
     }
 
@@ -124,6 +174,31 @@ impl Message {
                 out.push(KIND_AUTH_PROOF);
                 out.extend_from_slice(proof);
             }
+            Message::Resume { session, nonce } => {
+                out.push(KIND_RESUME);
+                out.extend_from_slice(session);
+                out.extend_from_slice(nonce);
+            }
+            Message::ResumeChallenge { nonce, proof } => {
+                out.push(KIND_RESUME_CHALLENGE);
+                out.extend_from_slice(nonce);
+                out.extend_from_slice(proof);
+            }
+            Message::ResumeProof {
+                proof,
+                counts,
+                blob,
+            } => {
+                out.push(KIND_RESUME_PROOF);
+                out.extend_from_slice(proof);
+                counts.encode_into(out);
+                put_prefixed(out, &blob[..blob.len().min(MAX_BLOB_LEN)]);
+            }
+            Message::ResumeAccepted { counts, blob } => {
+                out.push(KIND_RESUME_ACCEPTED);
+                counts.encode_into(out);
+                put_prefixed(out, &blob[..blob.len().min(MAX_BLOB_LEN)]);
+            }
         }
     }
 
@@ -155,9 +230,40 @@ impl Message {
             KIND_AUTH_PROOF => Message::AuthProof {
                 proof: r.array("proof")?,
             },
+            KIND_RESUME => Message::Resume {
+                session: r.array("session")?,
+                nonce: r.array("nonce")?,
+            },
+            KIND_RESUME_CHALLENGE => Message::ResumeChallenge {
+                nonce: r.array("nonce")?,
+                proof: r.array("proof")?,
+            },
+            KIND_RESUME_PROOF => Message::ResumeProof {
+                proof: r.array("proof")?,
+                counts: Counts::decode(&mut r)?,
+                blob: r.prefixed(MAX_BLOB_LEN, "blob")?.to_vec(),
+            },
+            KIND_RESUME_ACCEPTED => Message::ResumeAccepted {
+                counts: Counts::decode(&mut r)?,
+                blob: r.prefixed(MAX_BLOB_LEN, "blob")?.to_vec(),
+            },
             other => return Err(DecodeError::UnknownKind(other)),
         };
         r.finish()?;
         Ok(msg)
+    }
+}
+
+impl Counts {
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.messages.to_le_bytes());
+        out.extend_from_slice(&self.released.to_le_bytes());
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Self {
+            messages: r.u64("messages")?,
+            released: r.u64("released")?,
+        })
     }
 }

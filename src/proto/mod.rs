@@ -23,9 +23,11 @@ pub use hello::{Checksum, Role, TransportKind};
 #[allow(unused_imports)]
 // MAX_BLOB_LEN: used by the doca transport, which only some builds have
 pub(crate) use hello::{Hello, MAX_BLOB_LEN, MAX_CREDITS, PROTOCOL_VERSION};
-pub(crate) use message::Message;
+#[cfg(test)]
+pub(crate) use message::AUTH_LEN;
 #[cfg(test)]
 pub(crate) use message::MAX_REASON_LEN;
+pub(crate) use message::{Counts, Message, SESSION_ID_LEN};
 
 #[cfg(test)]
 mod tests;

@@ -1,9 +1,9 @@
 //! Pure protocol tests: encoding round trips, every decode error path, credit windows.
 
 use crate::proto::{
-    decode_frame, encode_frame, Checksum, CreditError, DecodeError, Hello, Message, RecvWindow,
-    Role, SendWindow, TransportKind, FRAME_HEADER_LEN, HELLO_MAGIC, MAX_BLOB_LEN, MAX_FRAME_BODY,
-    MAX_REASON_LEN, PROTOCOL_VERSION,
+    decode_frame, encode_frame, Checksum, Counts, CreditError, DecodeError, Hello, Message,
+    RecvWindow, Role, SendWindow, TransportKind, AUTH_LEN, FRAME_HEADER_LEN, HELLO_MAGIC,
+    MAX_BLOB_LEN, MAX_FRAME_BODY, MAX_REASON_LEN, PROTOCOL_VERSION, SESSION_ID_LEN,
 };
 use proptest::prelude::*;
 
@@ -62,6 +62,29 @@ fn each_message_round_trips() {
         },
         Message::Reject {
             reason: String::new(),
+        },
+        Message::Resume {
+            session: [1; SESSION_ID_LEN],
+            nonce: [2; AUTH_LEN],
+        },
+        Message::ResumeChallenge {
+            nonce: [3; AUTH_LEN],
+            proof: [4; AUTH_LEN],
+        },
+        Message::ResumeProof {
+            proof: [5; AUTH_LEN],
+            counts: Counts {
+                messages: 7,
+                released: 5,
+            },
+            blob: vec![9; 40],
+        },
+        Message::ResumeAccepted {
+            counts: Counts {
+                messages: u64::MAX,
+                released: 0,
+            },
+            blob: Vec::new(),
         },
     ] {
         assert_eq!(decode_one(&encode_frame(&msg)), Ok(msg));
@@ -217,6 +240,43 @@ fn oversize_length_prefixed_fields_are_refused() {
 }
 
 #[test]
+fn resume_messages_cut_short_or_with_a_long_blob_are_errors() {
+    let accepted = encode_frame(&Message::ResumeAccepted {
+        counts: Counts {
+            messages: 3,
+            released: 2,
+        },
+        blob: vec![7; 10],
+    });
+    let body = &accepted[FRAME_HEADER_LEN..];
+    for cut in 1..body.len() {
+        assert!(
+            matches!(
+                decode_one(&frame(&body[..cut])),
+                Err(DecodeError::Truncated { .. })
+            ),
+            "cut {cut}"
+        );
+    }
+    // kind, proof, counts, then a blob length past the bound.
+    let mut proof = vec![11u8];
+    proof.extend_from_slice(&[0; AUTH_LEN]);
+    proof.extend_from_slice(&[0; 16]);
+    proof.extend_from_slice(&((MAX_BLOB_LEN + 1) as u16).to_le_bytes());
+    proof.extend(std::iter::repeat_n(0u8, MAX_BLOB_LEN + 1));
+    assert!(matches!(
+        decode_one(&frame(&proof)),
+        Err(DecodeError::FieldTooLong { field: "blob", .. })
+    ));
+    let mut resume = vec![9u8];
+    resume.extend_from_slice(&[0; SESSION_ID_LEN]);
+    assert!(matches!(
+        decode_one(&frame(&resume)),
+        Err(DecodeError::Truncated { field: "nonce", .. })
+    ));
+}
+
+#[test]
 fn long_reject_reasons_are_cut_on_a_char_boundary() {
     let long = "é".repeat(MAX_REASON_LEN);
     let Message::Reject { reason } = Message::reject(&long) else {
@@ -268,6 +328,28 @@ fn arb_message() -> impl Strategy<Value = Message> {
         any::<u64>().prop_map(|released| Message::Credit { released }),
         any::<u64>().prop_map(|count| Message::Finish { count }),
         "\\PC{0,128}".prop_map(|r| Message::reject(&r)),
+        (any::<[u8; SESSION_ID_LEN]>(), any::<[u8; AUTH_LEN]>())
+            .prop_map(|(session, nonce)| Message::Resume { session, nonce }),
+        (any::<[u8; AUTH_LEN]>(), any::<[u8; AUTH_LEN]>())
+            .prop_map(|(nonce, proof)| Message::ResumeChallenge { nonce, proof }),
+        (
+            any::<[u8; AUTH_LEN]>(),
+            any::<(u64, u64)>(),
+            proptest::collection::vec(any::<u8>(), 0..=MAX_BLOB_LEN),
+        )
+            .prop_map(|(proof, (messages, released), blob)| Message::ResumeProof {
+                proof,
+                counts: Counts { messages, released },
+                blob,
+            }),
+        (
+            any::<(u64, u64)>(),
+            proptest::collection::vec(any::<u8>(), 0..=MAX_BLOB_LEN)
+        )
+            .prop_map(|((messages, released), blob)| Message::ResumeAccepted {
+                counts: Counts { messages, released },
+                blob,
+            }),
     ]
 }
 

@@ -19,6 +19,8 @@ pub(crate) mod receiving;
 // Issue 24's first step: the resume rules and their tests, not yet called by the drivers.
 #[allow(dead_code)]
 pub(crate) mod resume;
+#[allow(dead_code)]
+pub(crate) mod resume_handshake;
 #[cfg(test)]
 mod resume_proptests;
 pub(crate) mod sending;

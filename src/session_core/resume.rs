@@ -3,37 +3,42 @@
 //!
 //! Rules kept here:
 //! - messages are numbered 0, 1, 2, ... in the order the sender took them; a number is never
-//!   reused, across any number of resumes;
+//!   reused, across any number of resumes. Numbers are implicit on the data path: the first
+//!   message on a resumed path is number `arrived`, because the sender sends again from exactly
+//!   there, so a message that arrived is never sent twice and there is no duplicate to drop;
 //! - a message counts as *arrived* when it landed whole in a receive slot (and, with
 //!   `--checksum`, passed it). An arrived message is never sent again and never lost: it stays in
-//!   its slot until the application is done with it, then is *released* (the credit rule);
+//!   its slot until the application is done with it, then is *released* (the credit rule). A
+//!   receiver takes its counts only once its old data path can deliver nothing more (torn
+//!   down), so no late arrival changes them;
 //! - the sender keeps every message it took until the receiver released it *and* its send
 //!   completed ([`SentLedger`]): only those can be sent again, so the sender never needs data
-//!   the application already reused;
+//!   the application already reused. Its old data path is torn down before the resume frees
+//!   any slot (no late completion of the old path reaches the ledger), and it takes no new
+//!   message between its counts and the resume;
 //! - the resume point comes from the receiver: its arrived and released counts
 //!   ([`ReceiverPosition`]). The sender checks them against what it knows ([`plan_resume`]):
 //!   nothing arrived that was not sent, nothing released that did not arrive, releases never go
-//!   back, and no more held than the credits. Anything else is a protocol violation and ends
-//!   the session as today;
+//!   back. Anything else is a protocol violation and ends the session as today;
 //! - after a resume the sender sends again, in order and before any new message, every message
-//!   from `arrived` to what it had taken; its window restarts from the receiver's `released`;
-//!   a Finish sent before the break is sent again after those (its count is unchanged);
-//! - the receiver expects message `arrived` next: a lower number is a duplicate, dropped and
-//!   never shown to the application; a higher one is a gap, a protocol violation
-//!   ([`classify_arrival`]);
+//!   from `arrived` to what it had taken; its window restarts from the receiver's `released`
+//!   (and the receiver counts that as announced); a Finish sent before the break is sent again
+//!   after those (its count is unchanged);
 //! - only the two ends can resume: a session has an identity (a random id and a secret from the
 //!   original handshake, derived from the pre-shared key when there is one, so it never crosses
 //!   the wire) and both ends prove they hold the secret over fresh nonces on every attempt
 //!   ([`ResumeTicket`]); a replayed attempt fails on the new nonce;
-//! - time: the client tries again with a doubling backoff, from [`FIRST_RETRY`] up to
-//!   [`MAX_RETRY`], until the resume timeout after the break passes ([`Reconnect`]); the server
-//!   keeps the session parked for the same timeout ([`Parked`]). Past it, the session ends as
-//!   it does today: peer lost, with the count of messages that arrived.
+//! - time: the client tries at once, then again after a doubling backoff from [`FIRST_RETRY`]
+//!   up to [`MAX_RETRY`], each attempt bounded by [`ATTEMPT_TIMEOUT`], until the resume timeout
+//!   after the break passes ([`Reconnect`]); the server keeps the session parked for the same
+//!   timeout ([`Parked`]). Past it, the session ends as it does today: peer lost, with the
+//!   count of messages that arrived.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use crate::auth::{fresh_nonce, AuthKey, Nonce, Proof};
+use crate::proto::SESSION_ID_LEN;
 use crate::time::deadline_after;
 use crate::{Error, ProtocolViolation, Result};
 
@@ -42,13 +47,15 @@ use crate::{Error, ProtocolViolation, Result};
 /// and for a reset TCP connection to be replaced; short enough that a peer that really died is
 /// reported within seconds.
 pub(crate) const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(10);
-/// The client's first wait before it tries to reconnect.
+/// The client's wait after its first failed attempt.
 pub(crate) const FIRST_RETRY: Duration = Duration::from_millis(50);
+/// How long one attempt may take (connect, prove, exchange counts, set the data path up again)
+/// before the client gives it up and tries again: a lost SYN or a silent server costs one
+/// attempt, not the whole resume timeout.
+pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
 /// The longest wait between two attempts.
 pub(crate) const MAX_RETRY: Duration = Duration::from_secs(1);
 
-/// Length of a session id.
-pub(crate) const SESSION_ID_LEN: usize = 16;
 /// A session's identity on the wire.
 pub(crate) type SessionId = [u8; SESSION_ID_LEN];
 
@@ -67,21 +74,16 @@ impl ResumeTicket {
     /// its hello (whoever can read the control connection can also resume the session; the key
     /// closes that).
     pub(crate) fn random() -> Result<Self> {
-        let id = fresh_nonce()?;
-        let secret = fresh_nonce()?;
-        Self::from_parts(&id[..SESSION_ID_LEN], &secret)
+        let random = fresh_nonce()?;
+        let mut id = [0; SESSION_ID_LEN];
+        id.copy_from_slice(&random[..SESSION_ID_LEN]);
+        Self::from_parts(&id, &fresh_nonce()?)
     }
 
     /// The ticket from what travels in the server's hello (`id`, `secret`).
-    pub(crate) fn from_parts(id: &[u8], secret: &[u8]) -> Result<Self> {
-        let id = SessionId::try_from(id).map_err(|_| {
-            Error::Internal(format!(
-                "a session id has {SESSION_ID_LEN} bytes, not {}",
-                id.len()
-            ))
-        })?;
+    pub(crate) fn from_parts(id: &SessionId, secret: &[u8; 32]) -> Result<Self> {
         Ok(Self {
-            id,
+            id: *id,
             secret: AuthKey::from_bytes(secret)?,
         })
     }
@@ -172,10 +174,9 @@ pub(crate) fn plan_resume(
         }));
     }
     if released > arrived {
-        return Err(Error::Protocol(ProtocolViolation::CreditInvented {
-            released,
-            sent: arrived,
-        }));
+        return Err(Error::Protocol(
+            ProtocolViolation::ResumeReleasedPastArrived { released, arrived },
+        ));
     }
     if released < sender.released {
         return Err(Error::Protocol(ProtocolViolation::CreditRegressed {
@@ -183,12 +184,13 @@ pub(crate) fn plan_resume(
             released,
         }));
     }
-    // The sender never had more than `credits` unreleased, and the receiver's releases only
-    // grew since: `taken - released` fits, and so does what the receiver holds.
+    // Our own window never had more than `credits` unreleased, and the receiver's releases
+    // only grew since: past it is our bug, not the peer's.
     if sender.taken - released > u64::from(credits) {
-        return Err(Error::Protocol(ProtocolViolation::CreditOverrun {
-            capacity: credits,
-        }));
+        return Err(Error::Internal(format!(
+            "resuming with {} message(s) unreleased, past the window of {credits}",
+            sender.taken - released
+        )));
     }
     Ok(ResumePlan {
         resend: arrived..sender.taken,
@@ -196,45 +198,19 @@ pub(crate) fn plan_resume(
     })
 }
 
-/// What the receiver does with a numbered message on a resumed path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Arrival {
-    /// The next message: deliver it.
-    Next,
-    /// Already arrived before: drop it, the application never sees it.
-    Duplicate,
-}
-
-/// Classifies message `number` when the receiver expects `expected` next.
-///
-/// # Errors
-/// A number past the expected one (a message would be skipped): [`Error::Protocol`].
-pub(crate) fn classify_arrival(expected: u64, number: u64) -> Result<Arrival> {
-    match number.cmp(&expected) {
-        std::cmp::Ordering::Equal => Ok(Arrival::Next),
-        std::cmp::Ordering::Less => Ok(Arrival::Duplicate),
-        std::cmp::Ordering::Greater => Err(Error::Protocol(ProtocolViolation::ResumeGap {
-            expected,
-            got: number,
-        })),
-    }
-}
-
-/// One kept message: its staging slot, and whether its send completed on the current path.
-#[derive(Debug)]
-struct Kept<T> {
-    slot: T,
-    completed: bool,
-}
-
 /// The messages the sender keeps until the receiver released them: `T` is the staging slot
 /// that holds one. A slot is free again once its message was released and its send completed
-/// (a completion may come after the credit: they travel on different paths).
+/// (a completion may come after the credit: they travel on different paths). Sends complete in
+/// order (RC, and the tcp stream), so one watermark says which completed; nothing here
+/// allocates once the queue has grown to the window.
 #[derive(Debug)]
 pub(crate) struct SentLedger<T> {
     /// The number of the oldest kept message.
     first: u64,
-    kept: std::collections::VecDeque<Kept<T>>,
+    kept: std::collections::VecDeque<T>,
+    /// Messages below this number completed.
+    completed: u64,
+    /// Messages below this number were released.
     released: u64,
 }
 
@@ -243,6 +219,7 @@ impl<T> Default for SentLedger<T> {
         Self {
             first: 0,
             kept: std::collections::VecDeque::new(),
+            completed: 0,
             released: 0,
         }
     }
@@ -265,57 +242,57 @@ impl<T> SentLedger<T> {
                 self.taken()
             )));
         }
-        self.kept.push_back(Kept {
-            slot,
-            completed: false,
-        });
+        self.kept.push_back(slot);
         Ok(())
     }
 
-    /// The send of message `number` completed; returns the slots now free.
+    /// The send of message `number` completed; the slots now free go to `free`.
     ///
     /// # Errors
-    /// A number not kept, or a completion out of order: [`Error::Internal`].
-    pub(crate) fn on_completed(&mut self, number: u64) -> Result<Vec<T>> {
-        let index = number
-            .checked_sub(self.first)
-            .and_then(|i| usize::try_from(i).ok())
-            .filter(|&i| i < self.kept.len())
-            .ok_or_else(|| Error::Internal(format!("completion of message {number}, not kept")))?;
-        if self.kept.iter().take(index).any(|k| !k.completed) {
+    /// A completion out of order or of a message not taken: [`Error::Internal`].
+    pub(crate) fn on_completed(&mut self, number: u64, free: &mut Vec<T>) -> Result<()> {
+        if number != self.completed || number >= self.taken() {
             return Err(Error::Internal(format!(
-                "completion of message {number} before an older one"
+                "completion of message {number} while {} was the next to complete of {}",
+                self.completed,
+                self.taken()
             )));
         }
-        self.kept[index].completed = true;
-        Ok(self.take_free())
+        self.completed += 1;
+        self.take_free(free);
+        Ok(())
     }
 
-    /// The receiver released every message below `released`; returns the slots now free.
-    pub(crate) fn on_released(&mut self, released: u64) -> Vec<T> {
+    /// The receiver released every message below `released`; the slots now free go to
+    /// `free`.
+    pub(crate) fn on_released(&mut self, released: u64, free: &mut Vec<T>) {
         self.released = self.released.max(released);
-        self.take_free()
+        self.take_free(free);
     }
 
-    fn take_free(&mut self) -> Vec<T> {
-        let mut free = Vec::new();
-        while self.first < self.released && self.kept.front().is_some_and(|k| k.completed) {
-            if let Some(k) = self.kept.pop_front() {
-                free.push(k.slot);
-                self.first += 1;
-            }
+    fn take_free(&mut self, free: &mut Vec<T>) {
+        let until = self.released.min(self.completed);
+        while self.first < until {
+            let Some(slot) = self.kept.pop_front() else {
+                break;
+            };
+            free.push(slot);
+            self.first += 1;
         }
-        free
     }
 
-    /// The path broke and the session resumes by `plan`: the messages that arrived count as
-    /// completed, the ones to send again as not (the old path's completions never come), and
-    /// the releases restart from the plan's. Returns the slots now free and the ones to send
-    /// again, in order, with their numbers.
+    /// The path broke (and was torn down) and the session resumes by `plan`: the messages
+    /// that arrived count as completed, the ones to send again as not (the old path's
+    /// completions never come), and the releases restart from the plan's. The slots now free
+    /// go to `free`; returns the messages to send again, in order, with their slots.
     ///
     /// # Errors
     /// A plan for messages this ledger does not keep: [`Error::Internal`].
-    pub(crate) fn resume(&mut self, plan: &ResumePlan) -> Result<Resumed<'_, T>> {
+    pub(crate) fn resume(
+        &mut self,
+        plan: &ResumePlan,
+        free: &mut Vec<T>,
+    ) -> Result<impl Iterator<Item = (u64, &T)>> {
         if plan.resend.end != self.taken() || plan.resend.start < self.first {
             return Err(Error::Internal(format!(
                 "resume plan {:?} for a ledger keeping {}..{}",
@@ -324,28 +301,16 @@ impl<T> SentLedger<T> {
                 self.taken()
             )));
         }
-        for (k, number) in self.kept.iter_mut().zip(self.first..) {
-            k.completed = number < plan.resend.start;
-        }
-        let free = self.on_released(plan.released);
-        let again = self
+        self.completed = plan.resend.start;
+        self.on_released(plan.released, free);
+        let skip = usize::try_from(plan.resend.start - self.first).unwrap_or(usize::MAX);
+        Ok(self
             .kept
             .iter()
-            .zip(self.first..)
-            .filter(|(_, number)| plan.resend.contains(number))
-            .map(|(k, number)| (number, &k.slot))
-            .collect();
-        Ok(Resumed { free, again })
+            .skip(skip)
+            .zip(plan.resend.clone())
+            .map(|(slot, n)| (n, slot)))
     }
-}
-
-/// What [`SentLedger::resume`] hands back.
-#[derive(Debug)]
-pub(crate) struct Resumed<'a, T> {
-    /// Slots free again (their messages arrived and were released).
-    pub(crate) free: Vec<T>,
-    /// The messages to send again, in order: number and slot.
-    pub(crate) again: Vec<(u64, &'a T)>,
 }
 
 /// What the client does next while its session is broken.
@@ -372,7 +337,8 @@ pub(crate) struct Reconnect {
     next_attempt: Instant,
     backoff: Duration,
     attempts: u32,
-    in_attempt: bool,
+    /// The running attempt's deadline.
+    attempt_deadline: Option<Instant>,
 }
 
 impl Reconnect {
@@ -383,7 +349,7 @@ impl Reconnect {
             next_attempt: lost_at,
             backoff: FIRST_RETRY,
             attempts: 0,
-            in_attempt: false,
+            attempt_deadline: None,
         }
     }
 
@@ -392,36 +358,37 @@ impl Reconnect {
         self.attempts
     }
 
-    /// When something happens next (pure).
+    /// When something happens next (pure): the running attempt's deadline, else the next
+    /// attempt's time; never past the resume timeout.
     pub(crate) fn poll_timeout(&self) -> Instant {
-        if self.in_attempt {
-            self.deadline
-        } else {
-            self.next_attempt.min(self.deadline)
-        }
+        self.attempt_deadline
+            .unwrap_or(self.next_attempt)
+            .min(self.deadline)
     }
 
-    /// What to do at `now`.
+    /// What to do at `now`. A running attempt past its deadline counts as failed.
     pub(crate) fn step(&mut self, now: Instant) -> ReconnectStep {
         if now >= self.deadline {
             return ReconnectStep::GiveUp;
         }
-        if self.in_attempt || now < self.next_attempt {
+        if self.attempt_deadline.is_some_and(|d| now >= d) {
+            self.on_attempt_failed(now);
+        }
+        if self.attempt_deadline.is_some() || now < self.next_attempt {
             return ReconnectStep::Wait {
                 until: self.poll_timeout(),
             };
         }
-        self.in_attempt = true;
+        let attempt_deadline = deadline_after(now, ATTEMPT_TIMEOUT).min(self.deadline);
+        self.attempt_deadline = Some(attempt_deadline);
         self.attempts += 1;
-        ReconnectStep::Attempt {
-            attempt_deadline: self.deadline,
-        }
+        ReconnectStep::Attempt { attempt_deadline }
     }
 
     /// The attempt failed at `now` (refused, timed out, the server busy): the next one waits
     /// twice as long as the last, at most [`MAX_RETRY`].
     pub(crate) fn on_attempt_failed(&mut self, now: Instant) {
-        self.in_attempt = false;
+        self.attempt_deadline = None;
         self.next_attempt = deadline_after(now, self.backoff);
         self.backoff = (self.backoff * 2).min(MAX_RETRY);
     }
@@ -486,31 +453,28 @@ mod tests {
                 sent: 5
             }
         );
-        assert!(matches!(
+        assert_eq!(
             violation(sender(5, 2), receiver(3, 4)),
-            ProtocolViolation::CreditInvented { .. }
-        ));
+            ProtocolViolation::ResumeReleasedPastArrived {
+                released: 4,
+                arrived: 3
+            }
+        );
         assert!(matches!(
             violation(sender(5, 3), receiver(4, 2)),
             ProtocolViolation::CreditRegressed { .. }
         ));
+        // A sender past its own window is our bug, not the peer's.
         assert!(matches!(
-            violation(sender(9, 2), receiver(4, 2)),
-            ProtocolViolation::CreditOverrun { capacity: 4 }
+            plan_resume(sender(9, 2), receiver(4, 2), 4),
+            Err(Error::Internal(_))
         ));
     }
 
-    #[test]
-    fn a_duplicate_is_dropped_and_a_gap_is_a_violation() {
-        assert_eq!(classify_arrival(5, 5).unwrap(), Arrival::Next);
-        assert_eq!(classify_arrival(5, 3).unwrap(), Arrival::Duplicate);
-        assert!(matches!(
-            classify_arrival(5, 6),
-            Err(Error::Protocol(ProtocolViolation::ResumeGap {
-                expected: 5,
-                got: 6
-            }))
-        ));
+    fn freed(f: impl FnOnce(&mut Vec<usize>)) -> Vec<usize> {
+        let mut free = Vec::new();
+        f(&mut free);
+        free
     }
 
     #[test]
@@ -519,13 +483,30 @@ mod tests {
         for n in 0..3 {
             ledger.on_taken(n, n as usize).unwrap();
         }
-        assert!(ledger.on_completed(0).unwrap().is_empty(), "not released");
-        assert_eq!(ledger.on_released(2), vec![0], "1 has not completed");
-        assert_eq!(ledger.on_completed(1).unwrap(), vec![1]);
-        assert!(ledger.on_completed(2).unwrap().is_empty(), "2 not released");
-        assert_eq!(ledger.on_released(3), vec![2]);
+        let completed = |l: &mut SentLedger<usize>, n| freed(|f| l.on_completed(n, f).unwrap());
+        assert!(completed(&mut ledger, 0).is_empty(), "not released");
+        assert_eq!(
+            freed(|f| ledger.on_released(2, f)),
+            vec![0],
+            "1 has not completed"
+        );
+        assert_eq!(completed(&mut ledger, 1), vec![1]);
+        assert!(completed(&mut ledger, 2).is_empty(), "2 not released");
+        assert_eq!(freed(|f| ledger.on_released(3, f)), vec![2]);
         assert_eq!(ledger.taken(), 3);
         assert!(ledger.on_taken(5, 5).is_err(), "numbers are never skipped");
+    }
+
+    #[test]
+    fn completions_out_of_order_or_of_messages_not_taken_are_our_bugs() {
+        let mut ledger = SentLedger::default();
+        ledger.on_taken(0, 0usize).unwrap();
+        ledger.on_taken(1, 1).unwrap();
+        let mut free = Vec::new();
+        assert!(ledger.on_completed(1, &mut free).is_err(), "0 first");
+        ledger.on_completed(0, &mut free).unwrap();
+        ledger.on_completed(1, &mut free).unwrap();
+        assert!(ledger.on_completed(2, &mut free).is_err(), "never taken");
     }
 
     #[test]
@@ -534,14 +515,23 @@ mod tests {
         for n in 0..4 {
             ledger.on_taken(n, n as usize).unwrap();
         }
-        ledger.on_completed(0).unwrap();
-        // 0 and 1 arrived, 0 released; 2 and 3 were lost with the path.
+        let mut free = Vec::new();
+        // tcp: sends complete when the kernel took them, here 0 to 2, but only 0 and 1 arrived
+        // (2 and 3 were lost with the path); 0 was released.
+        for n in 0..3 {
+            ledger.on_completed(n, &mut free).unwrap();
+        }
         let plan = plan_resume(sender(4, 0), receiver(2, 1), 4).unwrap();
-        let resumed = ledger.resume(&plan).unwrap();
-        assert_eq!(resumed.free, vec![0]);
-        assert_eq!(resumed.again, vec![(2, &2), (3, &3)]);
-        // The arrived message 1 needs only its release now.
-        assert_eq!(ledger.on_released(2), vec![1]);
+        let again: Vec<(u64, usize)> = ledger
+            .resume(&plan, &mut free)
+            .unwrap()
+            .map(|(n, &slot)| (n, slot))
+            .collect();
+        assert_eq!(free, vec![0]);
+        assert_eq!(again, vec![(2, 2), (3, 3)]);
+        // The arrived message 1 needs only its release now; 2 must complete again.
+        assert_eq!(freed(|f| ledger.on_released(3, f)), vec![1]);
+        assert_eq!(freed(|f| ledger.on_completed(2, f).unwrap()), vec![2]);
     }
 
     #[test]
@@ -576,10 +566,13 @@ mod tests {
     }
 
     #[test]
-    fn reconnect_backs_off_doubling_to_a_second_and_gives_up_at_the_timeout() {
+    fn reconnect_tries_at_once_then_backs_off_doubling_to_a_second_until_the_timeout() {
         let t0 = Instant::now();
         let mut r = Reconnect::new(t0, Duration::from_secs(5));
-        assert!(matches!(r.step(t0), ReconnectStep::Attempt { .. }));
+        assert!(
+            matches!(r.step(t0), ReconnectStep::Attempt { .. }),
+            "at once"
+        );
         assert!(
             matches!(r.step(t0), ReconnectStep::Wait { .. }),
             "one at a time"
@@ -593,7 +586,8 @@ mod tests {
             now = next;
             match r.step(now) {
                 ReconnectStep::Attempt { attempt_deadline } => {
-                    assert_eq!(attempt_deadline, t0 + Duration::from_secs(5));
+                    let bound = (now + ATTEMPT_TIMEOUT).min(t0 + Duration::from_secs(5));
+                    assert_eq!(attempt_deadline, bound);
                 }
                 ReconnectStep::GiveUp => break,
                 ReconnectStep::Wait { .. } => panic!("nothing to wait for at {now:?}"),
@@ -608,6 +602,29 @@ mod tests {
             "the last wait ends at the deadline"
         );
         assert_eq!(r.attempts(), 9);
+    }
+
+    #[test]
+    fn a_silent_attempt_fails_at_its_own_deadline_not_the_resume_timeout() {
+        let t0 = Instant::now();
+        let mut r = Reconnect::new(t0, Duration::from_secs(10));
+        let ReconnectStep::Attempt { attempt_deadline } = r.step(t0) else {
+            panic!("an attempt at once")
+        };
+        assert_eq!(attempt_deadline, t0 + ATTEMPT_TIMEOUT);
+        assert_eq!(r.poll_timeout(), attempt_deadline);
+        // Nothing came back: at its deadline the attempt counts as failed, and the next one
+        // follows after the first backoff.
+        assert!(matches!(
+            r.step(attempt_deadline),
+            ReconnectStep::Wait { .. }
+        ));
+        assert_eq!(r.poll_timeout(), attempt_deadline + FIRST_RETRY);
+        assert!(matches!(
+            r.step(attempt_deadline + FIRST_RETRY),
+            ReconnectStep::Attempt { .. }
+        ));
+        assert_eq!(r.attempts(), 2);
     }
 
     #[test]
