@@ -1,6 +1,7 @@
 //! Property tests of the core: a sender and a receiver core joined by simulated queues, driven
 //! by random interleavings of application calls, completions, control messages, Reject and loss
-//! (of the control connection or the data path) and a hostile sender, with simulated time; and
+//! (of the control connection or the data path) and a hostile sender, with simulated time (the
+//! sender keeping its messages until released, as resumption needs, or not); and
 //! two handshakes joined by a simulated control connection, with Reject, mismatched peers and
 //! loss at any step. No sockets, no sleeps.
 
@@ -119,12 +120,14 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(credits: u32, route: CreditRoute) -> Self {
+    /// `keeping`: the sender keeps its messages until released (resumption on).
+    fn new(credits: u32, route: CreditRoute, keeping: bool) -> Self {
         let now = Instant::now();
         let staging = (0..credits as usize).map(StagingSlot::for_test).collect();
+        let tx = SenderCore::new(credits, staging, route, None, now);
         Self {
             now,
-            tx: SenderCore::new(credits, staging, route, None, now),
+            tx: if keeping { tx.keeping_messages() } else { tx },
             rx: ReceiverCore::new(credits, route, None, now),
             route,
             credits,
@@ -454,10 +457,11 @@ proptest! {
     fn honest_sessions_deliver_everything_once_in_order(
         credits in 1u32..9,
         inband in any::<bool>(),
+        keeping in any::<bool>(),
         ops in proptest::collection::vec(op(), 0..400),
         more in 0u64..40,
     ) {
-        let mut sim = Sim::new(credits, route(inband));
+        let mut sim = Sim::new(credits, route(inband), keeping);
         for op in ops {
             sim.step(op);
         }
@@ -476,11 +480,12 @@ proptest! {
     fn rejects_and_losses_at_any_point_end_both_sides_with_an_in_order_prefix(
         credits in 1u32..6,
         inband in any::<bool>(),
+        keeping in any::<bool>(),
         before in proptest::collection::vec(op(), 0..200),
         fault in fault(),
         after in proptest::collection::vec(op(), 0..100),
     ) {
-        let mut sim = Sim::new(credits, route(inband));
+        let mut sim = Sim::new(credits, route(inband), keeping);
         for op in before {
             sim.step(op);
         }

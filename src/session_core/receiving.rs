@@ -23,11 +23,19 @@
 //! - with an idle timeout, a session without any arrival for that long ends;
 //! - a loss (the control connection or the data path gone before Finish) is reported only after
 //!   every message that had arrived was delivered: nothing that arrived is dropped;
-//! - after a failure: the failure policy of [`super::on_failure`].
+//! - after a failure: the failure policy of [`super::on_failure`];
+//! - with resumption ([`ReceiverCore::resumable`]; the drivers do not use it yet): the sender
+//!   is let go (writing shut down) only once Finish came on the current path *and* every
+//!   counted message arrived, since a break before that must not lose messages still on their
+//!   way; a resume ([`ReceiverCore::begin_resume`], [`ReceiverCore::resumed`]) keeps what
+//!   arrived, gives the counts, and counts the releases it told as announced; Finish may come
+//!   again after a resume with the same count (twice on one path, or another count, is still
+//!   a violation).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::resume::ReceiverPosition;
 use super::{on_failure, FINISH_GRACE, FINISH_PROGRESS};
 use crate::net::Lost;
 use crate::proto::{CreditError, Message, RecvWindow};
@@ -73,6 +81,10 @@ pub(crate) enum ReceiverAction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Open,
+    /// The data path broke; the session is being resumed. Issue 24: the drivers do not
+    /// resume yet.
+    #[allow(dead_code)]
+    Resuming,
     Ended,
     Failed,
 }
@@ -104,6 +116,12 @@ pub(crate) struct ReceiverCore {
     idle_timeout: Option<Duration>,
     phase: Phase,
     actions: VecDeque<ReceiverAction>,
+    /// Resumption is on: see the rules above.
+    resumable: bool,
+    /// Finish came on the current path (a resume starts a new one).
+    finish_on_this_path: bool,
+    /// Writing on the control connection was shut down (the sender let go).
+    let_go: bool,
 }
 
 impl ReceiverCore {
@@ -132,7 +150,17 @@ impl ReceiverCore {
             idle_timeout,
             phase: Phase::Open,
             actions: VecDeque::with_capacity(4),
+            resumable: false,
+            finish_on_this_path: false,
+            let_go: false,
         }
+    }
+
+    /// The session may resume after a break (docs/design.md, "Resuming a session").
+    #[allow(dead_code)] // issue 24: the drivers do not resume yet
+    pub(crate) fn resumable(mut self) -> Self {
+        self.resumable = true;
+        self
     }
 
     /// Each message arrives with `trailer` bytes after it that are not the application's (a
@@ -210,7 +238,7 @@ impl ReceiverCore {
     }
 
     fn end(&mut self, reject: Option<String>) {
-        if self.phase != Phase::Open {
+        if !matches!(self.phase, Phase::Open | Phase::Resuming) {
             return;
         }
         self.phase = Phase::Failed;
@@ -242,7 +270,21 @@ impl ReceiverCore {
         }
         self.ready.push_back(msg);
         self.last_arrival = now;
+        self.let_sender_go_when_done();
         Ok(())
+    }
+
+    /// Shuts down writing once the sender may go: at Finish, or with resumption once Finish
+    /// came on this path and every counted message arrived.
+    fn let_sender_go_when_done(&mut self) {
+        let Some(count) = self.finish else {
+            return;
+        };
+        let done = !self.resumable || (self.finish_on_this_path && self.window.arrived() == count);
+        if done && !self.let_go {
+            self.let_go = true;
+            self.actions.push_back(ReceiverAction::ShutdownControlWrite);
+        }
     }
 
     /// Messages arrived since the driver's last wait were stamped with an earlier reading of
@@ -257,10 +299,13 @@ impl ReceiverCore {
         match msg {
             Message::Finish { count } => {
                 if let Some(first) = self.finish {
-                    return Err(Error::Protocol(ProtocolViolation::FinishTwice {
-                        first,
-                        second: count,
-                    }));
+                    // After a resume the sender says it again, with the same count.
+                    if self.finish_on_this_path || first != count || !self.resumable {
+                        return Err(Error::Protocol(ProtocolViolation::FinishTwice {
+                            first,
+                            second: count,
+                        }));
+                    }
                 }
                 let arrived = self.window.arrived();
                 if count < arrived {
@@ -270,8 +315,10 @@ impl ReceiverCore {
                     }));
                 }
                 self.finish = Some(count);
-                // Nothing more to tell the sender: let it go.
-                self.actions.push_back(ReceiverAction::ShutdownControlWrite);
+                self.finish_on_this_path = true;
+                // Nothing more to tell the sender: let it go (with resumption, once every
+                // counted message is here).
+                self.let_sender_go_when_done();
                 Ok(())
             }
             Message::Reject { reason } => Err(Error::Rejected(reason)),
@@ -358,6 +405,8 @@ impl ReceiverCore {
     pub(crate) fn next(&mut self) -> Result<RecvStep, Error> {
         match self.phase {
             Phase::Open => {}
+            // The resume's own schedule bounds the wait (`resume::Reconnect`, `Parked`).
+            Phase::Resuming => return Ok(RecvStep::Wait),
             Phase::Ended => return Ok(RecvStep::End),
             Phase::Failed => return Err(Error::Closed),
         }
@@ -382,6 +431,49 @@ impl ReceiverCore {
             return Err(self.lost(lost));
         }
         Ok(RecvStep::Wait)
+    }
+
+    /// The data path broke (and was torn down: nothing more arrives on it) and the session
+    /// will resume: what arrived is kept; returns our counts for the resume handshake.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after the session ended; [`Error::Internal`] without resumption.
+    #[allow(dead_code)] // issue 24: the drivers do not resume yet
+    pub(crate) fn begin_resume(&mut self) -> Result<ReceiverPosition, Error> {
+        if !self.resumable {
+            return Err(Error::Internal(
+                "resuming a receiver without resumption".to_owned(),
+            ));
+        }
+        if !matches!(self.phase, Phase::Open | Phase::Resuming) {
+            return Err(Error::Closed);
+        }
+        self.phase = Phase::Resuming;
+        Ok(ReceiverPosition {
+            arrived: self.window.arrived(),
+            released: self.window.released(),
+        })
+    }
+
+    /// The resume handshake completed at `now` with the counts [`ReceiverCore::begin_resume`]
+    /// gave: the releases told count as announced, Finish is expected again on the new path,
+    /// the data path's closes and losses seen before are forgotten.
+    ///
+    /// # Errors
+    /// Not resuming: [`Error::Internal`].
+    #[allow(dead_code)] // issue 24: the drivers do not resume yet
+    pub(crate) fn resumed(&mut self, told: ReceiverPosition, now: Instant) -> Result<(), Error> {
+        if self.phase != Phase::Resuming {
+            return Err(Error::Internal("resumed without begin_resume".to_owned()));
+        }
+        self.phase = Phase::Open;
+        self.announced = told.released;
+        self.finish_on_this_path = false;
+        self.data_closed_at = None;
+        self.control_lost = None;
+        self.control_closed = false;
+        self.last_arrival = now;
+        Ok(())
     }
 
     /// The next deadline while waiting: the end of the grace after a closed data path, of the
@@ -510,6 +602,104 @@ mod tests {
         );
         assert_eq!(after[1..], ["CloseDataPath"]);
         assert!(matches!(c.next(), Err(Error::Closed)));
+    }
+
+    fn resumable(slots: u32, now: Instant) -> ReceiverCore {
+        receiver(slots, None, now).resumable()
+    }
+
+    #[test]
+    fn a_resumable_receiver_lets_the_sender_go_only_once_every_counted_message_arrived() {
+        let now = t0();
+        let mut r = resumable(4, now);
+        land(&mut r, 0, 1, now).unwrap();
+        r.on_control(Message::Finish { count: 2 }).unwrap();
+        assert!(actions(&mut r).is_empty(), "message 1 is still on its way");
+        land(&mut r, 1, 1, now).unwrap();
+        assert_eq!(actions(&mut r), vec!["ShutdownControlWrite"]);
+        // Without resumption the sender goes at Finish, as before.
+        let mut plain = receiver(4, None, now);
+        land(&mut plain, 0, 1, now).unwrap();
+        plain.on_control(Message::Finish { count: 2 }).unwrap();
+        assert_eq!(actions(&mut plain), vec!["ShutdownControlWrite"]);
+    }
+
+    #[test]
+    fn a_resume_keeps_what_arrived_and_counts_the_releases_it_told_as_announced() {
+        let now = t0();
+        let mut r = resumable(4, now);
+        for slot in 0..3 {
+            land(&mut r, slot, 1, now).unwrap();
+        }
+        assert_eq!(deliver(&mut r), (0, 1));
+        assert_eq!(deliver(&mut r), (1, 1)); // releases message 0 (batch of 2: not announced)
+        actions(&mut r);
+        let told = r.begin_resume().unwrap();
+        assert_eq!((told.arrived, told.released), (3, 1));
+        assert_eq!(
+            r.next().unwrap(),
+            RecvStep::Wait,
+            "nothing moves while resuming"
+        );
+        assert_eq!(
+            r.poll_timeout(),
+            None,
+            "the resume's own schedule bounds it"
+        );
+        r.resumed(told, now).unwrap();
+        // Message 2 arrived before the break: it is delivered, not expected again. Its
+        // delivery releases message 1: one release since the one told, under the batch of 2
+        // (counted from 0, the batch would be due now).
+        assert_eq!(deliver(&mut r), (2, 1));
+        assert_eq!(actions(&mut r), vec!["repost 1"]);
+        // The next message lands in the slot after the last one that arrived; delivering it
+        // releases message 2: a batch since the one told, announced as a running total.
+        land(&mut r, 3, 1, now).unwrap();
+        assert_eq!(deliver(&mut r), (3, 1));
+        assert_eq!(
+            actions(&mut r),
+            vec!["repost 2", "AnnounceCredit { released: 3 }"]
+        );
+    }
+
+    #[test]
+    fn finish_may_come_again_after_a_resume_with_its_count_but_not_twice_on_one_path() {
+        let now = t0();
+        let mut r = resumable(4, now);
+        r.on_control(Message::Finish { count: 3 }).unwrap();
+        let told = r.begin_resume().unwrap();
+        r.resumed(told, now).unwrap();
+        r.on_control(Message::Finish { count: 3 }).unwrap();
+        assert!(matches!(
+            r.on_control(Message::Finish { count: 3 }),
+            Err(Error::Protocol(ProtocolViolation::FinishTwice { .. }))
+        ));
+        let mut other = resumable(4, now);
+        other.on_control(Message::Finish { count: 3 }).unwrap();
+        let told = other.begin_resume().unwrap();
+        other.resumed(told, now).unwrap();
+        assert!(matches!(
+            other.on_control(Message::Finish { count: 4 }),
+            Err(Error::Protocol(ProtocolViolation::FinishTwice { .. }))
+        ));
+    }
+
+    #[test]
+    fn only_a_resumable_running_receiver_resumes() {
+        let now = t0();
+        assert!(matches!(
+            receiver(2, None, now).begin_resume(),
+            Err(Error::Internal(_))
+        ));
+        let mut r = resumable(2, now);
+        r.abort("done");
+        assert!(matches!(r.begin_resume(), Err(Error::Closed)));
+        let mut r = resumable(2, now);
+        let told = ReceiverPosition {
+            arrived: 0,
+            released: 0,
+        };
+        assert!(matches!(r.resumed(told, now), Err(Error::Internal(_))));
     }
 
     #[test]

@@ -246,6 +246,32 @@ impl<T> SentLedger<T> {
         Ok(())
     }
 
+    /// Gives back the last message taken (`number`), which was never sent. False (nothing
+    /// changed) when it is not the last one or its send completed already.
+    pub(crate) fn untake(&mut self, number: u64) -> bool {
+        if self.kept.is_empty() || number + 1 != self.taken() || self.completed > number {
+            return false;
+        }
+        self.kept.pop_back();
+        true
+    }
+
+    /// The slot that holds kept message `number`.
+    pub(crate) fn slot_of(&self, number: u64) -> Option<&T> {
+        let index = usize::try_from(number.checked_sub(self.first)?).ok()?;
+        self.kept.get(index)
+    }
+
+    /// The number of the next send to complete (sends complete in order).
+    pub(crate) fn next_to_complete(&self) -> u64 {
+        self.completed
+    }
+
+    /// Whether every message taken has completed its send.
+    pub(crate) fn all_completed(&self) -> bool {
+        self.completed == self.taken()
+    }
+
     /// The send of message `number` completed; the slots now free go to `free`.
     ///
     /// # Errors

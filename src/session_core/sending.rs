@@ -18,11 +18,18 @@
 //!   connection;
 //! - with an idle timeout, no credit for that long while waiting for one ends the session;
 //! - after a failure: the failure policy of [`super::on_failure`] (reject the peer for our own
-//!   failures and its violations, only close after its Reject or loss).
+//!   failures and its violations, only close after its Reject or loss);
+//! - with resumption ([`SenderCore::keeping_messages`]; the drivers do not use it yet): a
+//!   staging slot is free again only once its message was released *and* its send completed
+//!   (a [`SentLedger`]), Finish goes out once every send completed, and a resume
+//!   ([`SenderCore::begin_resume`], [`SenderCore::resume`]) hands back, in order and in their
+//!   own slots, the messages that had not arrived, restarts the window from the receiver's
+//!   releases, and sends a Finish that was under way again with the same count.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::resume::{ResumePlan, SenderPosition, SentLedger};
 use super::{on_failure, FINISH_LINGER};
 use crate::net::Lost;
 use crate::proto::{CreditError, Message, SendWindow};
@@ -42,8 +49,55 @@ enum Phase {
     Lingering {
         until: Instant,
     },
+    /// The data path broke; the session is being resumed (`finishing`: `finish` had been
+    /// called). Issue 24: the drivers do not resume yet.
+    #[allow(dead_code)]
+    Resuming {
+        finishing: bool,
+    },
     Done,
     Failed,
+}
+
+/// The sender's kept messages (resumption on): which slot holds each one, and the tokens of
+/// kept slots whose sends completed (or that a torn-down data path gave back).
+#[derive(Debug)]
+struct KeptMessages {
+    ledger: SentLedger<usize>,
+    tokens: Vec<Option<StagingSlot>>,
+    /// Slot indexes the ledger just freed (kept between calls: no allocation per message).
+    freed: Vec<usize>,
+}
+
+impl KeptMessages {
+    /// Moves the freed slots' tokens to `free`.
+    fn release_into(&mut self, free: &mut Vec<StagingSlot>) -> Result<(), Error> {
+        for index in self.freed.drain(..) {
+            let token = self
+                .tokens
+                .get_mut(index)
+                .and_then(Option::take)
+                .ok_or_else(|| {
+                    Error::Internal(format!("kept slot {index} freed without its token"))
+                })?;
+            free.push(token);
+        }
+        Ok(())
+    }
+
+    /// Holds the token of slot `slot` until the ledger frees it.
+    fn hold(&mut self, slot: StagingSlot) -> Result<(), Error> {
+        let index = slot.index();
+        match self.tokens.get_mut(index) {
+            Some(entry @ None) => {
+                *entry = Some(slot);
+                Ok(())
+            }
+            _ => Err(Error::Internal(format!(
+                "staging slot {index} came back twice or does not exist"
+            ))),
+        }
+    }
 }
 
 /// What the sender's finish waits for next.
@@ -83,6 +137,8 @@ pub(crate) struct SenderCore {
     idle_timeout: Option<Duration>,
     phase: Phase,
     actions: VecDeque<SenderAction>,
+    /// With resumption: the messages kept until released.
+    kept: Option<KeptMessages>,
 }
 
 impl SenderCore {
@@ -107,7 +163,20 @@ impl SenderCore {
             idle_timeout,
             phase: Phase::Open,
             actions: VecDeque::new(),
+            kept: None,
         }
+    }
+
+    /// Keeps every message until the receiver released it, so that a resumed session can
+    /// send again what the broken path lost (docs/design.md, "Resuming a session").
+    #[allow(dead_code)] // issue 24: the drivers do not resume yet
+    pub(crate) fn keeping_messages(mut self) -> Self {
+        self.kept = Some(KeptMessages {
+            ledger: SentLedger::default(),
+            tokens: (0..self.staging_slots).map(|_| None).collect(),
+            freed: Vec::with_capacity(self.staging_slots),
+        });
+        self
     }
 
     /// Messages sent so far.
@@ -162,7 +231,10 @@ impl SenderCore {
             return;
         }
         // Only a session still running tells the peer; one that finished just closes.
-        let running = matches!(self.phase, Phase::Open | Phase::Draining { .. });
+        let running = matches!(
+            self.phase,
+            Phase::Open | Phase::Draining { .. } | Phase::Resuming { .. }
+        );
         self.phase = Phase::Failed;
         if let (Some(reason), true) = (reject, running) {
             self.actions.push_back(SenderAction::Reject(reason));
@@ -187,7 +259,21 @@ impl SenderCore {
     pub(crate) fn on_send_event(&mut self, event: SendEvent, now: Instant) -> Result<(), Error> {
         match event {
             SendEvent::Sent(slot) => {
-                self.free_staging.push(slot);
+                match self.kept.as_mut() {
+                    None => self.free_staging.push(slot),
+                    Some(kept) => {
+                        let number = kept.ledger.next_to_complete();
+                        if kept.ledger.slot_of(number) != Some(&slot.index()) {
+                            return Err(Error::Internal(format!(
+                                "staging slot {} completed while message {number} was next",
+                                slot.index()
+                            )));
+                        }
+                        kept.hold(slot)?;
+                        kept.ledger.on_completed(number, &mut kept.freed)?;
+                        kept.release_into(&mut self.free_staging)?;
+                    }
+                }
                 self.queue_finish_when_drained();
                 Ok(())
             }
@@ -224,6 +310,10 @@ impl SenderCore {
                 },
             })
         })?;
+        if let Some(kept) = self.kept.as_mut() {
+            kept.ledger.on_released(released, &mut kept.freed);
+            kept.release_into(&mut self.free_staging)?;
+        }
         self.last_credit = now;
         Ok(())
     }
@@ -244,6 +334,9 @@ impl SenderCore {
     /// Takes a credit and a staging slot for the next message: `(sequence, slot)`, or `None`
     /// when the sender must wait (until [`SenderCore::poll_timeout`] at most).
     pub(crate) fn try_take(&mut self) -> Result<Option<(u64, StagingSlot)>, Error> {
+        if matches!(self.phase, Phase::Resuming { .. }) {
+            return Ok(None);
+        }
         if self.phase != Phase::Open {
             return Err(Error::Closed);
         }
@@ -254,7 +347,12 @@ impl SenderCore {
             return Ok(None);
         };
         match self.window.try_take() {
-            Some(seq) => Ok(Some((seq, slot))),
+            Some(seq) => {
+                if let Some(kept) = self.kept.as_mut() {
+                    kept.ledger.on_taken(seq, slot.index())?;
+                }
+                Ok(Some((seq, slot)))
+            }
             None => {
                 self.free_staging.push(slot);
                 Err(Error::Internal(
@@ -268,7 +366,7 @@ impl SenderCore {
     /// application's fill panicked): the credit is open again, the staging slot free, and the
     /// count a later Finish announces does not include it.
     pub(crate) fn give_back(&mut self, seq: u64, slot: StagingSlot) -> Result<(), Error> {
-        if !self.window.untake(seq) {
+        if self.kept.as_mut().is_some_and(|k| !k.ledger.untake(seq)) || !self.window.untake(seq) {
             return Err(Error::Internal(format!(
                 "give_back of message {seq}, which was not the last taken"
             )));
@@ -297,7 +395,8 @@ impl SenderCore {
                 .map(|idle| deadline_after(self.last_credit, idle)),
             Phase::Draining { until } => Some(until),
             Phase::Lingering { until } => Some(until),
-            Phase::Done | Phase::Failed => None,
+            // The resume's own schedule bounds it (`resume::Reconnect`, `resume::Parked`).
+            Phase::Resuming { .. } | Phase::Done | Phase::Failed => None,
         }
     }
 
@@ -327,7 +426,7 @@ impl SenderCore {
                 self.phase = Phase::Done;
                 Ok(())
             }
-            Phase::Done | Phase::Failed => Ok(()),
+            Phase::Resuming { .. } | Phase::Done | Phase::Failed => Ok(()),
         }
     }
 
@@ -345,8 +444,13 @@ impl SenderCore {
     }
 
     fn queue_finish_when_drained(&mut self) {
+        // Every send completed: with kept messages, whether or not they were released yet.
+        let drained = match &self.kept {
+            Some(kept) => kept.ledger.all_completed(),
+            None => self.free_staging.len() == self.staging_slots,
+        };
         if matches!(self.phase, Phase::Draining { .. })
-            && self.free_staging.len() == self.staging_slots
+            && drained
             && !self
                 .actions
                 .iter()
@@ -364,11 +468,109 @@ impl SenderCore {
             Phase::Open => Err(Error::Internal(
                 "finish_step before begin_finish".to_owned(),
             )),
-            Phase::Draining { .. } => Ok(FinishStep::Drain),
+            Phase::Draining { .. } | Phase::Resuming { .. } => Ok(FinishStep::Drain),
             Phase::Lingering { .. } => Ok(FinishStep::Linger),
             Phase::Done => Ok(FinishStep::Done),
             Phase::Failed => Err(Error::Closed),
         }
+    }
+
+    /// The data path broke (and is being torn down) and the session will resume: nothing is
+    /// taken until [`SenderCore::resume`], a Finish not sent yet waits for it. Returns our
+    /// counts for the resume handshake.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after the session ended; [`Error::Internal`] for a sender that keeps
+    /// no messages.
+    #[allow(dead_code)] // issue 24: the drivers do not resume yet
+    pub(crate) fn begin_resume(&mut self) -> Result<SenderPosition, Error> {
+        if self.kept.is_none() {
+            return Err(Error::Internal(
+                "resuming a sender that keeps no messages".to_owned(),
+            ));
+        }
+        let finishing = match self.phase {
+            Phase::Open => false,
+            Phase::Draining { .. } | Phase::Lingering { .. } => true,
+            Phase::Resuming { finishing } => finishing,
+            Phase::Done | Phase::Failed => return Err(Error::Closed),
+        };
+        self.phase = Phase::Resuming { finishing };
+        self.actions
+            .retain(|a| !matches!(a, SenderAction::SendFinish { .. }));
+        Ok(SenderPosition {
+            taken: self.window.sent(),
+            released: self.window.released(),
+        })
+    }
+
+    /// While resuming: the torn-down data path gives back the slot of a send that never
+    /// completed.
+    ///
+    /// # Errors
+    /// A slot given back twice, or by a sender that keeps nothing: [`Error::Internal`].
+    #[allow(dead_code)] // issue 24: the drivers do not resume yet
+    pub(crate) fn on_reclaimed(&mut self, slot: StagingSlot) -> Result<(), Error> {
+        match self.kept.as_mut() {
+            Some(kept) => kept.hold(slot),
+            None => Err(Error::Internal(
+                "a slot given back to a sender that keeps nothing".to_owned(),
+            )),
+        }
+    }
+
+    /// The resume handshake agreed on `plan` at `now` (every slot the old path held was given
+    /// back): returns the messages to send again, in order, in their own slots (their bytes
+    /// are still there), which the driver posts before any new one. The window restarts from
+    /// the receiver's releases; a Finish that was under way goes out again once these
+    /// completed, with the same count.
+    ///
+    /// # Errors
+    /// Not resuming, or a slot not given back: [`Error::Internal`].
+    #[allow(dead_code)] // issue 24: the drivers do not resume yet
+    pub(crate) fn resume(
+        &mut self,
+        plan: &ResumePlan,
+        now: Instant,
+    ) -> Result<Vec<(u64, StagingSlot)>, Error> {
+        let Phase::Resuming { finishing } = self.phase else {
+            return Err(Error::Internal("resume without begin_resume".to_owned()));
+        };
+        let again = {
+            let Some(kept) = self.kept.as_mut() else {
+                return Err(Error::Internal("resuming without kept messages".to_owned()));
+            };
+            let numbered: Vec<(u64, usize)> = kept
+                .ledger
+                .resume(plan, &mut kept.freed)?
+                .map(|(number, &index)| (number, index))
+                .collect();
+            kept.release_into(&mut self.free_staging)?;
+            let mut again = Vec::with_capacity(numbered.len());
+            for (number, index) in numbered {
+                let token = kept
+                    .tokens
+                    .get_mut(index)
+                    .and_then(Option::take)
+                    .ok_or_else(|| {
+                        Error::Internal(format!(
+                            "message {number}'s slot {index} was not given back before the resume"
+                        ))
+                    })?;
+                again.push((number, token));
+            }
+            again
+        };
+        self.on_released(plan.released, now)?;
+        self.phase = if finishing {
+            Phase::Draining {
+                until: deadline_after(now, FINISH_LINGER),
+            }
+        } else {
+            Phase::Open
+        };
+        self.queue_finish_when_drained();
+        Ok(again)
     }
 
     /// Finish was handed to the control channel at `now`.
@@ -408,6 +610,124 @@ mod tests {
     fn sent(s: &mut SenderCore, index: usize, now: Instant) {
         let event = SendEvent::Sent(StagingSlot::for_test(index));
         s.on_send_event(event, now).unwrap();
+    }
+
+    fn keeping(credits: u32, now: Instant) -> SenderCore {
+        sender(credits, credits as usize, None, now).keeping_messages()
+    }
+
+    fn plan(resend: std::ops::Range<u64>, released: u64) -> ResumePlan {
+        ResumePlan { resend, released }
+    }
+
+    #[test]
+    fn a_keeping_sender_reuses_a_slot_only_once_its_message_was_released() {
+        let now = Instant::now();
+        let mut s = keeping(2, now);
+        assert_eq!(take(&mut s), Some((0, 0)));
+        sent(&mut s, 0, now);
+        assert_eq!(take(&mut s), Some((1, 1)), "a credit and a slot are left");
+        sent(&mut s, 1, now);
+        s.on_control(Message::Credit { released: 0 }, now).unwrap();
+        assert_eq!(take(&mut s), None, "both slots keep unreleased messages");
+        s.on_control(Message::Credit { released: 1 }, now).unwrap();
+        assert_eq!(
+            take(&mut s),
+            Some((2, 0)),
+            "message 0 released: its slot is free"
+        );
+    }
+
+    #[test]
+    fn a_keeping_sender_finishes_once_every_send_completed_released_or_not() {
+        let now = Instant::now();
+        let mut s = keeping(2, now);
+        take(&mut s);
+        sent(&mut s, 0, now);
+        s.begin_finish(now).unwrap();
+        assert_eq!(s.poll_action(), Some(SenderAction::SendFinish { count: 1 }));
+    }
+
+    #[test]
+    fn a_completion_in_the_wrong_slot_is_our_bug() {
+        let now = Instant::now();
+        let mut s = keeping(2, now);
+        take(&mut s);
+        take(&mut s);
+        let wrong = s.on_send_event(SendEvent::Sent(StagingSlot::for_test(1)), now);
+        assert!(matches!(wrong, Err(Error::Internal(_))), "{wrong:?}");
+    }
+
+    #[test]
+    fn resuming_hands_back_what_had_not_arrived_in_its_own_slots_in_order() {
+        let now = Instant::now();
+        let mut s = keeping(3, now);
+        for _ in 0..3 {
+            take(&mut s);
+        }
+        sent(&mut s, 0, now);
+        let counts = s.begin_resume().unwrap();
+        assert_eq!(counts.taken, 3);
+        assert_eq!(counts.released, 0);
+        assert_eq!(take(&mut s), None, "nothing is taken while resuming");
+        // The torn-down path gives back the slots of the two sends that never completed.
+        s.on_reclaimed(StagingSlot::for_test(1)).unwrap();
+        s.on_reclaimed(StagingSlot::for_test(2)).unwrap();
+        // Message 0 and 1 arrived, none released: 2 is sent again (1 stays kept).
+        let again = s.resume(&plan(2..3, 0), now).unwrap();
+        let again: Vec<(u64, usize)> = again.into_iter().map(|(n, t)| (n, t.index())).collect();
+        assert_eq!(again, vec![(2, 2)]);
+        assert_eq!(take(&mut s), None, "the window is full");
+        s.on_control(Message::Credit { released: 1 }, now).unwrap();
+        assert_eq!(
+            take(&mut s),
+            Some((3, 0)),
+            "message 0 released and completed"
+        );
+        s.on_control(Message::Credit { released: 2 }, now).unwrap();
+        assert_eq!(
+            take(&mut s),
+            Some((4, 1)),
+            "message 1 counted as completed: it arrived"
+        );
+    }
+
+    #[test]
+    fn a_finish_under_way_when_the_path_broke_goes_out_again_with_the_same_count() {
+        let now = Instant::now();
+        let mut s = keeping(2, now);
+        take(&mut s);
+        sent(&mut s, 0, now);
+        s.begin_finish(now).unwrap();
+        assert_eq!(s.poll_action(), Some(SenderAction::SendFinish { count: 1 }));
+        s.on_finish_sent(now);
+        s.begin_resume().unwrap();
+        assert_eq!(s.finish_step().unwrap(), FinishStep::Drain);
+        s.resume(&plan(1..1, 0), now).unwrap();
+        assert_eq!(s.poll_action(), Some(SenderAction::SendFinish { count: 1 }));
+    }
+
+    #[test]
+    fn a_resume_before_every_slot_came_back_or_without_kept_messages_is_our_bug() {
+        let now = Instant::now();
+        let mut s = keeping(2, now);
+        take(&mut s);
+        s.begin_resume().unwrap();
+        assert!(matches!(
+            s.resume(&plan(0..1, 0), now),
+            Err(Error::Internal(_))
+        ));
+        let mut plain = sender(2, 2, None, now);
+        assert!(matches!(plain.begin_resume(), Err(Error::Internal(_))));
+    }
+
+    #[test]
+    fn a_panicking_fill_gives_a_kept_message_back_too() {
+        let now = Instant::now();
+        let mut s = keeping(2, now);
+        let (seq, slot) = s.try_take().unwrap().unwrap();
+        s.give_back(seq, slot).unwrap();
+        assert_eq!(take(&mut s), Some((0, 0)), "the same number and slot again");
     }
 
     #[test]
