@@ -12,6 +12,8 @@ use proptest::prelude::*;
 
 use super::handshake::{Auth, Handshake, HandshakeAction};
 use super::receiving::{ReceiverAction, ReceiverCore, RecvStep};
+use super::resume::plan_resume;
+use super::resume_handshake::check_sender_counts;
 use super::sending::{FinishStep, SenderAction, SenderCore};
 use crate::auth::AuthKey;
 use crate::net::Lost;
@@ -40,6 +42,8 @@ enum Op {
     Duplicate,
     /// Time passes.
     Tick(u8),
+    /// Resumption only: the path breaks (what is in flight is lost) and both cores resume.
+    Break,
 }
 
 /// A fault injected once, at a random point.
@@ -69,6 +73,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The operations, and now and then a break of the path (resumption on).
+fn op_or_break() -> impl Strategy<Value = Op> {
+    prop_oneof![30 => op(), 1 => Just(Op::Break)]
+}
+
 fn fault() -> impl Strategy<Value = Fault> {
     prop_oneof![
         Just(Fault::SenderAborts),
@@ -94,8 +103,12 @@ struct Sim {
     rx: ReceiverCore,
     route: CreditRoute,
     credits: u32,
-    /// Data in flight: (sequence, staging slot, length).
-    wire: VecDeque<(u64, StagingSlot, usize)>,
+    /// Data in flight: (sequence, its staging slot unless its send completed already,
+    /// length).
+    wire: VecDeque<(u64, Option<StagingSlot>, usize)>,
+    /// tcp: a send completes when it is handed over (the kernel took it), before it lands;
+    /// RC: once it landed.
+    complete_on_send: bool,
     /// Landed sends whose completion the sender has not seen, oldest first.
     landed_sends: VecDeque<StagingSlot>,
     /// Receive slots posted, in posting order.
@@ -117,6 +130,9 @@ struct Sim {
     finish_started: bool,
     tx_out: Outcome,
     rx_out: Outcome,
+    /// Resumes so far, and the one during which Finish was last sent.
+    resumes: u32,
+    finish_sent_in: Option<u32>,
 }
 
 impl Sim {
@@ -132,6 +148,7 @@ impl Sim {
             route,
             credits,
             wire: VecDeque::new(),
+            complete_on_send: false,
             landed_sends: VecDeque::new(),
             posted: (0..credits as usize).map(RecvSlot::for_test).collect(),
             slot_seq: vec![None; credits as usize],
@@ -146,7 +163,75 @@ impl Sim {
             finish_started: false,
             tx_out: Outcome::Running,
             rx_out: Outcome::Running,
+            resumes: 0,
+            finish_sent_in: None,
         }
+    }
+
+    /// Resumption on: the sender keeps its messages, the receiver may resume; sends complete
+    /// on hand-over (tcp) when `complete_on_send`.
+    fn resumable(mut self, complete_on_send: bool) -> Self {
+        self.rx = ReceiverCore::new(self.credits, self.route, None, self.now).resumable();
+        self.complete_on_send = complete_on_send;
+        self
+    }
+
+    /// A message goes on the wire; on tcp its send completes at once.
+    fn put_on_wire(&mut self, seq: u64, slot: StagingSlot) {
+        let len = (seq % 7) as usize;
+        if self.complete_on_send {
+            self.wire.push_back((seq, None, len));
+            let r = self.tx.on_send_event(SendEvent::Sent(slot), self.now);
+            self.tx_result(r);
+        } else {
+            self.wire.push_back((seq, Some(slot), len));
+        }
+    }
+
+    /// The path breaks: what is in flight (messages, completions, credits on either route,
+    /// control messages) is lost, the torn-down path gives back the staging slots it held,
+    /// and both cores resume by the plan their counts give. Once the receiver let the sender
+    /// go, there is nothing to resume: every counted message must be here by then.
+    fn break_and_resume(&mut self) {
+        if !self.rx_running() {
+            return;
+        }
+        if !self.tx_running() || self.rx_write_shut {
+            assert!(
+                self.wire.is_empty(),
+                "the sender was let go with messages on their way"
+            );
+            return;
+        }
+        let reclaimed: Vec<StagingSlot> = self
+            .wire
+            .drain(..)
+            .filter_map(|(_, slot, _)| slot)
+            .chain(self.landed_sends.drain(..))
+            .collect();
+        self.inband_credits = 0;
+        self.to_sender.clear();
+        self.to_receiver.clear();
+        let tx_counts = self.tx.begin_resume().expect("a running sender resumes");
+        let rx_counts = self.rx.begin_resume().expect("a running receiver resumes");
+        for slot in reclaimed {
+            self.tx
+                .on_reclaimed(slot)
+                .expect("each slot comes back once");
+        }
+        check_sender_counts(rx_counts, tx_counts).expect("honest counts");
+        let plan = plan_resume(tx_counts, rx_counts, self.credits).expect("honest counts");
+        self.resumes += 1;
+        let r = self.rx.resumed(rx_counts, self.now);
+        self.rx_result(r);
+        let again = self.tx.resume(&plan, self.now);
+        if let Some(again) = self.tx_result(again) {
+            for (seq, slot) in again {
+                self.put_on_wire(seq, slot);
+            }
+        }
+        // A finish under way goes on (Finish again once the messages sent again completed).
+        self.finish_progress();
     }
 
     fn tx_running(&self) -> bool {
@@ -172,8 +257,15 @@ impl Sim {
         while let Some(action) = self.tx.poll_action() {
             match action {
                 SenderAction::SendFinish { count } => {
-                    assert!(self.finish_sent.is_none(), "Finish queued twice");
-                    assert!(self.landed_sends.is_empty() && self.wire.is_empty());
+                    if let Some(first) = self.finish_sent {
+                        assert!(
+                            first == count && self.finish_sent_in < Some(self.resumes),
+                            "Finish queued twice on one path, or with another count"
+                        );
+                    }
+                    self.finish_sent_in = Some(self.resumes);
+                    assert!(self.landed_sends.is_empty());
+                    assert!(self.complete_on_send || self.wire.is_empty());
                     if !self.control_lost {
                         self.to_receiver.push_back(Message::Finish { count });
                     }
@@ -292,7 +384,7 @@ impl Sim {
                 }
                 let taken = self.tx.try_take();
                 if let Some(Some((seq, slot))) = self.tx_result(taken) {
-                    self.wire.push_back((seq, slot, (seq % 7) as usize));
+                    self.put_on_wire(seq, slot);
                 }
                 let unreleased = self.tx.sent() - self.tx.released();
                 assert!(unreleased <= u64::from(self.credits), "window exceeded");
@@ -303,7 +395,7 @@ impl Sim {
                     return;
                 }
                 if let Some((seq, slot, len)) = self.wire.pop_front() {
-                    self.landed_sends.push_back(slot);
+                    self.landed_sends.extend(slot);
                     let rslot = self.posted.pop_front().expect("a posted slot");
                     let index = rslot.index();
                     assert!(self.slot_seq[index].is_none(), "landed in an occupied slot");
@@ -365,6 +457,7 @@ impl Sim {
                 }
                 self.finish_progress();
             }
+            Op::Break => self.break_and_resume(),
             Op::Tick(ms) => {
                 self.now += Duration::from_millis(u64::from(ms) * 50);
                 if self.tx_running() && self.finish_started {
@@ -439,6 +532,21 @@ impl Sim {
     }
 }
 
+/// Runs `ops`, then settles (sending `more`): both ends must end cleanly with every message
+/// delivered once, in order, and nothing past Finish.
+fn run_to_a_clean_end(sim: &mut Sim, ops: Vec<Op>, more: u64) -> Result<(), TestCaseError> {
+    for op in ops {
+        sim.step(op);
+    }
+    sim.settle(more);
+    let count = sim.finish_sent.expect("finish was sent");
+    prop_assert_eq!(&sim.rx_out, &Outcome::Clean(count));
+    prop_assert_eq!(&sim.tx_out, &Outcome::Clean(count));
+    prop_assert_eq!(sim.delivered.len() as u64, count);
+    prop_assert!(sim.delivered.iter().copied().eq(0..count));
+    Ok(())
+}
+
 fn route(inband: bool) -> CreditRoute {
     if inband {
         CreditRoute::InBand
@@ -462,15 +570,25 @@ proptest! {
         more in 0u64..40,
     ) {
         let mut sim = Sim::new(credits, route(inband), keeping);
-        for op in ops {
-            sim.step(op);
-        }
-        sim.settle(more);
-        let count = sim.finish_sent.expect("finish was sent");
-        prop_assert_eq!(&sim.rx_out, &Outcome::Clean(count));
-        prop_assert_eq!(&sim.tx_out, &Outcome::Clean(count));
-        prop_assert_eq!(sim.delivered.len() as u64, count);
-        prop_assert!(sim.delivered.iter().copied().eq(0..count));
+        run_to_a_clean_end(&mut sim, ops, more)?;
+    }
+
+    /// Resumption on the real cores, sends completing on landing (RC) or on hand-over (tcp):
+    /// the path breaks at random points (in the middle, while Finish is on its way, right after
+    /// a resume), what was in flight is lost (messages, completions, credits on either route,
+    /// Finish), the torn-down path gives its slots back, and both cores resume by the plan; every message is delivered exactly once and in
+    /// order, nothing past Finish, Finish is sent again only on a new path and with its
+    /// count, and both ends end cleanly.
+    #[test]
+    fn breaks_at_any_point_resume_the_real_cores_and_deliver_everything_once_in_order(
+        credits in 1u32..6,
+        inband in any::<bool>(),
+        ops in proptest::collection::vec(op_or_break(), 0..400),
+        complete_on_send in any::<bool>(),
+        more in 0u64..40,
+    ) {
+        let mut sim = Sim::new(credits, route(inband), true).resumable(complete_on_send);
+        run_to_a_clean_end(&mut sim, ops, more)?;
     }
 
     /// A Reject or a loss at any point: both ends terminate; what was delivered is a prefix of
