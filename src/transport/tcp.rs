@@ -62,6 +62,8 @@ pub(crate) struct TcpTransport {
     role: Role,
     side: BootstrapSide,
     peer_ip: Ipv4Addr,
+    /// Our address toward the peer (a new data listener binds it after a resume).
+    local_ip: Ipv4Addr,
     token: [u8; TOKEN_LEN],
     listener: Option<TcpListener>,
     /// Server side, during set-up: data connections that have not shown the token yet (kept
@@ -92,20 +94,12 @@ pub(crate) struct TcpTransport {
 impl TcpTransport {
     /// Allocates the slots and, on the bootstrap server, opens the data listener.
     pub(crate) fn new(params: &SetupParams) -> Result<Self> {
-        let listener = match params.side {
-            BootstrapSide::Server => {
-                let addr = SocketAddr::V4(SocketAddrV4::new(params.local_ip, 0));
-                let l = TcpListener::bind(addr).map_err(|source| Error::Listen { addr, source })?;
-                l.set_nonblocking(true)
-                    .map_err(io_err("set listener non-blocking"))?;
-                Some(l)
-            }
-            BootstrapSide::Client => None,
-        };
+        let listener = data_listener(params.side, params.local_ip)?;
         Ok(Self {
             role: params.role,
             side: params.side,
             peer_ip: params.peer_ip,
+            local_ip: params.local_ip,
             token: random_token(),
             listener,
             pending: Vec::new(),
@@ -131,6 +125,36 @@ impl TcpTransport {
             check_readable: true,
             drained: false,
         })
+    }
+
+    /// The data connection broke and the session resumes on a new one (docs/design.md,
+    /// "Resuming a session"; issue 24: the drivers do not call this yet). Drops the connection
+    /// and whatever was half read or half written; keeps the slots, with their bytes, and the
+    /// posted receives in their order; gives back to `reclaimed` the staging slots of every
+    /// send it held (their messages are sent again from them if they had not arrived); draws
+    /// a new token and, on the bootstrap server, opens a new data listener, so that
+    /// [`DataPath::local_blob`] and [`DataPath::connect`] work as at set-up.
+    ///
+    /// # Errors
+    /// The new data listener cannot be opened.
+    #[allow(dead_code)]
+    pub(crate) fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
+        self.stream = None;
+        self.pending.clear();
+        self.rx_start = 0;
+        self.rx_end = 0;
+        self.incoming = None;
+        self.peer_closed = false;
+        self.drained = false;
+        self.check_readable = true;
+        reclaimed.extend(self.early.drain(..).filter_map(|event| match event {
+            SendEvent::Sent(slot) => Some(slot),
+            SendEvent::Credit => None,
+        }));
+        reclaimed.extend(self.sends.drain(..).map(|send| send.slot));
+        self.token = random_token();
+        self.listener = data_listener(self.side, self.local_ip)?;
+        Ok(())
     }
 
     fn stream(&mut self) -> Result<&mut TcpStream> {
@@ -608,6 +632,21 @@ fn read_some(stream: &mut TcpStream, buf: &mut [u8]) -> Result<ReadOutcome> {
     }
 }
 
+/// On the bootstrap server, a non-blocking listener for the data connection on an ephemeral
+/// port of `local_ip`.
+fn data_listener(side: BootstrapSide, local_ip: Ipv4Addr) -> Result<Option<TcpListener>> {
+    match side {
+        BootstrapSide::Server => {
+            let addr = SocketAddr::V4(SocketAddrV4::new(local_ip, 0));
+            let l = TcpListener::bind(addr).map_err(|source| Error::Listen { addr, source })?;
+            l.set_nonblocking(true)
+                .map_err(io_err("set listener non-blocking"))?;
+            Ok(Some(l))
+        }
+        BootstrapSide::Client => Ok(None),
+    }
+}
+
 /// Data connections that may wait for their token at once; more are closed on arrival.
 const MAX_PENDING_DATA: usize = 8;
 
@@ -710,6 +749,95 @@ mod tests {
             t.post_recv(RecvSlot::mint(slot)).expect("post");
         }
         (t, writer)
+    }
+
+    /// A connected pair over loopback: the bootstrap server receives, the client sends.
+    fn connected_pair(slots: usize, slot_size: usize) -> (TcpTransport, TcpTransport) {
+        let params = |side, role| SetupParams {
+            side,
+            role,
+            local_ip: Ipv4Addr::LOCALHOST,
+            peer_ip: Ipv4Addr::LOCALHOST,
+            slots,
+            slot_size,
+            device: None,
+        };
+        let mut rx = TcpTransport::new(&params(BootstrapSide::Server, Role::Receiver)).unwrap();
+        let mut tx = TcpTransport::new(&params(BootstrapSide::Client, Role::Sender)).unwrap();
+        connect_both(&mut rx, &mut tx);
+        (rx, tx)
+    }
+
+    fn connect_both(rx: &mut TcpTransport, tx: &mut TcpTransport) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            tx.connect(&rx.local_blob(), deadline).unwrap(),
+            SetupStep::Done
+        );
+        while rx.connect(&[], deadline).unwrap() == SetupStep::Waiting {
+            assert!(
+                Instant::now() < deadline,
+                "the data connection was not accepted"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Polls until `n` messages arrived: their slots and bytes.
+    fn arrivals(rx: &mut TcpTransport, n: usize) -> Vec<(usize, Vec<u8>)> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got = Vec::new();
+        let mut out = Vec::new();
+        while got.len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} arrived",
+                got.len()
+            );
+            rx.on_wakeup();
+            rx.poll_arrivals(&mut out).unwrap();
+            for m in out.drain(..) {
+                got.push((m.slot_index(), rx.message(&m).to_vec()));
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn a_reset_for_resume_keeps_slots_and_posted_receives_and_gives_back_the_sends() {
+        let (mut rx, mut tx) = connected_pair(3, 16);
+        for slot in 0..3 {
+            rx.post_recv(RecvSlot::mint(slot)).unwrap();
+        }
+        let send = |tx: &mut TcpTransport, n: u8| {
+            let mut slot = StagingSlot::mint(usize::from(n));
+            tx.staging(&mut slot)[..4].copy_from_slice(&[n; 4]);
+            tx.post_send(slot, 4).unwrap();
+        };
+        send(&mut tx, 0);
+        assert_eq!(arrivals(&mut rx, 1), vec![(0, vec![0; 4])]);
+        // Message 1 is on its way (not read yet) when the path breaks: both ends reset, and
+        // what the receiver had not read is gone with the connection.
+        send(&mut tx, 1);
+        let mut none = Vec::new();
+        rx.reset_for_resume(&mut none).unwrap();
+        let mut reclaimed = Vec::new();
+        tx.reset_for_resume(&mut reclaimed).unwrap();
+        assert!(none.is_empty());
+        let mut reclaimed: Vec<usize> = reclaimed.iter().map(StagingSlot::index).collect();
+        reclaimed.sort_unstable();
+        assert_eq!(
+            reclaimed,
+            vec![0, 1],
+            "every send the sender held comes back"
+        );
+        connect_both(&mut rx, &mut tx);
+        // Message 1 is sent again from its own slot, whose bytes are still there; it lands in
+        // the receive slot after the one message 0 took, as if nothing had happened.
+        let mut slot = StagingSlot::mint(1);
+        assert_eq!(&tx.staging(&mut slot)[..4], &[1; 4]);
+        tx.post_send(slot, 4).unwrap();
+        assert_eq!(arrivals(&mut rx, 1)[0], (1, vec![1; 4]));
     }
 
     /// Data framing torture for a bounded time: valid streams (within the credit) arrive
