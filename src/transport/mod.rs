@@ -240,6 +240,31 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
 
     /// Tears the data path down; safe to call more than once and after errors.
     fn close(&mut self);
+
+    /// Whether [`DataPath::reset_for_resume`] works on this transport (a session resumes only
+    /// when both ends' transports can).
+    fn can_resume(&self) -> bool {
+        false
+    }
+
+    /// The data path broke and the session resumes on a new one (docs/design.md, "Resuming a
+    /// session"). Tears the old one down so that nothing more arrives or completes on it;
+    /// keeps every slot with its bytes; keeps the posted receives posted, in the order they
+    /// were posted (one whose message landed but was not reported by a poll yet counts as not
+    /// arrived: the sender sends that message again); gives back to `reclaimed` the staging
+    /// slot of every send it still held, completed or not; and prepares a new connection, so
+    /// that [`DataPath::local_blob`] and [`DataPath::connect`] work as at set-up.
+    ///
+    /// # Errors
+    /// The new data path cannot be prepared (the attempt fails; the session may try again),
+    /// or the transport cannot resume ([`DataPath::can_resume`] is false).
+    fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
+        let _ = reclaimed;
+        Err(crate::Error::unavailable(
+            self.kind().name(),
+            "this transport cannot resume a session",
+        ))
+    }
 }
 
 /// Where a data path's set-up stands after one [`DataPath::connect`] step.

@@ -127,36 +127,6 @@ impl TcpTransport {
         })
     }
 
-    /// The data connection broke and the session resumes on a new one (docs/design.md,
-    /// "Resuming a session"; issue 24: the drivers do not call this yet). Drops the connection
-    /// and whatever was half read or half written; keeps the slots, with their bytes, and the
-    /// posted receives in their order; gives back to `reclaimed` the staging slots of every
-    /// send it held (their messages are sent again from them if they had not arrived); draws
-    /// a new token and, on the bootstrap server, opens a new data listener, so that
-    /// [`DataPath::local_blob`] and [`DataPath::connect`] work as at set-up.
-    ///
-    /// # Errors
-    /// The new data listener cannot be opened.
-    #[allow(dead_code)]
-    pub(crate) fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
-        self.stream = None;
-        self.pending.clear();
-        self.rx_start = 0;
-        self.rx_end = 0;
-        self.incoming = None;
-        self.peer_closed = false;
-        self.drained = false;
-        self.check_readable = true;
-        reclaimed.extend(self.early.drain(..).filter_map(|event| match event {
-            SendEvent::Sent(slot) => Some(slot),
-            SendEvent::Credit => None,
-        }));
-        reclaimed.extend(self.sends.drain(..).map(|send| send.slot));
-        self.token = random_token();
-        self.listener = data_listener(self.side, self.local_ip)?;
-        Ok(())
-    }
-
     fn stream(&mut self) -> Result<&mut TcpStream> {
         self.stream
             .as_mut()
@@ -504,6 +474,33 @@ impl DataPath for TcpTransport {
     fn on_wakeup(&mut self) {
         self.check_readable = true;
         self.drained = false;
+    }
+
+    fn can_resume(&self) -> bool {
+        true
+    }
+
+    /// Drops the connection and whatever was half read or half written; keeps the slots and
+    /// the posted receives in their order; gives back the staging slots of every send it held
+    /// (their messages are sent again from them if they had not arrived); draws a new token
+    /// and, on the bootstrap server, opens a new data listener.
+    fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
+        self.stream = None;
+        self.pending.clear();
+        self.rx_start = 0;
+        self.rx_end = 0;
+        self.incoming = None;
+        self.peer_closed = false;
+        self.drained = false;
+        self.check_readable = true;
+        reclaimed.extend(self.early.drain(..).filter_map(|event| match event {
+            SendEvent::Sent(slot) => Some(slot),
+            SendEvent::Credit => None,
+        }));
+        reclaimed.extend(self.sends.drain(..).map(|send| send.slot));
+        self.token = random_token();
+        self.listener = data_listener(self.side, self.local_ip)?;
+        Ok(())
     }
 
     fn close(&mut self) {
