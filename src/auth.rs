@@ -41,6 +41,12 @@ impl std::fmt::Debug for AuthKey {
 }
 
 impl AuthKey {
+    /// The key's bytes, for a resume secret the server's hello carries (never a
+    /// pre-shared key: that never leaves this process).
+    pub(crate) fn expose(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// A key from its bytes (at least [`MIN_KEY_LEN`]).
     ///
     /// # Errors

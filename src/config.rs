@@ -15,6 +15,11 @@ pub const DEFAULT_MAX_MSG_SIZE: usize = 10 * 1024 * 1024;
 pub const DEFAULT_CREDITS: u16 = 2;
 /// The most credits (slots) a hello may carry.
 pub const MAX_CREDITS: u16 = crate::proto::MAX_CREDITS;
+/// The resume timeout when none is set: long enough for a link flap (a port's link training
+/// takes 1-3 s, and RC's own retries put a QP in error within about half a second before that)
+/// and for a reset TCP connection to be replaced; short enough that a peer that really died is
+/// reported within seconds.
+pub const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Which transport to use: a [`crate::TransportKind`], or `Auto` to let the route decide. (The
 /// kind is what runs and what the hello carries; this is what the user asks for.)
@@ -98,6 +103,13 @@ pub struct Config {
     /// With [`TransportChoice::Auto`]: refuse to fall back to TCP; a session that cannot run
     /// over RDMA fails with [`Error::RdmaRequired`] saying why (default `false`).
     pub require_rdma: bool,
+    /// How long a session whose data path or control connection broke tries to resume
+    /// (`--resume-timeout`; docs/design.md, "Resuming a session"): the client reconnects and
+    /// the server waits for it this long, and every message is still delivered exactly once, in
+    /// order. `Duration::ZERO` turns resumption off: a break ends the session at once. A
+    /// session resumes only when both ends allow it (and their transports can); it uses the
+    /// shorter of the two times. Default 10 s ([`DEFAULT_RESUME_TIMEOUT`]).
+    pub resume_timeout: Duration,
     /// Where sysfs is mounted (`/sys`). Not part of the public API: set through the hidden
     /// [`Config::with_sysfs_root`] hook (tests, the CLI's and the Python module's
     /// `sysfs_root` option).
@@ -174,6 +186,8 @@ with_setters! {
     with_checksum => checksum: Checksum;
     /// Sets [`Config::require_rdma`].
     with_require_rdma => require_rdma: bool;
+    /// Sets [`Config::resume_timeout`] (`Duration::ZERO`: no resumption).
+    with_resume_timeout => resume_timeout: Duration;
 }
 
 impl Default for Config {
@@ -192,6 +206,7 @@ impl Default for Config {
             auth_key: None,
             checksum: Checksum::None,
             require_rdma: false,
+            resume_timeout: DEFAULT_RESUME_TIMEOUT,
             interrupt: None,
         }
     }
@@ -235,6 +250,13 @@ impl Config {
                 "credits must be between 1 and {}, got {}",
                 crate::proto::MAX_CREDITS,
                 self.credits
+            )));
+        }
+        if u32::try_from(self.resume_timeout.as_millis()).is_err() {
+            return Err(Error::InvalidConfig(format!(
+                "the resume timeout must be below {} s, got {:.0} s",
+                u32::MAX / 1000,
+                self.resume_timeout.as_secs_f64()
             )));
         }
         if self.require_rdma && self.transport == TransportChoice::Tcp {

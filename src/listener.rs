@@ -31,7 +31,8 @@ use crate::config::Config;
 use crate::net::bootstrap;
 use crate::net::wait::{wait_any, Interest};
 use crate::proto::Role;
-use crate::session::handshake::read_hello;
+use crate::session::handshake::{read_hello, Opening};
+use crate::session::resume::{route_attempt, ResumeRegistry};
 use crate::session::{PendingHello, Session};
 use crate::time::deadline_after;
 use crate::{Error, RdmaSink, RdmaSrc, Result};
@@ -65,6 +66,9 @@ pub struct Listener {
     local: SocketAddr,
     config: Config,
     incoming: Receiver<PendingHello>,
+    /// The sessions accepted here that resume, for the acceptor to hand them their clients'
+    /// resume attempts (as long as this listener lives).
+    resumes: ResumeRegistry,
     closed: Arc<AtomicBool>,
     busy_refusals: Arc<AtomicU64>,
     /// Its count is the number of clients refused for not proving the key.
@@ -102,7 +106,9 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
         let unauthenticated = Arc::new(Mutex::new(RateLimitedLog::new(
             "refused a client that did not authenticate",
         )));
+        let resumes = ResumeRegistry::default();
         let acceptor = Acceptor {
+            resumes: resumes.clone(),
             listener,
             config: config.clone(),
             queue: tx,
@@ -122,6 +128,7 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
             local,
             config: config.clone(),
             incoming: rx,
+            resumes,
             closed,
             busy_refusals,
             unauthenticated,
@@ -173,6 +180,7 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
                     return Ok(Some(Incoming {
                         pending,
                         config: self.config.clone(),
+                        resumes: self.resumes.clone(),
                     }))
                 }
                 Err(RecvTimeoutError::Timeout) if left <= ACCEPT_SLICE => return Ok(None),
@@ -249,6 +257,7 @@ impl Drop for Listener {
 pub struct Incoming {
     pending: PendingHello,
     config: Config,
+    resumes: ResumeRegistry,
 }
 
 impl Incoming {
@@ -305,7 +314,11 @@ impl Incoming {
     /// The client does not send, the transports do not match, or the setup failed; the
     /// client is told why.
     pub fn accept_src(self) -> Result<RdmaSrc> {
-        RdmaSrc::from_session(Session::accept(self.pending, &self.config)?)
+        RdmaSrc::from_session(Session::accept(
+            self.pending,
+            &self.config,
+            Some(&self.resumes),
+        )?)
     }
 
     /// Accepts the client as its sender (the client receives).
@@ -313,7 +326,11 @@ impl Incoming {
     /// # Errors
     /// As for [`Incoming::accept_src`].
     pub fn accept_sink(self) -> Result<RdmaSink> {
-        RdmaSink::from_session(Session::accept(self.pending, &self.config)?)
+        RdmaSink::from_session(Session::accept(
+            self.pending,
+            &self.config,
+            Some(&self.resumes),
+        )?)
     }
 
     /// Refuses the client, telling it why (it sees [`Error::Rejected`]).
@@ -325,6 +342,8 @@ impl Incoming {
 /// The background half of a [`Listener`].
 struct Acceptor {
     listener: TcpListener,
+    /// Where resume attempts go.
+    resumes: ResumeRegistry,
     config: Config,
     queue: SyncSender<PendingHello>,
     closed: Arc<AtomicBool>,
@@ -484,6 +503,7 @@ impl Acceptor {
             }
         };
         let (id, authenticated) = lock(&self.pending).add(peer, handle);
+        let resumes = self.resumes.clone();
         let (config, queue, pending, unauthenticated, busy_refusals) = (
             self.config.clone(),
             self.queue.clone(),
@@ -498,7 +518,8 @@ impl Acceptor {
                 // Done with its handshake either way: no longer a candidate for eviction.
                 lock(&pending).remove(id);
                 match read {
-                    Ok(hello) => match queue.try_send(hello) {
+                    Ok(Opening::Resume(id, attempt)) => route_attempt(&resumes, &id, *attempt),
+                    Ok(Opening::Hello(hello)) => match queue.try_send(*hello) {
                         Ok(()) => {}
                         Err(TrySendError::Full(mut hello)) => {
                             log::warn!("refused {peer}: busy, {MAX_QUEUED} clients already wait");

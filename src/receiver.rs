@@ -11,10 +11,14 @@ use crate::busy_poll::{BusyPoll, Spin};
 use crate::checksum;
 use crate::config::Config;
 use crate::net::{Lost, Received};
+use crate::proto::Counts;
 use crate::proto::{Checksum, Message, Role};
+use crate::session::resume::{is_break, ResumeCore, ResumeCounters};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
+use crate::session_core::resume::ReceiverPosition;
 use crate::time::Stamp;
+use crate::transport::StagingSlot;
 use crate::transport::{Arrived, RecvPath};
 use crate::{Error, Result};
 
@@ -47,13 +51,16 @@ impl RdmaSrc {
     /// Wraps an established session in which we receive (every slot posted).
     pub(crate) fn from_session(session: Session<dyn RecvPath>) -> Result<Self> {
         let slots = u32::from(session.info.local.credits);
-        let core = ReceiverCore::new(
+        let mut core = ReceiverCore::new(
             slots,
             session.transport.credit_route(),
             session.config.idle_timeout,
             Instant::now(),
         )
         .with_trailer(session.info.checksum().trailer_len());
+        if session.resumes() {
+            core = core.resumable();
+        }
         Ok(Self {
             checksum: session.info.checksum(),
             session,
@@ -79,6 +86,13 @@ impl RdmaSrc {
         self.core.bytes()
     }
 
+    /// How many times the session was resumed after a break, and the messages sent again then
+    /// (`--resume-timeout`, [`Config::resume_timeout`]): a handle that stays readable after
+    /// the session ended (all zeros when the session does not resume).
+    pub fn resume_counters(&self) -> ResumeCounters {
+        self.session.resume_counters()
+    }
+
     /// Returns the next message, `Ok(None)` at end of stream (after the sender's Finish and
     /// every message it counted), or an error. The previous message's slot is released first.
     ///
@@ -97,9 +111,20 @@ impl RdmaSrc {
         }
         // The actions (re-posting the released slot, credits) are part of the call: a failure
         // there gets the same policy as any other.
-        let result = self
-            .next_message()
-            .and_then(|delivered| self.run_actions().map(|()| delivered));
+        let result = loop {
+            let step = self
+                .next_message()
+                .and_then(|delivered| self.run_actions().map(|()| delivered));
+            match step {
+                // A break the session resumes from: wait again on the new path.
+                Err(e) if self.session.resumes() && is_break(&e) => {
+                    if let Err(e) = self.resume_after(e) {
+                        break Err(e);
+                    }
+                }
+                other => break other,
+            }
+        };
         if let Err(e) = &result {
             self.core.on_error(e);
             // The failure's own actions (a Reject, closing); the first error says more.
@@ -126,6 +151,20 @@ impl RdmaSrc {
                 Err(e)
             }
         }
+    }
+
+    /// Resumes the session after `e` (or carries on when only a stranger's attempt came).
+    fn resume_after(&mut self, e: Error) -> Result<()> {
+        let Some(outcome) = self.session.resume(e, &mut self.core)? else {
+            return Ok(());
+        };
+        let told = ReceiverPosition {
+            arrived: outcome.ours.messages,
+            released: outcome.ours.released,
+        };
+        self.core.resumed(told, Instant::now())?;
+        self.control_readable = true;
+        Ok(())
     }
 
     /// Aborts the session, telling the sender why (it sees [`Error::Rejected`]).
@@ -255,6 +294,12 @@ impl RdmaSrc {
         }
         match polled {
             Ok(()) => {}
+            // Resumable, a data path that closes or fails before everything arrived is a
+            // break (unless the sender's words on the control channel say otherwise).
+            Err(e) if self.core.is_resumable() && !self.core.has_everything() => {
+                let arrived = self.core.arrived();
+                return Err(self.session.explain(e, Role::Receiver, arrived));
+            }
             Err(Error::TransportClosed { .. }) => self.core.on_data_closed(Instant::now()),
             Err(e) => {
                 // A Finish may be waiting on the control channel: the core must know it before
@@ -283,6 +328,22 @@ impl RdmaSrc {
         }
         self.control_readable = false;
         Ok(())
+    }
+}
+
+impl ResumeCore for ReceiverCore {
+    fn begin_resume(&mut self) -> Result<Counts> {
+        let position = ReceiverCore::begin_resume(self)?;
+        Ok(Counts {
+            messages: position.arrived,
+            released: position.released,
+        })
+    }
+
+    fn on_reclaimed(&mut self, _slot: StagingSlot) -> Result<()> {
+        Err(Error::Internal(
+            "a receiving data path gave back a staging slot".to_owned(),
+        ))
     }
 }
 

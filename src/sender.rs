@@ -13,7 +13,9 @@ use crate::busy_poll::{BusyPoll, Spin};
 use crate::checksum;
 use crate::config::Config;
 use crate::net::{Lost, Received};
+use crate::proto::Counts;
 use crate::proto::{Checksum, Message, Role};
+use crate::session::resume::{is_break, ResumeCore, ResumeCounters};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
 use crate::time::Stamp;
@@ -45,6 +47,8 @@ pub struct RdmaSink {
     stamp: Stamp,
     /// Credits released when the last wait began (to re-stamp the core's last credit).
     released_at_wait: u64,
+    /// Each staging slot's last message length on the wire (a resume sends it again).
+    wire_lens: Vec<usize>,
 }
 
 impl RdmaSink {
@@ -67,14 +71,19 @@ impl RdmaSink {
         }
         let staging = std::mem::take(&mut session.slots);
         let events = Vec::with_capacity(staging.len() * 2 + 16);
-        let core = SenderCore::new(
+        let wire_lens = vec![0; staging.len()];
+        let mut core = SenderCore::new(
             u32::from(session.info.peer.credits),
             staging,
             session.transport.credit_route(),
             session.config.idle_timeout,
             Instant::now(),
         );
+        if session.resumes() {
+            core = core.keeping_messages();
+        }
         Ok(Self {
+            wire_lens,
             core,
             events,
             control_readable: true,
@@ -118,6 +127,13 @@ impl RdmaSink {
         self.credit_wait
     }
 
+    /// How many times the session was resumed after a break, and the messages sent again then
+    /// (`--resume-timeout`, [`Config::resume_timeout`]): a handle that stays readable after
+    /// the session ended (all zeros when the session does not resume).
+    pub fn resume_counters(&self) -> ResumeCounters {
+        self.session.resume_counters()
+    }
+
     /// Sends one message (zero-length is fine). Blocks until a credit and a staging slot are
     /// free; returns once `data` has been copied, so it may be reused at once.
     ///
@@ -152,14 +168,21 @@ impl RdmaSink {
         self.after(result)
     }
 
-    /// Waits for a credit and a staging slot, lets `fill` write the message, posts it.
+    /// Waits for a credit and a staging slot, lets `fill` write the message, posts it. A
+    /// break the session resumes from is repaired on the way: before the message was taken,
+    /// it waits again; after, the message is the resume's to send again if it did not arrive.
     fn send_filled(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
         let mut stalled_since = None;
-        let taken = self.take_slot(&mut stalled_since);
+        let taken = loop {
+            match self.take_slot(&mut stalled_since) {
+                Ok(taken) => break taken,
+                Err(e) => self.resume_or(e)?,
+            }
+        };
         if let Some(since) = stalled_since {
             self.credit_wait += since.elapsed();
         }
-        let (seq, mut slot) = taken?;
+        let (seq, mut slot) = taken;
         // A fill that panics (and is caught by the application) sent nothing: its credit and
         // slot go back, so the count a later Finish announces stays exact.
         let buf = self.session.transport.staging(&mut slot);
@@ -172,11 +195,54 @@ impl RdmaSink {
         if self.corrupt == Some(seq) && len > 0 {
             buf[0] ^= 1;
         }
-        if let Err(e) = self.session.transport.post_send(slot, wire_len) {
-            return Err(self.explain(e));
+        if let Some(kept) = self.wire_lens.get_mut(slot.index()) {
+            *kept = wire_len;
         }
         self.bytes += len as u64;
-        self.push_output()
+        if let Err(e) = self.session.transport.post_send(slot, wire_len) {
+            let e = self.explain(e);
+            self.resume_or(e)?;
+        }
+        loop {
+            match self.push_output() {
+                Ok(()) => return Ok(()),
+                Err(e) => self.resume_or(e)?,
+            }
+        }
+    }
+
+    /// After `e`: when it is a break and the session resumes, resumes it and sends again
+    /// what had not arrived (`Ok`: carry on); otherwise `e`.
+    fn resume_or(&mut self, mut e: Error) -> Result<()> {
+        loop {
+            if !self.session.resumes() || !is_break(&e) {
+                return Err(e);
+            }
+            let Some(outcome) = self.session.resume(e, &mut self.core)? else {
+                return Ok(());
+            };
+            let plan = outcome
+                .resumed
+                .plan
+                .ok_or_else(|| Error::Internal("a sender resumed without a plan".into()))?;
+            let again = self.core.resume(&plan, Instant::now())?;
+            self.control_readable = true;
+            match self.post_again(again) {
+                Ok(()) => return Ok(()),
+                Err(next) => e = next,
+            }
+        }
+    }
+
+    /// Posts the messages a resume sends again, in order, from their own slots.
+    fn post_again(&mut self, again: Vec<(u64, StagingSlot)>) -> Result<()> {
+        for (_, slot) in again {
+            let len = self.wire_lens.get(slot.index()).copied().unwrap_or(0);
+            if let Err(e) = self.session.transport.post_send(slot, len) {
+                return Err(self.explain(e));
+            }
+        }
+        Ok(())
     }
 
     /// Takes a credit and a staging slot, waiting for them; `stalled_since` is when it first
@@ -260,7 +326,8 @@ impl RdmaSink {
     /// deadline (`honor_stop`: the stop flag interrupts).
     fn wait(&mut self, honor_stop: bool) -> Result<()> {
         // Lingering after Finish, the data path may be closed: only the control channel matters.
-        let watch_data = !self.core.is_lingering();
+        // (Resumable, a break of the data path while Finish waits must still be seen.)
+        let watch_data = !self.core.is_lingering() || self.session.resumes();
         self.control_readable = self.session.wait(
             self.core.poll_timeout(),
             !self.core.control_closed(),
@@ -309,14 +376,22 @@ impl RdmaSink {
     /// # Errors
     /// The receiver ended or lost the session before every send completed.
     pub fn finish(mut self) -> Result<u64> {
-        let result = self.finish_inner();
+        let result = self.core.begin_finish(Instant::now()).and_then(|()| loop {
+            match self.finish_inner() {
+                Ok(count) => break Ok(count),
+                Err(e) => {
+                    if let Err(e) = self.resume_or(e) {
+                        break Err(e);
+                    }
+                }
+            }
+        });
         let result = self.after(result);
         self.session.transport.close();
         result
     }
 
     fn finish_inner(&mut self) -> Result<u64> {
-        self.core.begin_finish(Instant::now())?;
         loop {
             // Sends Finish once the core queued it (every send completed).
             self.run_actions()?;
@@ -329,7 +404,12 @@ impl RdmaSink {
                     self.progress()?;
                 }
                 // The data path may be closed by now: only the control channel matters.
-                FinishStep::Linger => self.read_control()?,
+                FinishStep::Linger => {
+                    self.read_control()?;
+                    if self.session.resumes() && self.core.finish_step()? == FinishStep::Linger {
+                        self.watch_data_while_lingering()?;
+                    }
+                }
             }
             if self.core.has_actions() || self.core.finish_step()? == FinishStep::Done {
                 continue;
@@ -340,6 +420,32 @@ impl RdmaSink {
                 self.wait(false)?;
             }
         }
+    }
+
+    /// Resumable and lingering after Finish: a data path that fails now may be the
+    /// receiver's end (it closes its data path after shutting the control connection: the end
+    /// of file there is read first, for a moment) or a break that lost messages counted in
+    /// Finish (then the session resumes: the error).
+    fn watch_data_while_lingering(&mut self) -> Result<()> {
+        self.events.clear();
+        let polled = self.session.transport.poll_sends(&mut self.events);
+        let now = self.stamp.get();
+        for event in self.events.drain(..) {
+            self.core.on_send_event(event, now)?;
+        }
+        let Err(e) = polled else {
+            return Ok(());
+        };
+        let deadline =
+            crate::time::deadline_after(Instant::now(), crate::session_core::EXPLAIN_WAIT);
+        while !self.core.control_closed() {
+            match self.session.control.recv_until(deadline)? {
+                Received::Message(msg) => self.core.on_control(msg, Instant::now())?,
+                Received::Closed(lost) => return self.core.on_control_closed(lost),
+                Received::Nothing => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Aborts the session, telling the receiver why (it sees [`Error::Rejected`]).
@@ -397,6 +503,20 @@ impl RdmaSink {
     fn explain(&mut self, e: Error) -> Error {
         let released = self.core.released();
         self.session.explain(e, Role::Sender, released)
+    }
+}
+
+impl ResumeCore for SenderCore {
+    fn begin_resume(&mut self) -> Result<Counts> {
+        let position = SenderCore::begin_resume(self)?;
+        Ok(Counts {
+            messages: position.taken,
+            released: position.released,
+        })
+    }
+
+    fn on_reclaimed(&mut self, slot: StagingSlot) -> Result<()> {
+        SenderCore::on_reclaimed(self, slot)
     }
 }
 

@@ -190,6 +190,19 @@ pub struct SessionArgs {
     #[arg(long, env = "RDMA_CONTAINER_IDLE_TIMEOUT", value_name = "SECONDS")]
     pub idle_timeout: Option<Seconds>,
 
+    /// When the data path or the control connection breaks (a link flap, a reset
+    /// connection), resume the session for up to this long: the client reconnects, the
+    /// server waits for it, and every message still arrives exactly once, in order (the
+    /// sender sends again what had not arrived). Both ends must allow it; the shorter time
+    /// wins. 0 turns it off: a break ends the session at once (seconds, up to 86400).
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_RESUME_TIMEOUT",
+        default_value = "10",
+        value_name = "SECONDS"
+    )]
+    pub resume_timeout: SecondsOrOff,
+
     /// Poll this many microseconds before sleeping while waiting (lower latency, a busy core;
     /// off by default).
     #[arg(long, env = "RDMA_CONTAINER_BUSY_POLL", value_name = "USEC",
@@ -399,6 +412,8 @@ impl BenchArgs {
             device: self.device.clone(),
             connect_timeout: self.connect_timeout,
             handshake_timeout: self.handshake_timeout,
+            // A benchmark measures the data path as perftest does: a break ends it.
+            resume_timeout: SecondsOrOff(std::time::Duration::ZERO),
             idle_timeout: None,
             busy_poll: self
                 .busy_poll
@@ -566,6 +581,23 @@ impl std::str::FromStr for Seconds {
             ));
         }
         Ok(Seconds(std::time::Duration::from_secs_f64(v)))
+    }
+}
+
+/// A timeout that 0 turns off: a finite number of seconds from 0 to [`MAX_TIMEOUT_SECS`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SecondsOrOff(pub std::time::Duration);
+
+impl std::str::FromStr for SecondsOrOff {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().parse::<f64>() == Ok(0.0) {
+            return Ok(SecondsOrOff(std::time::Duration::ZERO));
+        }
+        s.parse::<Seconds>()
+            .map(|seconds| SecondsOrOff(seconds.0))
+            .map_err(|e| e.replace("a positive number", "0 or a positive number"))
     }
 }
 

@@ -40,7 +40,10 @@ pub fn run(
     };
     metrics::session_started(sink.info());
     report.started(sink.info());
+    let resumes = sink.resume_counters();
     let result = stream(sink, count, size, stop, &mut report);
+    report.resumed(resumes.get());
+    log_resumes(resumes.get());
     metrics::client_session_ended(&result);
     if let Err(e) = &result {
         let ending = e
@@ -94,6 +97,17 @@ fn stream(
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
 
+/// The summary's word on resumes, when there were any.
+pub fn log_resumes(stats: rdma_container::ResumeStats) {
+    if stats.resumes > 0 {
+        log::info!(
+            "the session resumed {} time(s); {} message(s) were sent again",
+            stats.resumes,
+            stats.messages_resent
+        );
+    }
+}
+
 /// Sends messages "0".."count-1" (sized by `size`), stopping early on Ctrl-C.
 pub fn send_all(
     sink: &mut RdmaSink,
@@ -102,7 +116,13 @@ pub fn send_all(
     stop: &AtomicBool,
 ) -> Result<()> {
     let mut payloads = Payloads::new(size);
+    #[cfg(feature = "test-hooks")]
+    let pace = send_pace_hook();
     for i in 0..count {
+        #[cfg(feature = "test-hooks")]
+        if let Some(pace) = pace {
+            std::thread::sleep(pace);
+        }
         if stop.load(Ordering::Relaxed) {
             log::info!("Ctrl-C: stopping after {i} message(s)");
             return Ok(());
@@ -118,4 +138,16 @@ pub fn send_all(
         }
     }
     Ok(())
+}
+
+/// Test builds: `RDMA_CONTAINER_TEST_SEND_PACE_US=N` sleeps N microseconds before each message,
+/// so that a test can break a session's connections while it runs.
+#[cfg(feature = "test-hooks")]
+fn send_pace_hook() -> Option<std::time::Duration> {
+    let us: u64 = std::env::var("RDMA_CONTAINER_TEST_SEND_PACE_US")
+        .ok()?
+        .parse()
+        .ok()?;
+    log::info!("test hook: {us} us before each message (RDMA_CONTAINER_TEST_SEND_PACE_US)");
+    Some(std::time::Duration::from_micros(us))
 }

@@ -42,6 +42,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
         .with_stop(Some(stop.clone()))
         .with_checksum(args.checksum)
         .with_require_rdma(args.require_rdma)
+        .with_resume_timeout(args.resume_timeout.0)
         .with_auth_key(
             args.auth_key_file
                 .as_deref()

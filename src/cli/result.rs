@@ -116,6 +116,10 @@ pub struct SessionResult {
     /// The per-message check both ends agreed on (`none`, `crc32c`); `null` before the
     /// handshake.
     pub checksum: Option<&'static str>,
+    /// Times the session resumed after a break (`--resume-timeout`).
+    pub resumes: u32,
+    /// Messages the sender sent again after those resumes.
+    pub messages_resent: u64,
     /// Messages and bytes sent (client) or received (server).
     pub messages: u64,
     pub bytes: u64,
@@ -162,7 +166,15 @@ impl SessionResult {
             gbit_per_second: 0.0,
             ending: Ending::Finished,
             exit_status: 0,
+            resumes: 0,
+            messages_resent: 0,
         }
+    }
+
+    /// Records the session's resumes so far.
+    pub fn resumed(&mut self, stats: rdma_container::ResumeStats) {
+        self.resumes = stats.resumes;
+        self.messages_resent = stats.messages_resent;
     }
 
     /// Fills in what the session negotiated and chose.

@@ -47,7 +47,17 @@ pub fn receive_all(
     metrics::session_started(src.info());
     report.started(src.info());
     let mut ending = Ending::Finished;
+    let resumes = src.resume_counters();
+    #[cfg(feature = "test-hooks")]
+    let stall = recv_stall_hook();
     let end = loop {
+        #[cfg(feature = "test-hooks")]
+        if let Some((at, pause)) = stall {
+            if src.received() == at {
+                printer.flush();
+                std::thread::sleep(pause);
+            }
+        }
         match src.recv() {
             Ok(Some(payload)) => {
                 metrics::message_received(payload.len());
@@ -74,6 +84,8 @@ pub fn receive_all(
         started.elapsed(),
         ending,
     );
+    report.resumed(resumes.get());
+    super::client::log_resumes(resumes.get());
     metrics::session_ended(&end);
     let how = match end {
         SessionEnd::EndOfStream => "end of stream",
@@ -374,6 +386,18 @@ fn doorman(listener: Listener, stop: Arc<AtomicBool>, tx: Sender<Event>) {
             return;
         }
     }
+}
+
+/// Test builds: `RDMA_CONTAINER_TEST_RECV_STALL=N:MS` stops receiving for MS milliseconds once
+/// N messages were delivered, so that a test can break a session while its sender has sent
+/// Finish and waits for the receiver.
+#[cfg(feature = "test-hooks")]
+fn recv_stall_hook() -> Option<(u64, std::time::Duration)> {
+    let value = std::env::var("RDMA_CONTAINER_TEST_RECV_STALL").ok()?;
+    let (at, ms) = value.split_once(':')?;
+    let (at, ms) = (at.parse().ok()?, ms.parse().ok()?);
+    log::info!("test hook: a {ms} ms stall after {at} message(s) (RDMA_CONTAINER_TEST_RECV_STALL)");
+    Some((at, std::time::Duration::from_millis(ms)))
 }
 
 #[cfg(test)]

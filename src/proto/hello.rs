@@ -1,12 +1,15 @@
 //! The hello each end sends first: who it is and what its data path looks like.
 
+use super::message::SESSION_ID_LEN;
 use super::wire::{put_prefixed, Reader};
 use super::DecodeError;
 
 /// The four bytes every hello starts with.
 pub(crate) const HELLO_MAGIC: [u8; 4] = *b"RDMC";
 /// The protocol version this build speaks.
-pub(crate) const PROTOCOL_VERSION: u16 = 4;
+pub(crate) const PROTOCOL_VERSION: u16 = 5;
+/// The length of the resume secret a server's hello carries (without a pre-shared key).
+pub(crate) const RESUME_SECRET_LEN: usize = 32;
 /// Upper bound on the transport blob (DOCA's exported connection is a few hundred bytes).
 pub(crate) const MAX_BLOB_LEN: usize = 1024;
 /// Upper bound on the credit count a hello may announce.
@@ -172,6 +175,14 @@ pub(crate) struct Hello {
     pub gid: [u8; 16],
     /// The per-message check this side uses (version 4).
     pub checksum: Checksum,
+    /// How long this side keeps a broken session waiting to resume, in milliseconds; 0: it
+    /// does not resume (version 5). Resumption is on when both sides say more than 0.
+    pub resume_timeout_ms: u32,
+    /// The server's hello, with resumption on: the session's id; zeros otherwise.
+    pub session_id: [u8; SESSION_ID_LEN],
+    /// The server's hello, with resumption on and no pre-shared key: the session's resume
+    /// secret; zeros otherwise (with a key both ends derive it).
+    pub resume_secret: [u8; RESUME_SECRET_LEN],
     /// Transport-specific connection data (DOCA export blob, QP info, TCP data port).
     pub blob: Vec<u8>,
 }
@@ -187,6 +198,9 @@ impl Hello {
         out.extend_from_slice(&self.credits.to_le_bytes());
         out.extend_from_slice(&self.gid);
         out.push(self.checksum.to_byte());
+        out.extend_from_slice(&self.resume_timeout_ms.to_le_bytes());
+        out.extend_from_slice(&self.session_id);
+        out.extend_from_slice(&self.resume_secret);
         let blob = &self.blob[..self.blob.len().min(MAX_BLOB_LEN)];
         put_prefixed(out, blob);
     }
@@ -223,6 +237,9 @@ impl Hello {
         }
         let gid = r.array("gid")?;
         let checksum = Checksum::from_byte(r.u8("checksum")?)?;
+        let resume_timeout_ms = r.u32("resume_timeout_ms")?;
+        let session_id = r.array("session_id")?;
+        let resume_secret = r.array("resume_secret")?;
         let blob = r.prefixed(MAX_BLOB_LEN, "blob")?.to_vec();
         Ok(Hello {
             version,
@@ -232,6 +249,9 @@ impl Hello {
             credits,
             gid,
             checksum,
+            resume_timeout_ms,
+            session_id,
+            resume_secret,
             blob,
         })
     }

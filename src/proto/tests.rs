@@ -16,6 +16,9 @@ fn hello() -> Hello {
         credits: 2,
         gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
         checksum: Checksum::Crc32c,
+        resume_timeout_ms: 10_000,
+        session_id: [5; SESSION_ID_LEN],
+        resume_secret: [6; 32],
         blob: vec![1, 2, 3],
     }
 }
@@ -301,10 +304,15 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
         1u16..=1024,
         any::<[u8; 16]>(),
         any::<bool>(),
+        (
+            any::<u32>(),
+            any::<[u8; SESSION_ID_LEN]>(),
+            any::<[u8; 32]>(),
+        ),
         proptest::collection::vec(any::<u8>(), 0..=MAX_BLOB_LEN),
     )
         .prop_map(
-            |(role, transport, max_msg_size, credits, gid, crc, blob)| Hello {
+            |(role, transport, max_msg_size, credits, gid, crc, resume, blob)| Hello {
                 version: PROTOCOL_VERSION,
                 role,
                 transport,
@@ -316,6 +324,9 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
                 } else {
                     Checksum::None
                 },
+                resume_timeout_ms: resume.0,
+                session_id: resume.1,
+                resume_secret: resume.2,
                 blob,
             },
         )

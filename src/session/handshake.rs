@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::choice::create_transport;
+use super::resume::{negotiated_timeout, ResumeAttempt, ResumeRegistry, Resumption};
 use super::{ipv4, Session, SessionInfo, WAIT_SLICE};
 use crate::auth::fresh_nonce;
 use crate::config::Config;
@@ -19,9 +20,10 @@ use crate::net::bootstrap;
 use crate::net::iface::{path_info, PathInfo};
 use crate::net::wait::{remaining, wait_readable};
 use crate::net::{ControlChannel, Received};
-use crate::proto::{Hello, PROTOCOL_VERSION};
+use crate::proto::{Hello, Message, PROTOCOL_VERSION};
 use crate::roce::{self, DeviceChoice};
 use crate::session_core::handshake::{Auth, Handshake, HandshakeAction, AUTH_WINDOW};
+use crate::session_core::resume::{ResumeTicket, SessionId};
 use crate::time::deadline_after;
 use crate::transport::{BootstrapSide, RolePath, SetupParams, SetupStep};
 use crate::{Error, Result};
@@ -58,23 +60,34 @@ impl<P: RolePath + ?Sized> Session<P> {
             }
         };
         let handshake = Handshake::client(prepared.hello.clone(), deadline, auth);
-        prepared.run(control, handshake, config)
+        prepared.run(
+            control,
+            handshake,
+            config,
+            ResumeRole::Client { server: addr },
+        )
     }
 
     /// Server side, second step: answer a hello read by [`read_hello`] and set up a session in
     /// which we play `P`'s role, within what is left of the handshake deadline.
-    pub(crate) fn accept(pending: PendingHello, config: &Config) -> Result<Self> {
+    /// With `registry`, a session that resumes registers there, so that the listener hands it
+    /// its client's resume attempts.
+    pub(crate) fn accept(
+        pending: PendingHello,
+        config: &Config,
+        registry: Option<&ResumeRegistry>,
+    ) -> Result<Self> {
         let PendingHello {
             mut control,
             mut handshake,
-            ..
+            hello: pending_hello,
         } = pending;
         if let Err(e) = config.validate() {
             handshake.on_bad_config();
             run_failure_actions(&mut control, &mut handshake);
             return Err(e);
         }
-        let prepared = match Prepared::<P>::new(&control, BootstrapSide::Server, config) {
+        let mut prepared = match Prepared::<P>::new(&control, BootstrapSide::Server, config) {
             Ok(p) => p,
             Err(e) => {
                 handshake.fail(&e);
@@ -82,11 +95,30 @@ impl<P: RolePath + ?Sized> Session<P> {
                 return Err(e);
             }
         };
+        let resume = match server_ticket(&mut prepared.hello, &pending_hello, &handshake, config) {
+            Ok(Some(ticket)) => registry.map_or(ResumeRole::Off, |registry| ResumeRole::Server {
+                ticket,
+                registry: registry.clone(),
+            }),
+            Ok(None) => ResumeRole::Off,
+            Err(e) => {
+                handshake.fail(&e);
+                run_failure_actions(&mut control, &mut handshake);
+                return Err(e);
+            }
+        };
+        if matches!(resume, ResumeRole::Off) {
+            prepared.hello.session_id = [0; 16];
+            prepared.hello.resume_secret = [0; 32];
+            if registry.is_none() {
+                prepared.hello.resume_timeout_ms = 0;
+            }
+        }
         if let Err(e) = handshake.our_hello(prepared.hello.clone()) {
             run_failure_actions(&mut control, &mut handshake);
             return Err(e);
         }
-        prepared.run(control, handshake, config)
+        prepared.run(control, handshake, config, resume)
     }
 }
 
@@ -99,11 +131,30 @@ pub(crate) fn read_hello(
     stream: TcpStream,
     config: &Config,
     authenticated: &AtomicBool,
-) -> Result<PendingHello> {
+) -> Result<Opening> {
     let now = Instant::now();
     let deadline = deadline_after(now, config.handshake_timeout);
     let mut control = ControlChannel::new(stream)?;
     let mut handshake = Handshake::server(now, deadline, auth_of(config)?);
+    // A resume attempt says so in its first frame; it proves the session's secret to the
+    // session itself, not the key to us (with a key, the secret is bound to it).
+    match first_frame(&mut control, &mut handshake, config) {
+        Ok(Some((session, nonce))) => {
+            return Ok(Opening::Resume(
+                session,
+                Box::new(ResumeAttempt {
+                    control,
+                    nonce,
+                    since: now,
+                }),
+            ))
+        }
+        Ok(None) => {}
+        Err(e) => {
+            run_failure_actions(&mut control, &mut handshake);
+            return Err(e);
+        }
+    }
     while !handshake.awaits_our_hello() {
         if handshake.is_authenticated() {
             authenticated.store(true, Ordering::Relaxed);
@@ -120,11 +171,123 @@ pub(crate) fn read_hello(
         .peer()
         .cloned()
         .ok_or_else(|| Error::Internal("the client's hello vanished".to_owned()))?;
-    Ok(PendingHello {
+    Ok(Opening::Hello(Box::new(PendingHello {
         control,
         hello,
         handshake,
-    })
+    })))
+}
+
+/// What a new connection to the listener opened with.
+#[derive(Debug)]
+pub(crate) enum Opening {
+    /// A new session's hello.
+    Hello(Box<PendingHello>),
+    /// A resume attempt for the session with this id.
+    Resume(SessionId, Box<ResumeAttempt>),
+}
+
+/// Waits for the first frame: a Resume is returned; anything else goes to the handshake.
+fn first_frame(
+    control: &mut ControlChannel,
+    handshake: &mut Handshake,
+    config: &Config,
+) -> Result<Option<(SessionId, crate::auth::Nonce)>> {
+    loop {
+        let slice_end = handshake.poll_timeout().map_or_else(
+            || Instant::now() + WAIT_SLICE,
+            |d| d.min(Instant::now() + WAIT_SLICE),
+        );
+        match control.recv_until(slice_end) {
+            Ok(Received::Message(Message::Resume { session, nonce })) => {
+                return Ok(Some((session, nonce)))
+            }
+            Ok(Received::Message(msg)) => {
+                handshake.on_message(msg)?;
+                return Ok(None);
+            }
+            Ok(Received::Closed(lost)) => return Err(handshake.on_control_closed(lost)),
+            Ok(Received::Nothing) => {}
+            Err(e) => {
+                handshake.fail(&e);
+                return Err(e);
+            }
+        }
+        expire(control, handshake, config)?;
+    }
+}
+
+/// How a session being set up will resume.
+enum ResumeRole {
+    Off,
+    Client {
+        server: SocketAddr,
+    },
+    Server {
+        ticket: ResumeTicket,
+        registry: ResumeRegistry,
+    },
+}
+
+/// Server: when both ends resume, the session's ticket, its id (and without a key its
+/// secret) put in our hello.
+fn server_ticket(
+    ours: &mut Hello,
+    client: &Hello,
+    handshake: &Handshake,
+    config: &Config,
+) -> Result<Option<ResumeTicket>> {
+    if negotiated_timeout(ours, client).is_none() {
+        return Ok(None);
+    }
+    let ticket = match (&config.auth_key, handshake.proven_nonces()) {
+        (Some(key), Some((client_nonce, server_nonce))) => {
+            let random = ResumeTicket::random()?;
+            let ticket =
+                ResumeTicket::bound_to_key(key, *random.id(), &client_nonce, &server_nonce)?;
+            ours.resume_secret = [0; 32];
+            ticket
+        }
+        (Some(_), None) => {
+            return Err(Error::Internal(
+                "a key without the authentication's nonces".into(),
+            ))
+        }
+        (None, _) => {
+            let ticket = ResumeTicket::random()?;
+            ours.resume_secret = ticket.secret_for_hello();
+            ticket
+        }
+    };
+    ours.session_id = *ticket.id();
+    Ok(Some(ticket))
+}
+
+/// Client: the ticket from the server's hello, when both ends resume.
+fn client_ticket(
+    ours: &Hello,
+    server: &Hello,
+    nonces: Option<(crate::auth::Nonce, crate::auth::Nonce)>,
+    config: &Config,
+) -> Result<Option<ResumeTicket>> {
+    if negotiated_timeout(ours, server).is_none() || server.session_id == [0; 16] {
+        return Ok(None);
+    }
+    match (&config.auth_key, nonces) {
+        (Some(key), Some((client_nonce, server_nonce))) => Ok(Some(ResumeTicket::bound_to_key(
+            key,
+            server.session_id,
+            &client_nonce,
+            &server_nonce,
+        )?)),
+        (Some(_), None) => Err(Error::Internal(
+            "a key without the authentication's nonces".into(),
+        )),
+        (None, _) => Ok(Some(ResumeTicket::from_parts(
+            &server.session_id,
+            &server.resume_secret,
+        )?)),
+    }
 }
 
 /// Reads what the control connection has for the handshake (waiting one slice at most), and
@@ -251,6 +414,14 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             credits: config.credits,
             gid,
             checksum: config.checksum,
+            resume_timeout_ms: if transport.can_resume() {
+                // validate() bounded it to u32 milliseconds.
+                u32::try_from(config.resume_timeout.as_millis()).unwrap_or(u32::MAX)
+            } else {
+                0
+            },
+            session_id: [0; 16],
+            resume_secret: [0; 32],
             blob: transport.local_blob(),
         };
         Ok(Self {
@@ -270,6 +441,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
         mut control: ControlChannel,
         mut handshake: Handshake,
         config: &Config,
+        resume_role: ResumeRole,
     ) -> Result<Session<P>> {
         let result = self.drive(&mut control, &mut handshake, config);
         if let Err(e) = result {
@@ -278,9 +450,27 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             self.transport.close();
             return Err(e);
         }
+        let nonces = handshake.proven_nonces();
         let (local, peer) = handshake
             .into_hellos()
             .ok_or_else(|| Error::Internal("established without both hellos".to_owned()))?;
+        let timeout = negotiated_timeout(&local, &peer);
+        let resume = match (resume_role, timeout) {
+            (ResumeRole::Off, _) | (_, None) => None,
+            (ResumeRole::Server { ticket, registry }, Some(timeout)) => {
+                Some(Resumption::server(ticket, timeout, registry))
+            }
+            (ResumeRole::Client { server }, Some(timeout)) => {
+                match client_ticket(&local, &peer, nonces, config) {
+                    Ok(ticket) => ticket.map(|ticket| Resumption::client(ticket, timeout, server)),
+                    Err(e) => {
+                        control.reject("the client could not take the session's resume ticket");
+                        self.transport.close();
+                        return Err(e);
+                    }
+                }
+            }
+        };
         let info = SessionInfo {
             mtu: self.transport.path_mtu(),
             transport: local.transport,
@@ -297,6 +487,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             slots: self.slots,
             info,
             config: config.clone(),
+            resume,
         })
     }
 

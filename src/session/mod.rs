@@ -7,6 +7,7 @@
 
 mod choice;
 pub(crate) mod handshake;
+pub(crate) mod resume;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -63,6 +64,10 @@ impl SessionInfo {
         if self.checksum() != Checksum::None {
             s.push_str(&format!(" | checksum {}", self.checksum()));
         }
+        match self.resume_timeout() {
+            Some(t) => s.push_str(&format!(" | resume {:.1} s", t.as_secs_f64())),
+            None => s.push_str(" | resume off"),
+        }
         if let Some(d) = &self.device {
             s.push_str(&format!(
                 " | device {} port {} gid-index {} gid {} netdev {}",
@@ -89,6 +94,12 @@ impl SessionInfo {
         }
     }
 
+    /// How long a broken session tries to resume (the shorter of both ends' times); `None`
+    /// when it does not resume.
+    pub fn resume_timeout(&self) -> Option<Duration> {
+        resume::negotiated_timeout(&self.local, &self.peer)
+    }
+
     /// The check each message carries (both ends agreed on it).
     pub fn checksum(&self) -> Checksum {
         self.local.checksum
@@ -110,6 +121,9 @@ pub(crate) struct Session<P: RolePath + ?Sized> {
     pub(crate) slots: Vec<P::Slot>,
     pub(crate) info: SessionInfo,
     pub(crate) config: Config,
+    /// How the session resumes after a break; `None` when it does not (either end's
+    /// `--resume-timeout 0`, or a transport that cannot).
+    pub(crate) resume: Option<resume::Resumption>,
 }
 
 impl<P: RolePath + ?Sized> Session<P> {
@@ -153,6 +167,9 @@ impl<P: RolePath + ?Sized> Session<P> {
     ) -> Result<bool> {
         if honor_stop && self.config.stopped() {
             return Err(Error::Interrupted);
+        }
+        if resume::poll_attempt(&mut self.resume) {
+            return Err(resume::attempt_marker());
         }
         let slice = match until {
             Some(t) => remaining(t).map_or(Duration::ZERO, |left| left.min(WAIT_SLICE)),

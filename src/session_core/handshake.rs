@@ -136,6 +136,9 @@ pub(crate) struct Handshake {
     auth: Option<Auth>,
     /// Server with a key: the client's nonce, once its challenge arrived.
     client_nonce: Option<Nonce>,
+    /// With a key, once both ends proved it: the client's and the server's nonces (a session
+    /// bound to the key derives its resume secret from them).
+    proven_nonces: Option<(Nonce, Nonce)>,
     deadline: Instant,
     /// Server with a key: when the client's authentication must be complete (the earlier of
     /// [`AUTH_WINDOW`] after the connection and `deadline`).
@@ -185,6 +188,7 @@ impl Handshake {
             stage,
             auth,
             client_nonce: None,
+            proven_nonces: None,
             deadline,
             auth_deadline: deadline,
             ours: None,
@@ -216,6 +220,11 @@ impl Handshake {
     /// The peer's Hello, once it arrived.
     pub(crate) fn peer(&self) -> Option<&Hello> {
         self.peer.as_ref()
+    }
+
+    /// With a key, once both ends proved it: the client's and the server's nonces.
+    pub(crate) fn proven_nonces(&self) -> Option<(Nonce, Nonce)> {
+        self.proven_nonces
     }
 
     /// Both hellos, once established: (ours, the peer's).
@@ -302,6 +311,8 @@ client with the same key"
                         "the client's key is not ours".to_owned(),
                     ));
                 }
+                let server = auth.nonce;
+                self.proven_nonces = Some((client, server));
                 self.stage = Stage::ClientHello;
                 Ok(())
             }
@@ -315,6 +326,8 @@ server meant)"
                     ));
                 }
                 let proof = auth.key.client_proof(&auth.nonce, &nonce);
+                let proven = (auth.nonce, nonce);
+                self.proven_nonces = Some(proven);
                 let ours = self
                     .ours
                     .clone()
@@ -531,6 +544,9 @@ pub(crate) mod tests {
             credits: 2,
             gid: [0; 16],
             checksum: Checksum::None,
+            resume_timeout_ms: 0,
+            session_id: [0; 16],
+            resume_secret: [0; 32],
             blob: vec![role as u8],
         }
     }

@@ -16,10 +16,7 @@ pub(crate) mod handshake;
 #[cfg(test)]
 mod proptests;
 pub(crate) mod receiving;
-// Issue 24's first step: the resume rules and their tests, not yet called by the drivers.
-#[allow(dead_code)]
 pub(crate) mod resume;
-#[allow(dead_code)]
 pub(crate) mod resume_handshake;
 #[cfg(test)]
 mod resume_proptests;

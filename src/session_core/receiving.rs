@@ -81,9 +81,7 @@ pub(crate) enum ReceiverAction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Open,
-    /// The data path broke; the session is being resumed. Issue 24: the drivers do not
-    /// resume yet.
-    #[allow(dead_code)]
+    /// The data path broke; the session is being resumed.
     Resuming,
     Ended,
     Failed,
@@ -157,7 +155,6 @@ impl ReceiverCore {
     }
 
     /// The session may resume after a break (docs/design.md, "Resuming a session").
-    #[allow(dead_code)] // issue 24: the drivers do not resume yet
     pub(crate) fn resumable(mut self) -> Self {
         self.resumable = true;
         self
@@ -332,8 +329,9 @@ impl ReceiverCore {
     /// The control connection reached end of file (or was reset): `lost` says which.
     pub(crate) fn on_control_closed(&mut self, lost: Lost) -> Result<(), Error> {
         self.control_closed = true;
-        if self.finish.is_some() {
-            // The sender may go once it said Finish; the messages it counted are on their way.
+        if self.finish.is_some() && (!self.resumable || self.let_go) {
+            // The sender may go once it said Finish; the messages it counted are on their way
+            // (with resumption: all here). Resumable and not all here, the close is a break.
             return Ok(());
         }
         // Lost before Finish. Nothing that already arrived is dropped: `next` delivers it
@@ -343,6 +341,18 @@ impl ReceiverCore {
         }
         self.control_lost.get_or_insert(lost);
         Ok(())
+    }
+
+    /// Resumable: Finish came and every message it counted arrived, so a data path that
+    /// closes or fails now is the end, not a break.
+    pub(crate) fn has_everything(&self) -> bool {
+        self.finish
+            .is_some_and(|count| self.window.arrived() == count)
+    }
+
+    /// Whether the session resumes after a break.
+    pub(crate) fn is_resumable(&self) -> bool {
+        self.resumable
     }
 
     /// The data path closed (the peer closed it, or it failed as a closed path does).
@@ -438,7 +448,6 @@ impl ReceiverCore {
     ///
     /// # Errors
     /// [`Error::Closed`] after the session ended; [`Error::Internal`] without resumption.
-    #[allow(dead_code)] // issue 24: the drivers do not resume yet
     pub(crate) fn begin_resume(&mut self) -> Result<ReceiverPosition, Error> {
         if !self.resumable {
             return Err(Error::Internal(
@@ -461,7 +470,6 @@ impl ReceiverCore {
     ///
     /// # Errors
     /// Not resuming: [`Error::Internal`].
-    #[allow(dead_code)] // issue 24: the drivers do not resume yet
     pub(crate) fn resumed(&mut self, told: ReceiverPosition, now: Instant) -> Result<(), Error> {
         if self.phase != Phase::Resuming {
             return Err(Error::Internal("resumed without begin_resume".to_owned()));

@@ -42,11 +42,6 @@ use crate::proto::SESSION_ID_LEN;
 use crate::time::deadline_after;
 use crate::{Error, ProtocolViolation, Result};
 
-/// The resume timeout when none is set: long enough for a link flap (a port's link training
-/// takes 1-3 s, and RC's own retries put a QP in error within about half a second before that)
-/// and for a reset TCP connection to be replaced; short enough that a peer that really died is
-/// reported within seconds.
-pub(crate) const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(10);
 /// The client's wait after its first failed attempt.
 pub(crate) const FIRST_RETRY: Duration = Duration::from_millis(50);
 /// How long one attempt may take (connect, prove, exchange counts, set the data path up again)
@@ -102,6 +97,15 @@ impl ResumeTicket {
             id,
             secret: AuthKey::from_bytes(&secret)?,
         })
+    }
+
+    /// The secret, as a server's hello carries it without a pre-shared key.
+    pub(crate) fn secret_for_hello(&self) -> [u8; 32] {
+        let mut out = [0; 32];
+        let bytes = self.secret.expose();
+        let n = bytes.len().min(32);
+        out[..n].copy_from_slice(&bytes[..n]);
+        out
     }
 
     /// The session's id.

@@ -219,6 +219,7 @@ impl ResumeHandshake {
     }
 
     /// Whether the peer proved the session's secret in this attempt.
+    #[cfg(test)]
     pub(crate) fn peer_proven(&self) -> bool {
         self.peer_proven
     }

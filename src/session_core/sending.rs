@@ -50,8 +50,7 @@ enum Phase {
         until: Instant,
     },
     /// The data path broke; the session is being resumed (`finishing`: `finish` had been
-    /// called). Issue 24: the drivers do not resume yet.
-    #[allow(dead_code)]
+    /// called).
     Resuming {
         finishing: bool,
     },
@@ -169,7 +168,6 @@ impl SenderCore {
 
     /// Keeps every message until the receiver released it, so that a resumed session can
     /// send again what the broken path lost (docs/design.md, "Resuming a session").
-    #[allow(dead_code)] // issue 24: the drivers do not resume yet
     pub(crate) fn keeping_messages(mut self) -> Self {
         self.kept = Some(KeptMessages {
             ledger: SentLedger::default(),
@@ -323,6 +321,10 @@ impl SenderCore {
     pub(crate) fn on_control_closed(&mut self, lost: Lost) -> Result<(), Error> {
         self.control_closed = true;
         match self.phase {
+            // Keeping messages for a resume, a reset (not the receiver's close) is a break.
+            Phase::Lingering { .. } if self.kept.is_some() && lost.cause.is_some() => {
+                Err(lost.into_error(self.window.released()))
+            }
             Phase::Lingering { .. } | Phase::Done => {
                 self.phase = Phase::Done;
                 Ok(())
@@ -482,7 +484,6 @@ impl SenderCore {
     /// # Errors
     /// [`Error::Closed`] after the session ended; [`Error::Internal`] for a sender that keeps
     /// no messages.
-    #[allow(dead_code)] // issue 24: the drivers do not resume yet
     pub(crate) fn begin_resume(&mut self) -> Result<SenderPosition, Error> {
         if self.kept.is_none() {
             return Err(Error::Internal(
@@ -509,7 +510,6 @@ impl SenderCore {
     ///
     /// # Errors
     /// A slot given back twice, or by a sender that keeps nothing: [`Error::Internal`].
-    #[allow(dead_code)] // issue 24: the drivers do not resume yet
     pub(crate) fn on_reclaimed(&mut self, slot: StagingSlot) -> Result<(), Error> {
         match self.kept.as_mut() {
             Some(kept) => kept.hold(slot),
@@ -527,7 +527,6 @@ impl SenderCore {
     ///
     /// # Errors
     /// Not resuming, or a slot not given back: [`Error::Internal`].
-    #[allow(dead_code)] // issue 24: the drivers do not resume yet
     pub(crate) fn resume(
         &mut self,
         plan: &ResumePlan,
@@ -562,6 +561,8 @@ impl SenderCore {
             again
         };
         self.on_released(plan.released, now)?;
+        // A resume always runs on a new control connection.
+        self.control_closed = false;
         self.phase = if finishing {
             Phase::Draining {
                 until: deadline_after(now, FINISH_LINGER),
@@ -705,6 +706,59 @@ mod tests {
         assert_eq!(s.finish_step().unwrap(), FinishStep::Drain);
         s.resume(&plan(1..1, 0), now).unwrap();
         assert_eq!(s.poll_action(), Some(SenderAction::SendFinish { count: 1 }));
+    }
+
+    #[test]
+    fn a_resume_runs_on_a_new_control_connection_so_the_broken_ones_close_is_forgotten() {
+        let now = Instant::now();
+        let mut s = keeping(2, now);
+        take(&mut s);
+        take(&mut s);
+        let lost = s.on_control_closed(Lost::closed("reset"));
+        assert!(lost.is_err(), "a close before Finish is a break");
+        assert!(s.control_closed());
+        s.begin_resume().unwrap();
+        s.on_reclaimed(StagingSlot::for_test(0)).unwrap();
+        s.on_reclaimed(StagingSlot::for_test(1)).unwrap();
+        s.resume(&plan(2..2, 2), now).unwrap();
+        assert!(
+            !s.control_closed(),
+            "the new connection is read (its credits)"
+        );
+        s.on_control(Message::Credit { released: 2 }, now).unwrap();
+    }
+
+    #[test]
+    fn a_reset_while_lingering_is_a_break_for_a_keeping_sender_and_the_end_otherwise() {
+        let now = Instant::now();
+        let reset = || Lost {
+            reason: "control connection reset".into(),
+            cause: Some(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        };
+        for keeping_messages in [true, false] {
+            let mut s = if keeping_messages {
+                keeping(2, now)
+            } else {
+                sender(2, 2, None, now)
+            };
+            take(&mut s);
+            sent(&mut s, 0, now);
+            s.begin_finish(now).unwrap();
+            assert_eq!(s.poll_action(), Some(SenderAction::SendFinish { count: 1 }));
+            s.on_finish_sent(now);
+            assert_eq!(s.on_control_closed(reset()).is_err(), keeping_messages);
+            // The receiver's own close (end of file) ends a lingering Finish either way.
+            let mut s = if keeping_messages {
+                keeping(2, now)
+            } else {
+                sender(2, 2, None, now)
+            };
+            s.begin_finish(now).unwrap();
+            s.poll_action();
+            s.on_finish_sent(now);
+            s.on_control_closed(Lost::closed("closed")).unwrap();
+            assert_eq!(s.finish_step().unwrap(), FinishStep::Done);
+        }
     }
 
     #[test]

@@ -1,0 +1,702 @@
+//! Resuming a broken session: the drivers' half of docs/design.md, "Resuming a session".
+//!
+//! The rules are the core's ([`ResumeHandshake`], [`Reconnect`], [`Parked`], the sender's and
+//! receiver's `begin_resume`/`resume`); this module does the I/O around them:
+//! - the client reconnects to the server on the schedule [`Reconnect`] gives and runs a
+//!   [`ResumeHandshake`] on each new control connection;
+//! - the server's listener hands a connection whose first frame is `Resume{id}` to the session
+//!   with that id ([`ResumeRegistry`]); the session answers it while it runs (a live session's
+//!   data path may have failed only on the other end) or while it is parked after a break;
+//! - both tear their old data path down ([`DataPath::reset_for_resume`]) before taking their
+//!   counts, connect the new one with the peer's blob, and hand the agreed counts back to the
+//!   driver, which restarts its core from them.
+//!
+//! Nothing a peer does before it proved the session's secret changes anything: a stranger's
+//! attempt on a live session leaves it as it was.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{Session, WAIT_SLICE};
+use crate::auth::{fresh_nonce, Nonce};
+use crate::net::bootstrap;
+use crate::net::wait::{remaining, wait_readable};
+use crate::net::{ControlChannel, Received};
+use crate::proto::{Counts, Hello, Role};
+use crate::session_core::resume::{Parked, Reconnect, ReconnectStep, ResumeTicket, SessionId};
+use crate::session_core::resume_handshake::{
+    ResumeAction, ResumeFailure, ResumeHandshake, ResumeSetup, Resumed, RESUME_REFUSED,
+};
+use crate::transport::{RolePath, SetupStep, StagingSlot};
+use crate::{Error, Result};
+
+/// Resume attempts waiting for one session, beyond which a new one is refused.
+const MAX_WAITING_ATTEMPTS: usize = 4;
+
+/// The server's sessions that can be resumed, by id: where the listener hands their attempts.
+pub(crate) type ResumeRegistry = Arc<Mutex<HashMap<SessionId, SyncSender<ResumeAttempt>>>>;
+
+/// A new control connection whose first frame was `Resume{session, nonce}`.
+#[derive(Debug)]
+pub(crate) struct ResumeAttempt {
+    pub(crate) control: ControlChannel,
+    pub(crate) nonce: Nonce,
+    /// When the listener read it (the unproven client's window starts here).
+    pub(crate) since: Instant,
+}
+
+/// Hands `attempt` to the session `id` names, or refuses it ("resume refused": the same answer
+/// as a wrong proof, so only an id's existence shows).
+pub(crate) fn route_attempt(registry: &ResumeRegistry, id: &SessionId, mut attempt: ResumeAttempt) {
+    let peer = attempt.control.peer_addr();
+    let target = lock(registry).get(id).cloned();
+    let Some(target) = target else {
+        log::info!("refused a resume from {peer}: no session with that id");
+        attempt.control.reject(RESUME_REFUSED);
+        return;
+    };
+    match target.try_send(attempt) {
+        Ok(()) => log::debug!("a resume from {peer} handed to its session"),
+        Err(TrySendError::Full(mut attempt)) => {
+            log::warn!("refused a resume from {peer}: {MAX_WAITING_ATTEMPTS} attempts already wait for that session");
+            attempt.control.reject(RESUME_REFUSED);
+        }
+        Err(TrySendError::Disconnected(mut attempt)) => attempt.control.reject(RESUME_REFUSED),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A session's entry in the registry, removed when the session ends.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    registry: ResumeRegistry,
+    id: SessionId,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        lock(&self.registry).remove(&self.id);
+    }
+}
+
+/// Resumptions of one session so far (in its summary, its JSON and on
+/// [`crate::RdmaSink`]/[`crate::RdmaSrc`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResumeStats {
+    /// How many times the session was resumed after a break.
+    pub resumes: u32,
+    /// Messages the sender sent again after those resumes (sent before a break, not arrived).
+    pub messages_resent: u64,
+}
+
+/// A live view of a session's [`ResumeStats`] that stays readable after the session object is
+/// gone (a sink's `finish` consumes it, and may itself resume).
+#[derive(Debug, Clone, Default)]
+pub struct ResumeCounters {
+    resumes: Arc<AtomicU32>,
+    messages_resent: Arc<AtomicU64>,
+}
+
+impl ResumeCounters {
+    /// The counts now.
+    pub fn get(&self) -> ResumeStats {
+        ResumeStats {
+            resumes: self.resumes.load(Ordering::Relaxed),
+            messages_resent: self.messages_resent.load(Ordering::Relaxed),
+        }
+    }
+
+    fn count(&self, resent: u64) {
+        self.resumes.fetch_add(1, Ordering::Relaxed);
+        self.messages_resent.fetch_add(resent, Ordering::Relaxed);
+    }
+}
+
+/// Which end of the bootstrap connection we are, for resuming.
+#[derive(Debug)]
+enum Side {
+    /// We reconnect to the server.
+    Client { server: SocketAddr },
+    /// The listener hands us the client's attempts.
+    Server {
+        attempts: Receiver<ResumeAttempt>,
+        /// An attempt that arrived while the session ran.
+        pending: Option<Box<ResumeAttempt>>,
+        _registration: Registration,
+    },
+}
+
+/// A session's resumption: its ticket, its time and its side.
+#[derive(Debug)]
+pub(crate) struct Resumption {
+    ticket: ResumeTicket,
+    timeout: Duration,
+    side: Side,
+    pub(crate) counters: ResumeCounters,
+}
+
+/// What a resume gave the driver.
+#[derive(Debug)]
+pub(crate) struct ResumeOutcome {
+    /// The peer's counts and, for a sender, the plan.
+    pub(crate) resumed: Resumed,
+    /// Our counts, as told to the peer.
+    pub(crate) ours: Counts,
+}
+
+/// The role core's part in a resume, which the driver's core implements.
+pub(crate) trait ResumeCore {
+    /// The old data path is down: stop, and say our counts (may be called again after a failed
+    /// attempt; the counts do not change then).
+    fn begin_resume(&mut self) -> Result<Counts>;
+    /// The torn-down path gave back this staging slot.
+    fn on_reclaimed(&mut self, slot: StagingSlot) -> Result<()>;
+}
+
+/// The resume timeout both hellos agree on: the shorter of the two; `None` when either end
+/// does not resume.
+pub(crate) fn negotiated_timeout(ours: &Hello, peer: &Hello) -> Option<Duration> {
+    let ms = ours.resume_timeout_ms.min(peer.resume_timeout_ms);
+    (ms > 0).then(|| Duration::from_millis(u64::from(ms)))
+}
+
+impl Resumption {
+    /// The client's resumption of a session with `server`.
+    pub(crate) fn client(ticket: ResumeTicket, timeout: Duration, server: SocketAddr) -> Self {
+        Self {
+            ticket,
+            timeout,
+            side: Side::Client { server },
+            counters: ResumeCounters::default(),
+        }
+    }
+
+    /// The server's resumption: registers the session's id so that the listener hands it the
+    /// client's attempts.
+    pub(crate) fn server(
+        ticket: ResumeTicket,
+        timeout: Duration,
+        registry: ResumeRegistry,
+    ) -> Self {
+        let (tx, attempts) = std::sync::mpsc::sync_channel(MAX_WAITING_ATTEMPTS);
+        let id = *ticket.id();
+        lock(&registry).insert(id, tx);
+        Self {
+            ticket,
+            timeout,
+            side: Side::Server {
+                attempts,
+                pending: None,
+                _registration: Registration { registry, id },
+            },
+            counters: ResumeCounters::default(),
+        }
+    }
+
+    /// Server: whether a client's attempt arrived while the session runs (it is kept for
+    /// [`Session::resume`]).
+    pub(crate) fn attempt_arrived(&mut self) -> bool {
+        match &mut self.side {
+            Side::Client { .. } => false,
+            Side::Server {
+                attempts, pending, ..
+            } => {
+                if pending.is_none() {
+                    *pending = attempts.try_recv().ok().map(Box::new);
+                }
+                pending.is_some()
+            }
+        }
+    }
+}
+
+/// Whether an error is a break that a resume may repair: a lost peer, a failed control
+/// connection or data path. A Reject, a protocol violation, a local refusal, the stop flag and
+/// our own bugs are not.
+pub(crate) fn is_break(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::PeerLost { .. }
+            | Error::ControlIo(_)
+            | Error::TransportIo { .. }
+            | Error::TransportClosed { .. }
+            | Error::Verbs { .. }
+            | Error::VerbsCompletion { .. }
+    ) || is_doca_break(e)
+}
+
+#[cfg(doca_transport)]
+fn is_doca_break(e: &Error) -> bool {
+    matches!(e, Error::Doca { .. })
+}
+
+#[cfg(not(doca_transport))]
+fn is_doca_break(_: &Error) -> bool {
+    false
+}
+
+/// How one attempt ended.
+enum AttemptEnd {
+    Resumed(ResumeOutcome),
+    /// Failed; with whether our old path was torn down in it (server: only after the proof).
+    Failed {
+        why: String,
+        torn_down: bool,
+    },
+}
+
+impl<P: RolePath + ?Sized> Session<P> {
+    /// Whether this session resumes after a break.
+    pub(crate) fn resumes(&self) -> bool {
+        self.resume.is_some()
+    }
+
+    /// Resumption so far, as a handle that outlives the session.
+    pub(crate) fn resume_counters(&self) -> ResumeCounters {
+        self.resume
+            .as_ref()
+            .map(|r| r.counters.clone())
+            .unwrap_or_default()
+    }
+
+    /// After `cause` broke the session (or a client's attempt arrived while it ran): resumes
+    /// it. `Ok(Some)`: resumed on a new data path and control connection, with the counts the
+    /// driver restarts its core from. `Ok(None)`: only an attempt arrived and failed before
+    /// the client proved the secret; nothing changed, carry on. `Err`: the session cannot
+    /// resume (timeout, a proven peer's Reject or violation, the stop flag): `cause`, or what
+    /// ended it.
+    pub(crate) fn resume(
+        &mut self,
+        cause: Error,
+        core: &mut dyn ResumeCore,
+    ) -> Result<Option<ResumeOutcome>> {
+        let Some(resumption) = self.resume.as_ref() else {
+            return Err(cause);
+        };
+        let live = matches!(
+            &resumption.side,
+            Side::Server {
+                pending: Some(_),
+                ..
+            }
+        ) && is_attempt_marker(&cause);
+        if !live {
+            log::warn!(
+                "the session broke ({}); resuming (for up to {:.1} s)",
+                cause.chain(),
+                resumption.timeout.as_secs_f64()
+            );
+        }
+        let started = Instant::now();
+        let outcome = match resumption.side {
+            Side::Client { server } => self.resume_as_client(server, cause, core, started),
+            Side::Server { .. } => self.resume_as_server(cause, core, started, live),
+        }?;
+        let Some(outcome) = outcome else {
+            return Ok(None);
+        };
+        if let Some(r) = self.resume.as_ref() {
+            r.counters.count(resent(&outcome, P::ROLE));
+        }
+        log::info!(
+            "session resumed in {:.2} s: the receiver had {} message(s), {} sent again",
+            started.elapsed().as_secs_f64(),
+            receiver_count(&outcome, P::ROLE),
+            resent(&outcome, P::ROLE)
+        );
+        Ok(Some(outcome))
+    }
+
+    fn resume_as_client(
+        &mut self,
+        server: SocketAddr,
+        cause: Error,
+        core: &mut dyn ResumeCore,
+        started: Instant,
+    ) -> Result<Option<ResumeOutcome>> {
+        let timeout = self.resume_timeout();
+        let mut reconnect = Reconnect::new(started, timeout);
+        let mut last_failure = None;
+        loop {
+            if self.config.stopped() {
+                return Err(Error::Interrupted);
+            }
+            match reconnect.step(Instant::now()) {
+                ReconnectStep::GiveUp => {
+                    return Err(gave_up(cause, reconnect.attempts(), timeout, last_failure))
+                }
+                ReconnectStep::Wait { until } => {
+                    let left = remaining(until).unwrap_or_default();
+                    std::thread::sleep(left.min(WAIT_SLICE));
+                }
+                ReconnectStep::Attempt { attempt_deadline } => {
+                    match self.client_attempt(server, attempt_deadline, core) {
+                        Ok(AttemptEnd::Resumed(outcome)) => return Ok(Some(outcome)),
+                        Ok(AttemptEnd::Failed { why, .. }) => {
+                            log::info!(
+                                "resume attempt {} to {server} failed: {why}",
+                                reconnect.attempts()
+                            );
+                            last_failure = Some(why);
+                            reconnect.on_attempt_failed(Instant::now());
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One client attempt: tear down, count, connect, run the handshake.
+    fn client_attempt(
+        &mut self,
+        server: SocketAddr,
+        deadline: Instant,
+        core: &mut dyn ResumeCore,
+    ) -> Result<AttemptEnd> {
+        let counts = self.tear_down(core)?;
+        let left = remaining(deadline).unwrap_or(Duration::from_millis(1));
+        let stream = match bootstrap::connect(server, left, &|| self.config.stopped()) {
+            Ok(stream) => stream,
+            Err(Error::Interrupted) => return Err(Error::Interrupted),
+            Err(e) => {
+                return Ok(AttemptEnd::Failed {
+                    why: e.chain(),
+                    torn_down: true,
+                })
+            }
+        };
+        let mut control = ControlChannel::new(stream)?;
+        let setup = self.resume_setup(deadline)?;
+        let blob = self.transport.local_blob();
+        let mut handshake = ResumeHandshake::client(setup, counts, blob);
+        self.drive_attempt(&mut control, &mut handshake, core, Some(counts))
+    }
+
+    fn resume_as_server(
+        &mut self,
+        cause: Error,
+        core: &mut dyn ResumeCore,
+        started: Instant,
+        live: bool,
+    ) -> Result<Option<ResumeOutcome>> {
+        let timeout = self.resume_timeout();
+        let parked = Parked::new(started, timeout);
+        let mut broken = !live;
+        let mut last_failure = None;
+        let mut attempts = 0u32;
+        loop {
+            if self.config.stopped() {
+                return Err(Error::Interrupted);
+            }
+            let Some(attempt) = self.next_attempt(parked)? else {
+                return Err(gave_up(cause, attempts, timeout, last_failure));
+            };
+            attempts += 1;
+            match self.server_attempt(attempt, core)? {
+                AttemptEnd::Resumed(outcome) => return Ok(Some(outcome)),
+                AttemptEnd::Failed { why, torn_down } => {
+                    log::info!("a resume attempt failed: {why}");
+                    broken |= torn_down;
+                    if !broken {
+                        // A stranger (or a client that could not prove the secret) on a live
+                        // session: nothing changed.
+                        return Ok(None);
+                    }
+                    last_failure = Some(why);
+                }
+            }
+        }
+    }
+
+    /// The next attempt for this server session: one that arrived while it ran, else one the
+    /// listener hands over before the parking ends (`None` then).
+    fn next_attempt(&mut self, parked: Parked) -> Result<Option<ResumeAttempt>> {
+        let Some(Side::Server {
+            attempts, pending, ..
+        }) = self.resume.as_mut().map(|r| &mut r.side)
+        else {
+            return Err(Error::Internal(
+                "a client waiting for resume attempts".into(),
+            ));
+        };
+        if let Some(attempt) = pending.take() {
+            return Ok(Some(*attempt));
+        }
+        loop {
+            if self.config.stopped() {
+                return Err(Error::Interrupted);
+            }
+            let Some(left) = remaining(parked.poll_timeout()) else {
+                return Ok(None);
+            };
+            match attempts.recv_timeout(left.min(WAIT_SLICE)) {
+                Ok(mut attempt) if !parked.admits(Instant::now()) => {
+                    attempt.control.reject(RESUME_REFUSED);
+                    return Ok(None);
+                }
+                Ok(attempt) => return Ok(Some(attempt)),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            }
+        }
+    }
+
+    fn server_attempt(
+        &mut self,
+        mut attempt: ResumeAttempt,
+        core: &mut dyn ResumeCore,
+    ) -> Result<AttemptEnd> {
+        let deadline = crate::time::deadline_after(attempt.since, self.config.handshake_timeout);
+        let setup = self.resume_setup(deadline)?;
+        let mut handshake = ResumeHandshake::server(setup, attempt.nonce, attempt.since);
+        self.drive_attempt(&mut attempt.control, &mut handshake, core, None)
+    }
+
+    fn resume_timeout(&self) -> Duration {
+        self.resume.as_ref().map_or(Duration::ZERO, |r| r.timeout)
+    }
+
+    fn resume_setup(&self, deadline: Instant) -> Result<ResumeSetup> {
+        let ticket = self
+            .resume
+            .as_ref()
+            .map(|r| r.ticket.clone())
+            .ok_or_else(|| Error::Internal("resuming without a ticket".into()))?;
+        Ok(ResumeSetup {
+            ticket,
+            nonce: fresh_nonce()?,
+            role: P::ROLE,
+            credits: u32::from(self.info.credits()),
+            deadline,
+        })
+    }
+
+    /// Tears the old data path down (again, after a failed attempt: a new blob) and takes our
+    /// counts.
+    fn tear_down(&mut self, core: &mut dyn ResumeCore) -> Result<Counts> {
+        let mut reclaimed = Vec::new();
+        self.transport.reset_for_resume(&mut reclaimed)?;
+        for slot in reclaimed {
+            core.on_reclaimed(slot)?;
+        }
+        core.begin_resume()
+    }
+
+    /// Runs one attempt's handshake on `control` to its end. On success the session's control
+    /// channel is the attempt's.
+    fn drive_attempt(
+        &mut self,
+        control: &mut ControlChannel,
+        handshake: &mut ResumeHandshake,
+        core: &mut dyn ResumeCore,
+        client_counts: Option<Counts>,
+    ) -> Result<AttemptEnd> {
+        let mut ours = client_counts;
+        let mut torn_down = client_counts.is_some();
+        let result = loop {
+            if let Err(failure) = self.run_resume_actions(control, handshake, core, &mut ours) {
+                break Err(failure);
+            }
+            if let Some(ours) = ours.filter(|_| handshake.resumed().is_some()) {
+                break Ok(ours);
+            }
+            if ours.is_some() {
+                torn_down = true;
+            }
+            if self.config.stopped() {
+                return Err(Error::Interrupted);
+            }
+            let slice_end = handshake.poll_timeout().map_or_else(
+                || Instant::now() + WAIT_SLICE,
+                |d| d.min(Instant::now() + WAIT_SLICE),
+            );
+            let got = match control.recv_until(slice_end) {
+                Ok(Received::Message(msg)) => handshake.on_message(msg),
+                Ok(Received::Closed(_)) => Err(handshake.on_control_closed()),
+                Ok(Received::Nothing) => handshake.handle_timeout(Instant::now()),
+                Err(Error::Decode(e)) => Err(handshake.on_undecodable(&e.to_string())),
+                Err(e) => Err(ResumeFailure::Attempt(e.chain())),
+            };
+            if let Err(failure) = got {
+                break Err(failure);
+            }
+        };
+        match result {
+            Ok(ours) => {
+                let resumed = handshake
+                    .resumed()
+                    .cloned()
+                    .ok_or_else(|| Error::Internal("resumed without counts".into()))?;
+                std::mem::swap(&mut self.control, control);
+                Ok(AttemptEnd::Resumed(ResumeOutcome { resumed, ours }))
+            }
+            Err(failure) => {
+                // The Reject the core queued, if any.
+                while let Some(action) = handshake.poll_action() {
+                    if let ResumeAction::Reject(reason) = action {
+                        control.reject(&reason);
+                    }
+                }
+                match failure {
+                    ResumeFailure::Attempt(why) => Ok(AttemptEnd::Failed {
+                        why,
+                        torn_down: torn_down || ours.is_some(),
+                    }),
+                    ResumeFailure::Session(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Carries out the resume handshake's actions.
+    fn run_resume_actions(
+        &mut self,
+        control: &mut ControlChannel,
+        handshake: &mut ResumeHandshake,
+        core: &mut dyn ResumeCore,
+        ours: &mut Option<Counts>,
+    ) -> std::result::Result<(), ResumeFailure> {
+        while let Some(action) = handshake.poll_action() {
+            match action {
+                ResumeAction::Send(msg) => {
+                    if let Err(e) = control.send(&msg) {
+                        return Err(ResumeFailure::Attempt(format!(
+                            "sending {}: {}",
+                            msg.name(),
+                            e.chain()
+                        )));
+                    }
+                }
+                ResumeAction::Reject(reason) => {
+                    control.reject(&reason);
+                }
+                ResumeAction::Prepare => {
+                    let counts = self.tear_down(core).map_err(ResumeFailure::Session)?;
+                    *ours = Some(counts);
+                    let blob = self.transport.local_blob();
+                    handshake.on_prepared(counts, blob)?;
+                }
+                ResumeAction::ConnectDataPath { peer_blob } => {
+                    self.connect_resumed(control, handshake, &peer_blob)?;
+                }
+                // Our transport kept its posted receives (reset_for_resume's contract), and the
+                // driver posts a released slot at once: nothing is left to post.
+                ResumeAction::PostSlots => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Connects the new data path, watching the control connection between the steps.
+    fn connect_resumed(
+        &mut self,
+        control: &mut ControlChannel,
+        handshake: &mut ResumeHandshake,
+        peer_blob: &[u8],
+    ) -> std::result::Result<(), ResumeFailure> {
+        let deadline = handshake.poll_timeout().unwrap_or_else(Instant::now);
+        loop {
+            match self.transport.connect(peer_blob, deadline) {
+                Ok(SetupStep::Done) => return handshake.on_connected(self.transport.early_data()),
+                Ok(SetupStep::Waiting) => {}
+                Err(e) => return Err(handshake.on_setup_failed(&e.chain())),
+            }
+            let Some(left) = remaining(deadline) else {
+                return Err(handshake.on_setup_failed("the attempt's deadline passed"));
+            };
+            let ready = {
+                let mut fds = vec![control.fd()];
+                self.transport.setup_fds(&mut fds);
+                wait_readable(&fds, left.min(WAIT_SLICE))
+                    .map_err(|e| ResumeFailure::Attempt(e.chain()))?
+            };
+            if ready & 1 != 0 {
+                // The peer spoke (Ready on tcp may come before our side finished), or closed.
+                match control.try_recv() {
+                    Ok(Received::Message(msg)) => handshake.on_message(msg)?,
+                    Ok(Received::Closed(_)) => return Err(handshake.on_control_closed()),
+                    Ok(Received::Nothing) => {}
+                    Err(Error::Decode(e)) => return Err(handshake.on_undecodable(&e.to_string())),
+                    Err(e) => return Err(ResumeFailure::Attempt(e.chain())),
+                }
+            }
+            if self.config.stopped() {
+                return Err(ResumeFailure::Session(Error::Interrupted));
+            }
+        }
+    }
+}
+
+/// The error that marks a client's attempt arriving at a running server session.
+pub(crate) fn attempt_marker() -> Error {
+    Error::PeerLost {
+        reason: ATTEMPT_MARKER.to_owned(),
+        messages: 0,
+        cause: None,
+    }
+}
+
+const ATTEMPT_MARKER: &str = "the client is resuming the session";
+
+fn is_attempt_marker(e: &Error) -> bool {
+    matches!(e, Error::PeerLost { reason, .. } if reason == ATTEMPT_MARKER)
+}
+
+/// The resume timeout passed: the break's own error, with what the attempts saw.
+fn gave_up(cause: Error, attempts: u32, timeout: Duration, last: Option<String>) -> Error {
+    let detail = format!(
+        "not resumed within {:.1} s ({attempts} attempt(s){})",
+        timeout.as_secs_f64(),
+        last.map(|l| format!("; the last: {l}")).unwrap_or_default()
+    );
+    log::warn!("{detail}");
+    match cause {
+        Error::PeerLost {
+            reason,
+            messages,
+            cause,
+        } => Error::PeerLost {
+            reason: format!("{reason}; {detail}"),
+            messages,
+            cause,
+        },
+        other => other,
+    }
+}
+
+/// Messages the sender sends again after this resume.
+fn resent(outcome: &ResumeOutcome, role: Role) -> u64 {
+    match role {
+        Role::Sender => outcome
+            .resumed
+            .plan
+            .as_ref()
+            .map_or(0, |p| p.resend.end - p.resend.start),
+        Role::Receiver => outcome
+            .resumed
+            .peer
+            .messages
+            .saturating_sub(outcome.ours.messages),
+    }
+}
+
+/// The receiver's count of arrived messages at the resume.
+fn receiver_count(outcome: &ResumeOutcome, role: Role) -> u64 {
+    match role {
+        Role::Sender => outcome.resumed.peer.messages,
+        Role::Receiver => outcome.ours.messages,
+    }
+}
+
+/// Whether an attempt is waiting for this (server) session; used by waits.
+pub(crate) fn poll_attempt(resume: &mut Option<Resumption>) -> bool {
+    resume.as_mut().is_some_and(Resumption::attempt_arrived)
+}

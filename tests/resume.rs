@@ -1,0 +1,324 @@
+//! Sessions that survive a broken path (issue 24; docs/design.md, "Resuming a session"), with
+//! the real binary over tcp on loopback: the data connection and the control connection are
+//! killed mid-stream with `ss -K` (the kernel resets them, as a dying middlebox or a flapping
+//! link would), and every one of the 10,000 messages "0".."9999" must still arrive exactly
+//! once and in order, on both ends' word. Also: several kills in one session, a kill while the
+//! sender waits after Finish, a restarted receiver (a new process: nothing to resume, so the
+//! sender ends with its count once the resume timeout passed), and `--resume-timeout 0`
+//! (today's behaviour: a break ends the session).
+//!
+//! The sender is paced by a test build's hook (`--features test-hooks`:
+//! `RDMA_CONTAINER_TEST_SEND_PACE_US`, `RDMA_CONTAINER_TEST_RECV_STALL`), so that the kills
+//! land while the stream runs; `.ci/run` runs this file with that feature.
+#![cfg(feature = "test-hooks")]
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{command, free_port, on_path, skip_or_fail, Proc, SHORT};
+
+const COUNT: usize = 10_000;
+const LONG: Duration = Duration::from_secs(90);
+
+/// A server on 127.0.0.1:`port` over tcp, printing payloads, with `extra` options.
+fn server(port: u16, extra: &[&str], env: &[(&str, &str)]) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let mut args = vec!["--server", addr.as_str(), "--transport", "tcp", "--once"];
+    args.extend_from_slice(extra);
+    let mut cmd = command(&args);
+    cmd.envs(env.iter().copied());
+    let mut p = Proc::spawn("server", cmd);
+    p.wait_for_stderr("listening on", SHORT);
+    p
+}
+
+/// A client sending "0".."9999", `pace_us` microseconds apart.
+fn client(port: u16, pace_us: u64, extra: &[&str]) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let count = COUNT.to_string();
+    let mut args = vec![
+        "--client",
+        addr.as_str(),
+        "--transport",
+        "tcp",
+        "--count",
+        count.as_str(),
+        "--connect-timeout",
+        "10",
+    ];
+    args.extend_from_slice(extra);
+    let mut cmd = command(&args);
+    cmd.env("RDMA_CONTAINER_TEST_SEND_PACE_US", pace_us.to_string());
+    Proc::spawn("client", cmd)
+}
+
+/// Which of a session's connections to kill.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Conn {
+    Data,
+    Control,
+}
+
+/// `ss` with `-K` (socket destroy), or why the test cannot run.
+fn have_ss_kill() -> bool {
+    if on_path("ss").is_none() {
+        skip_or_fail("ss (iproute2) is not installed: the tests break connections with ss -K");
+        return false;
+    }
+    true
+}
+
+/// Kills (`ss -K`) the client's end of its established connection of kind `which` with the
+/// server on `port`: the client's socket is destroyed and the server's is reset. Only sockets
+/// of the client process `client_pid` on 127.0.0.1 are touched. Returns the killed socket's
+/// "local peer" pair.
+fn kill(client_pid: u32, port: u16, which: Conn) -> String {
+    // A connection being replaced (a resume under way) shows up within moments.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match try_kill(client_pid, port, which) {
+            Ok(pair) => return pair,
+            Err(listing) if std::time::Instant::now() >= deadline => {
+                panic!("no {which:?} connection of pid {client_pid} in:\n{listing}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// One try of [`kill`]: `Err` with the listing when there is no such connection yet.
+fn try_kill(client_pid: u32, port: u16, which: Conn) -> Result<String, String> {
+    let listing = Command::new("ss")
+        .args(["-tnpH", "state", "established"])
+        .output()
+        .expect("ss runs");
+    let text = String::from_utf8_lossy(&listing.stdout);
+    let owner = format!("pid={client_pid},");
+    let server_port = format!("127.0.0.1:{port}");
+    let pair = text
+        .lines()
+        .filter(|l| l.contains(&owner))
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            // Recv-Q Send-Q Local Peer Process (the state column is left out with `state`).
+            let (local, peer) = (cols.get(2)?, cols.get(3)?);
+            let control = *peer == server_port;
+            let wanted = match which {
+                Conn::Control => control,
+                Conn::Data => !control && peer.starts_with("127.0.0.1:"),
+            };
+            wanted.then(|| (local.to_string(), peer.to_string()))
+        })
+        .next();
+    let Some(pair) = pair else {
+        return Err(text.into_owned());
+    };
+    let filter = format!("src {} and dst {}", pair.0, pair.1);
+    let out = Command::new("ss")
+        .args(["-K", "-tn", &filter])
+        .output()
+        .expect("ss -K runs");
+    assert!(
+        out.status.success(),
+        "ss -K {filter} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(format!("{} {}", pair.0, pair.1))
+}
+
+/// The server printed "0".."9999", each once, in order.
+fn assert_every_message_once_in_order(s: &Proc) {
+    let out = s.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    let expected: Vec<String> = (0..COUNT).map(|i| i.to_string()).collect();
+    if lines != expected {
+        let first_bad = lines
+            .iter()
+            .zip(&expected)
+            .position(|(got, want)| got != want)
+            .unwrap_or(lines.len().min(expected.len()));
+        panic!(
+            "the server printed {} line(s), not 0..{COUNT} once each in order: first difference \
+at line {first_bad} ({:?} where {:?} was due)\n{}",
+            lines.len(),
+            lines.get(first_bad),
+            expected.get(first_bad),
+            s.report()
+        );
+    }
+}
+
+/// Both ended cleanly, both logged `resumes` resumes, and the server's JSON counts them.
+fn assert_clean_end_after_resumes(s: &mut Proc, c: &mut Proc, resumes: usize) {
+    assert_eq!(c.wait_code(LONG), 0, "client\n{}", c.report());
+    assert_eq!(s.wait_code(LONG), 0, "server\n{}", s.report());
+    assert_every_message_once_in_order(s);
+    for p in [&*s, &*c] {
+        let said = p.stderr().matches("session resumed in").count();
+        assert!(
+            said >= resumes,
+            "expected at least {resumes} resume(s) logged\n{}",
+            p.report()
+        );
+    }
+    assert!(
+        c.stderr().contains("sent 10000 messages")
+            && s.stderr().contains("received 10000 messages"),
+        "both summaries count 10000\n{}\n{}",
+        c.report(),
+        s.report()
+    );
+    let json = s
+        .stderr()
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no JSON result\n{}", s.report()));
+    let value: serde_json::Value = serde_json::from_str(&json).expect("JSON result");
+    assert!(
+        value["resumes"].as_u64().unwrap_or(0) >= resumes as u64,
+        "the JSON result counts the resumes: {json}"
+    );
+}
+
+#[test]
+fn a_killed_data_connection_is_resumed_and_every_message_arrives_once_in_order() {
+    if !have_ss_kill() {
+        return;
+    }
+    let port = free_port();
+    let mut s = server(port, &["--json"], &[]);
+    let mut c = client(port, 300, &[]);
+    s.wait_for_stdout_lines(2_000, LONG);
+    kill(c.pid().as_raw() as u32, port, Conn::Data);
+    assert_clean_end_after_resumes(&mut s, &mut c, 1);
+}
+
+#[test]
+fn a_killed_control_connection_is_resumed_and_every_message_arrives_once_in_order() {
+    if !have_ss_kill() {
+        return;
+    }
+    let port = free_port();
+    let mut s = server(port, &["--json"], &[]);
+    let mut c = client(port, 300, &[]);
+    s.wait_for_stdout_lines(2_000, LONG);
+    kill(c.pid().as_raw() as u32, port, Conn::Control);
+    assert_clean_end_after_resumes(&mut s, &mut c, 1);
+}
+
+#[test]
+fn several_kills_in_one_session_each_resume_and_nothing_is_lost_or_repeated() {
+    if !have_ss_kill() {
+        return;
+    }
+    let port = free_port();
+    let mut s = server(port, &["--json"], &[]);
+    let mut c = client(port, 300, &[]);
+    let pid = c.pid().as_raw() as u32;
+    for (at, which) in [
+        (1_500, Conn::Data),
+        (3_500, Conn::Control),
+        (5_500, Conn::Data),
+        (7_500, Conn::Control),
+    ] {
+        s.wait_for_stdout_lines(at, LONG);
+        // Each kill after the previous resume completed (on both ends' word).
+        kill(pid, port, which);
+        let resumed = s.stderr().matches("session resumed in").count();
+        let deadline = std::time::Instant::now() + LONG;
+        while s.stderr().matches("session resumed in").count() == resumed {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no resume after killing the {which:?} connection\n{}",
+                s.report()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert_clean_end_after_resumes(&mut s, &mut c, 4);
+}
+
+#[test]
+fn a_kill_while_the_sender_waits_after_finish_resumes_and_the_stream_ends_cleanly() {
+    if !have_ss_kill() {
+        return;
+    }
+    for which in [Conn::Control, Conn::Data] {
+        let port = free_port();
+        // The receiver stalls with one message to go: the sender has sent everything and its
+        // Finish, and waits for the receiver to let it go.
+        let stall = [("RDMA_CONTAINER_TEST_RECV_STALL", "9999:3000")];
+        let mut s = server(port, &["--json"], &stall);
+        let mut c = client(port, 0, &[]);
+        s.wait_for_stdout_lines(COUNT - 1, LONG);
+        std::thread::sleep(Duration::from_millis(500));
+        kill(c.pid().as_raw() as u32, port, which);
+        c.wait_for_stderr("the session broke", LONG);
+        assert_clean_end_after_resumes(&mut s, &mut c, 1);
+    }
+}
+
+#[test]
+fn a_restarted_receiver_cannot_resume_and_the_sender_ends_with_its_count_after_the_timeout() {
+    let port = free_port();
+    let mut s = server(port, &[], &[]);
+    let mut c = client(port, 300, &["--resume-timeout", "3"]);
+    s.wait_for_stdout_lines(1_000, LONG);
+    s.kill();
+    // A new process on the same port: it knows no session to resume.
+    let mut restarted = server(port, &[], &[]);
+    let code = c.wait_code(LONG);
+    assert_eq!(
+        code,
+        3,
+        "the sender reports the peer lost (exit 3)\n{}",
+        c.report()
+    );
+    let err = c.stderr();
+    assert!(
+        err.contains("not resumed within 3.0 s") && err.contains("resume refused"),
+        "the sender says it could not resume, and why\n{}",
+        c.report()
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains("ERROR") && l.contains("message(s) had arrived")),
+        "the error gives the count\n{}",
+        c.report()
+    );
+    assert!(
+        restarted.stderr().contains("no session with that id"),
+        "the new server refused the unknown session\n{}",
+        restarted.report()
+    );
+    assert!(
+        restarted.try_status().is_none(),
+        "the new server keeps serving\n{}",
+        restarted.report()
+    );
+    restarted.kill();
+}
+
+#[test]
+fn with_resume_timeout_zero_a_killed_data_connection_ends_the_session_as_before() {
+    if !have_ss_kill() {
+        return;
+    }
+    let port = free_port();
+    let mut s = server(port, &["--resume-timeout", "0"], &[]);
+    let mut c = client(port, 300, &[]);
+    s.wait_for_stdout_lines(2_000, LONG);
+    kill(c.pid().as_raw() as u32, port, Conn::Data);
+    assert_ne!(c.wait_code(LONG), 0, "the client fails\n{}", c.report());
+    assert_ne!(s.wait_code(LONG), 0, "the server fails\n{}", s.report());
+    for p in [&s, &c] {
+        assert!(
+            p.stderr().contains("resume off") && !p.stderr().contains("resuming"),
+            "no resume when one end turned it off\n{}",
+            p.report()
+        );
+    }
+}
