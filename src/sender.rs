@@ -174,14 +174,15 @@ impl RdmaSink {
     fn send_filled(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
         let mut stalled_since = None;
         let taken = loop {
-            match self.take_slot(&mut stalled_since) {
+            let taken = self.take_slot(&mut stalled_since);
+            if let Some(since) = stalled_since.take() {
+                self.credit_wait += since.elapsed();
+            }
+            match taken {
                 Ok(taken) => break taken,
                 Err(e) => self.resume_or(e)?,
             }
         };
-        if let Some(since) = stalled_since {
-            self.credit_wait += since.elapsed();
-        }
         let (seq, mut slot) = taken;
         // A fill that panics (and is caught by the application) sent nothing: its credit and
         // slot go back, so the count a later Finish announces stays exact.
