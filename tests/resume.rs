@@ -322,3 +322,119 @@ fn with_resume_timeout_zero_a_killed_data_connection_ends_the_session_as_before(
         );
     }
 }
+
+/// Kills (`ss -K`) one end of a connection of this test process that does not use `port`:
+/// the data connection of an in-process session whose listener is on `port`.
+fn kill_own_data_connection(port: u16) {
+    let me = std::process::id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let listener_port = format!(":{port}");
+    loop {
+        let listing = Command::new("ss")
+            .args(["-tnpH", "state", "established"])
+            .output()
+            .expect("ss runs");
+        let text = String::from_utf8_lossy(&listing.stdout).into_owned();
+        let owner = format!("pid={me},");
+        let data = text.lines().filter(|l| l.contains(&owner)).find_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let (local, peer) = (*cols.get(2)?, *cols.get(3)?);
+            let ours = local.starts_with("127.0.0.1:") && peer.starts_with("127.0.0.1:");
+            (ours && !local.ends_with(&listener_port) && !peer.ends_with(&listener_port))
+                .then(|| format!("src {local} and dst {peer}"))
+        });
+        if let Some(filter) = data {
+            let out = Command::new("ss")
+                .args(["-K", "-tn", &filter])
+                .output()
+                .expect("ss -K runs");
+            assert!(out.status.success(), "ss -K {filter} failed");
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no data connection in:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_receiving_client_resumes_a_session_whose_server_sends_and_the_library_counts_it() {
+    use rdma_container::{Config, Listener, RdmaSrc, TransportChoice};
+    if !have_ss_kill() {
+        return;
+    }
+    let config = Config::default().with_transport(TransportChoice::Tcp);
+    let listener = Listener::bind("127.0.0.1:0".parse().unwrap(), &config).expect("bind");
+    let addr = listener.local_addr();
+    let sender = std::thread::spawn(move || -> rdma_container::Result<_> {
+        let mut sink = listener.accept()?.accept_sink()?;
+        let counters = sink.resume_counters();
+        for i in 0..COUNT {
+            std::thread::sleep(Duration::from_micros(300));
+            sink.send(i.to_string().as_bytes())?;
+        }
+        sink.finish()?;
+        // The listener lives until here: it hands the session its client's resume.
+        drop(listener);
+        Ok(counters.get())
+    });
+    let mut src = RdmaSrc::connect(addr, &config).expect("connect");
+    let mut got = Vec::with_capacity(COUNT);
+    while let Some(msg) = src.recv().expect("every message, across the break") {
+        got.push(String::from_utf8_lossy(msg).into_owned());
+        if got.len() == 2_000 {
+            kill_own_data_connection(addr.port());
+        }
+    }
+    let expected: Vec<String> = (0..COUNT).map(|i| i.to_string()).collect();
+    assert!(
+        got == expected,
+        "{} messages, not 0..{COUNT} once each in order",
+        got.len()
+    );
+    assert_eq!(
+        src.resume_counters().get().resumes,
+        1,
+        "the receiver counts the resume"
+    );
+    let sent = sender
+        .join()
+        .expect("no panic")
+        .expect("the sender ends cleanly");
+    assert_eq!(sent.resumes, 1, "the sender counts the resume");
+}
+
+#[test]
+fn a_stranger_naming_an_unknown_session_is_refused_and_the_running_session_goes_on() {
+    use std::io::Write;
+    let port = free_port();
+    let mut s = server(port, &["--json"], &[]);
+    let mut c = client(port, 300, &[]);
+    s.wait_for_stdout_lines(1_000, LONG);
+    let mut stranger =
+        std::net::TcpStream::connect(("127.0.0.1", port)).expect("the stranger connects");
+    stranger
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    stranger
+        .write_all(&common::wire::resume(&[7; 16], &[9; 32]))
+        .expect("send Resume");
+    let answer = common::wire::read_frame(&mut stranger).expect("an answer");
+    let mut framed = (answer.len() as u32).to_le_bytes().to_vec();
+    framed.extend_from_slice(&answer);
+    assert_eq!(
+        common::wire::parse_reject(&framed).as_deref(),
+        Some("resume refused"),
+        "the stranger learns nothing more than a refusal"
+    );
+    assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
+    assert_eq!(s.wait_code(LONG), 0, "{}", s.report());
+    assert_every_message_once_in_order(&s);
+    assert!(
+        !s.stderr().contains("session resumed"),
+        "the running session was not touched\n{}",
+        s.report()
+    );
+}

@@ -42,6 +42,17 @@ pub const KIND_AUTH_RESPONSE: u8 = 7;
 /// Client to server: the client's proof.
 pub const KIND_AUTH_PROOF: u8 = 8;
 
+/// Client to server, first on a new connection: resume the session with this id.
+pub const KIND_RESUME: u8 = 9;
+
+/// A Resume frame: the session id and the client's nonce.
+pub fn resume(session: &[u8; 16], nonce: &[u8; 32]) -> Vec<u8> {
+    let mut b = vec![KIND_RESUME];
+    b.extend_from_slice(session);
+    b.extend_from_slice(nonce);
+    frame(&b)
+}
+
 /// An AuthChallenge frame.
 pub fn auth_challenge(nonce: &[u8; 32]) -> Vec<u8> {
     let mut b = vec![KIND_AUTH_CHALLENGE];
