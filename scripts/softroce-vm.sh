@@ -69,6 +69,10 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               the expected transport (and, for verbs/auto, the rxe device and GID), rxe packet
               counters moved (verbs/auto), then 1999 x 64 KiB messages with 16 credits
   peer-lost   client SIGKILLed mid-stream: the server reports "peer lost" within a few seconds
+              of its resume wait (--resume-timeout 3)
+  link-flap   vB (under the server's rxe device) down for 4 s mid-stream, then up: the sender's
+              QP fails, the session resumes on new QPs, and the server prints seq 0 9999
+              exactly (every message once, in order). Not in the default set (.ci/run adds it)
   doctor      'doctor --peer' (text and --json) in the client namespace: rxe GID table + choice;
               'doctor --probe' against a server: 2 messages on the chosen device and GID
   baseline    ib_send_bw / ib_send_lat (explicit GID index) vs our client/server, same sizes,
@@ -90,8 +94,8 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
 Options:
   --transport T      verbs (default), auto or tcp: what the server and client are run with
                      (env SOFTROCE_VM_TRANSPORT)
-  --checks LIST      comma-separated subset of: messages,peer-lost,doctor,baseline,container,rnr,
-                     suite
+  --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,doctor,baseline,
+                     container,rnr,suite
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
@@ -179,7 +183,7 @@ parse_args() {
 	case "$ACCEL" in auto | kvm | tcg) ;; *) usage_error "--accel must be auto, kvm or tcg" ;; esac
 	local c
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | doctor | baseline | container | rnr | suite) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | link-flap | doctor | baseline | container | rnr | suite) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -z "$MEM" ]; then
 		MEM=1024

@@ -74,6 +74,7 @@ fn help_describes_the_checks_and_options() {
     for word in [
         "messages",
         "peer-lost",
+        "link-flap",
         "doctor",
         "baseline",
         "container",

@@ -12,7 +12,8 @@ export RUST_LOG=info
 T_STEP=30     # seconds: starting a server, one doctor run
 T_RUN=${T_RUN:-300} # seconds: one transfer (10,000 messages: 15-70 s under TCG, by host load)
 HUNG=""       # set when one of our transfers hit its time limit: later ones are not started
-PEER_LOST_LIMIT=10 # seconds the server may take to report a SIGKILLed client
+PEER_LOST_LIMIT=10 # seconds the server may take to report a SIGKILLed client (after its resume wait)
+PEER_LOST_RESUME=3 # seconds the peer-lost check's server waits for the killed client to resume
 
 # The baseline: perftest and our bench at the same sizes, iteration counts and queue depth
 # (perftest -t = our --credits), on the same devices in the same boot.
@@ -37,6 +38,7 @@ PIN_SERVER=() PIN_CLIENT=()
 declare -gA CHECK_RESULTS=(
 	[messages]="messages_10k session_line rxe_traffic messages_64k messages_content"
 	[peer-lost]="peer_lost"
+	[link-flap]="link_flap"
 	[doctor]="doctor_text doctor_json doctor_probe"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[container]="container_load container_session container_nodev container_nonroot"
@@ -543,7 +545,8 @@ check_peer_lost() {
 		result peer_lost FAIL "not run: $HUNG hung"
 		return
 	fi
-	if ! start_server peer_lost; then
+	# A killed client cannot resume: the server waits PEER_LOST_RESUME s for it, then reports it.
+	if ! start_server peer_lost --resume-timeout "$PEER_LOST_RESUME"; then
 		show "$SERVER_ERR"
 		result peer_lost FAIL "server did not start: $(why "$SERVER_ERR")"
 		return
@@ -571,18 +574,78 @@ check_peer_lost() {
 	t0=$(uptime_s)
 	kill -9 "$cpid"
 	wait "$cpid" 2>/dev/null
-	wait_pid "$SERVER_PID" $((PEER_LOST_LIMIT * 2))
+	wait_pid "$SERVER_PID" $(((PEER_LOST_LIMIT + PEER_LOST_RESUME) * 2))
 	secs=$(awk -v a="$t0" -v b="$(uptime_s)" 'BEGIN { printf "%.1f", b - a }')
 	show "$SERVER_ERR"
 	line=$(grep -m 1 'peer lost' "$SERVER_ERR" | sed 's/^\[[^]]*\] //')
 	if [ "$WAIT_RC" = 124 ]; then
-		result peer_lost FAIL "server still running $((PEER_LOST_LIMIT * 2)) s after the client was killed (hang)"
+		result peer_lost FAIL "server still running $(((PEER_LOST_LIMIT + PEER_LOST_RESUME) * 2)) s after the client was killed (hang)"
 	elif [ -z "$line" ]; then
 		result peer_lost FAIL "server ended (exit $WAIT_RC) after ${secs}s without 'peer lost': $(why "$SERVER_ERR")"
-	elif awk -v s="$secs" -v l="$PEER_LOST_LIMIT" 'BEGIN { exit !(s > l) }'; then
-		result peer_lost FAIL "server took ${secs}s (limit ${PEER_LOST_LIMIT}s): $line"
+	elif awk -v s="$secs" -v l="$((PEER_LOST_LIMIT + PEER_LOST_RESUME))" 'BEGIN { exit !(s > l) }'; then
+		result peer_lost FAIL "server took ${secs}s (limit ${PEER_LOST_LIMIT}s + the ${PEER_LOST_RESUME}s resume wait): $line"
 	else
 		result peer_lost PASS "server ended ${secs}s after SIGKILL (exit $WAIT_RC): $line"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# link-flap: the link under the server's rxe device goes down long enough for the sender's RC
+# retries to run out (its QP fails), then up again: the session resumes on a new QP and every
+# one of the 10,000 messages arrives exactly once, in order (docs/design.md, "Resuming a session")
+# ---------------------------------------------------------------------------------------------
+LINK_DOWN_SECS=4
+check_link_flap() {
+	local cpid i lines=0 crc server_rc t0 secs resumed
+	if [ -n "$HUNG" ]; then
+		result link_flap FAIL "not run: $HUNG hung"
+		return
+	fi
+	if ! start_server link_flap --resume-timeout 60; then
+		show "$SERVER_ERR"
+		result link_flap FAIL "server did not start: $(why "$SERVER_ERR")"
+		return
+	fi
+	CLIENT_ERR=/tmp/link_flap.client.err
+	timeout "$T_RUN" ip netns exec "$NS_A" "${PIN_CLIENT[@]}" "$BIN" --client "$IP_B:$PORT" --transport "$TRANSPORT" \
+		--count 10000 --resume-timeout 60 >/dev/null 2>"$CLIENT_ERR" &
+	cpid=$!
+	for ((i = 0; i < T_STEP * 10; i++)); do
+		lines=$(wc -l <"$SERVER_OUT")
+		[ "$lines" -ge 2000 ] && break
+		kill -0 "$cpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [ "$lines" -lt 2000 ] || ! kill -0 "$cpid" 2>/dev/null; then
+		kill "$cpid" 2>/dev/null
+		wait_pid "$SERVER_PID" 1
+		show "$SERVER_ERR" "$CLIENT_ERR"
+		result link_flap FAIL "the stream was not running when the link was to go down ($lines messages arrived): $(why "$SERVER_ERR" "$CLIENT_ERR")"
+		return
+	fi
+	echo "taking vB (under $RXE_B) down for ${LINK_DOWN_SECS}s after $lines messages"
+	t0=$(uptime_s)
+	ip -n "$NS_B" link set vB down
+	sleep "$LINK_DOWN_SECS"
+	ip -n "$NS_B" link set vB up
+	wait "$cpid"
+	crc=$?
+	wait_pid "$SERVER_PID" "$T_STEP"
+	server_rc=$WAIT_RC
+	secs=$(awk -v a="$t0" -v b="$(uptime_s)" 'BEGIN { printf "%.1f", b - a }')
+	show "$SERVER_ERR" "$CLIENT_ERR"
+	resumed=$(grep -m 1 'session resumed' "$CLIENT_ERR" | sed 's/^\[[^]]*\] //')
+	if [ "$crc" = 124 ] || [ "$server_rc" = 124 ]; then
+		HUNG=link_flap
+		result link_flap FAIL "hung after the flap: client $(status_text "$crc" "$T_RUN"), server $(status_text "$server_rc" "$T_STEP")"
+	elif [ "$crc" != 0 ] || [ "$server_rc" != 0 ]; then
+		result link_flap FAIL "client exit $crc, server exit $server_rc after the flap: $(why "$SERVER_ERR" "$CLIENT_ERR")"
+	elif ! seq 0 9999 | cmp -s - "$SERVER_OUT"; then
+		result link_flap FAIL "server stdout ($(wc -l <"$SERVER_OUT") lines) differs from seq 0 9999: $(seq 0 9999 | cmp - "$SERVER_OUT" 2>&1 | head -n 1)"
+	elif [ -z "$resumed" ] || ! grep -q 'session resumed' "$SERVER_ERR"; then
+		result link_flap FAIL "every message arrived, but the ends did not both log a resume: did the QP fail? $(grep -h 'broke' "$SERVER_ERR" "$CLIENT_ERR" | head -n 2)"
+	else
+		result link_flap PASS "vB down ${LINK_DOWN_SECS}s after $lines messages; done ${secs}s after the flap; server stdout = seq 0 9999; client: $resumed"
 	fi
 }
 

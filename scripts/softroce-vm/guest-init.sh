@@ -131,6 +131,7 @@ main() {
 		case "$c" in
 		messages) check_messages ;;
 		peer-lost) check_peer_lost ;;
+		link-flap) check_link_flap ;;
 		doctor) check_doctor ;;
 		baseline) check_baseline ;;
 		container) check_container ;;
