@@ -171,7 +171,9 @@ fn ten_thousand_messages_in_order_over_loopback() {
 #[test]
 fn killed_client_is_detected_and_the_server_keeps_serving() {
     let port = free_port();
-    let mut s = server("server", port, &[]);
+    // A killed client cannot resume: the server waits 2 s for it (--resume-timeout), then
+    // reports it lost.
+    let mut s = server("server", port, &["--resume-timeout", "2"]);
     let mut c1 = client(
         "killed client",
         port,
@@ -223,7 +225,8 @@ fn killed_client_is_detected_and_the_server_keeps_serving() {
 fn killed_server_is_reported_by_the_client_with_the_count() {
     let port = free_port();
     let mut s = server("server", port, &["--once"]);
-    let mut c = client("client", port, &["--count", ENDLESS]);
+    // The client tries to resume for 2 s (nobody answers), then reports the loss.
+    let mut c = client("client", port, &["--count", ENDLESS, "--resume-timeout", "2"]);
     s.wait_for_stdout_lines(100, SHORT);
     std::thread::sleep(MID_STREAM);
     s.signal(Signal::SIGKILL);
