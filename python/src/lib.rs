@@ -136,12 +136,15 @@ impl SessionInfo {
 struct RdmaSink {
     inner: Mutex<Option<rdma::RdmaSink>>,
     info: Py<SessionInfo>,
+    /// Readable after `finish` too.
+    resumes: rdma::ResumeCounters,
 }
 
 impl RdmaSink {
     fn wrap(py: Python<'_>, sink: rdma::RdmaSink) -> PyResult<Self> {
         let info = Py::new(py, SessionInfo::new(sink.info()))?;
         Ok(Self {
+            resumes: sink.resume_counters(),
             inner: Mutex::new(Some(sink)),
             info,
         })
@@ -258,6 +261,18 @@ impl RdmaSink {
         self.info.clone_ref(py)
     }
 
+    /// How many times the session resumed after its connection broke (`resume_timeout`).
+    #[getter]
+    fn resumes(&self) -> u32 {
+        self.resumes.get().resumes
+    }
+
+    /// Messages sent again after those resumes (sent before a break, not arrived).
+    #[getter]
+    fn messages_resent(&self) -> u64 {
+        self.resumes.get().messages_resent
+    }
+
     /// Messages sent so far (0 once finished or aborted).
     #[getter]
     fn sent(&self, py: Python<'_>) -> PyResult<u64> {
@@ -308,12 +323,14 @@ struct RdmaSrc {
     /// The last message handed out: the next `recv` ends its lease (or refuses to).
     lease: Mutex<Option<Arc<Lease>>>,
     info: Py<SessionInfo>,
+    resumes: rdma::ResumeCounters,
 }
 
 impl RdmaSrc {
     fn wrap(py: Python<'_>, src: rdma::RdmaSrc) -> PyResult<Self> {
         let info = Py::new(py, SessionInfo::new(src.info()))?;
         Ok(Self {
+            resumes: src.resume_counters(),
             inner: Mutex::new(src),
             lease: Mutex::new(None),
             info,
@@ -439,6 +456,18 @@ impl RdmaSrc {
     #[getter]
     fn info(&self, py: Python<'_>) -> Py<SessionInfo> {
         self.info.clone_ref(py)
+    }
+
+    /// How many times the session resumed after its connection broke (`resume_timeout`).
+    #[getter]
+    fn resumes(&self) -> u32 {
+        self.resumes.get().resumes
+    }
+
+    /// Messages the sender sent again after those resumes.
+    #[getter]
+    fn messages_resent(&self) -> u64 {
+        self.resumes.get().messages_resent
     }
 
     /// Messages delivered so far.

@@ -58,6 +58,7 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
             "idle_timeout" => config.idle_timeout = optional_seconds(&value)?,
             "busy_poll" => config.busy_poll = optional_seconds(&value)?,
             "checksum" => config.checksum = checksum(&value.extract::<String>()?)?,
+            "resume_timeout" => config.resume_timeout = seconds(value.extract()?)?,
             "auth_key_file" => {
                 let path = value.extract::<Option<std::path::PathBuf>>()?;
                 config.auth_key = path
@@ -70,7 +71,8 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
                 return Err(PyTypeError::new_err(format!(
                     "unexpected keyword argument {other:?} (known: transport, credits, \
                      max_msg_size, device, ib_port, gid_index, sysfs_root, connect_timeout, \
-                     handshake_timeout, idle_timeout, busy_poll, auth_key_file, checksum)"
+                     handshake_timeout, idle_timeout, busy_poll, auth_key_file, checksum, \
+                     resume_timeout)"
                 )))
             }
         }

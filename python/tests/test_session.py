@@ -477,3 +477,24 @@ def test_a_checksum_on_both_ends_delivers_every_message_and_on_one_end_is_refuse
     assert "checksum mismatch" in str(refused_here.value)
     with pytest.raises(ValueError):
         rc.RdmaSink.connect(server.addr, **{**opts, "checksum": "md5"})
+
+
+def test_resumption_is_negotiated_counted_and_can_be_turned_off(opts):
+    payloads = [b"%d" % i for i in range(100)]
+    server = Server({**opts, "resume_timeout": 5.0}, "src", collect)
+    with rc.RdmaSink.connect(server.addr, **opts) as sink:
+        assert "resume 5.0 s" in sink.info.description, "the shorter timeout wins"
+        for p in payloads:
+            sink.send(p)
+        assert sink.finish() == len(payloads)
+        assert (sink.resumes, sink.messages_resent) == (0, 0), "readable after finish"
+    assert server.join() == payloads
+
+    off = Server({**opts, "resume_timeout": 0}, "src", collect)
+    with rc.RdmaSink.connect(off.addr, **opts) as sink:
+        assert "resume off" in sink.info.description
+        sink.send(b"x")
+        sink.finish()
+    assert off.join() == [b"x"]
+    with pytest.raises(ValueError):
+        rc.RdmaSink.connect(server.addr, **{**opts, "resume_timeout": -1.0})
