@@ -1104,9 +1104,13 @@ mod tests {
 
     /// A receiver and a sender on the RDMA device that owns `RDMA_TEST_ADDR`, connected to each
     /// other (the soft-RoCE VM runs this with both on one rxe device, which loops the packets
-    /// back), the receiver's slots all posted. `None` (after saying why) when this run has no
-    /// such device.
-    fn verbs_pair(slots: usize, slot_size: usize) -> Option<(VerbsTransport, VerbsTransport)> {
+    /// back), the receiver's slots all posted; the sender's slots are `tx_slot_size` bytes, the
+    /// receiver's `rx_slot_size`. `None` (after saying why) when this run has no such device.
+    fn verbs_pair(
+        slots: usize,
+        rx_slot_size: usize,
+        tx_slot_size: usize,
+    ) -> Option<(VerbsTransport, VerbsTransport)> {
         let addr = std::env::var("RDMA_TEST_ADDR").ok();
         let (true, Some(addr)) = (
             std::env::var("RDMA_TEST_TRANSPORT").as_deref() == Ok("verbs"),
@@ -1132,7 +1136,7 @@ mod tests {
                 return None;
             }
         };
-        let params = |role| SetupParams {
+        let params = |role, slot_size| SetupParams {
             side: BootstrapSide::Client,
             role,
             local_ip: ip,
@@ -1141,8 +1145,12 @@ mod tests {
             slot_size,
             device: Some(choice.clone()),
         };
-        let created = VerbsTransport::new(&params(Role::Receiver))
-            .and_then(|rx| Ok((rx, VerbsTransport::new(&params(Role::Sender))?)));
+        let created = VerbsTransport::new(&params(Role::Receiver, rx_slot_size)).and_then(|rx| {
+            Ok((
+                rx,
+                VerbsTransport::new(&params(Role::Sender, tx_slot_size))?,
+            ))
+        });
         let (mut rx, mut tx) = match created {
             Ok(pair) => pair,
             Err(e) => {
@@ -1223,6 +1231,19 @@ mod tests {
         slots
     }
 
+    /// Nothing more comes for a while: no completion of an old queue pair, no message twice.
+    fn assert_quiet(rx: &mut VerbsTransport, tx: &mut VerbsTransport) {
+        let quiet = Instant::now() + Duration::from_millis(300);
+        let (mut arrived, mut events) = (Vec::new(), Vec::new());
+        while Instant::now() < quiet {
+            rx.poll_arrivals(&mut arrived).unwrap();
+            tx.poll_sends(&mut events).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(arrived.is_empty(), "{} more arrivals", arrived.len());
+        assert!(events.is_empty(), "more sender events: {events:?}");
+    }
+
     fn slots_and_bytes(rx: &VerbsTransport, got: &[Arrived]) -> Vec<(usize, Vec<u8>)> {
         got.iter()
             .map(|m| (m.slot_index(), rx.message(m).to_vec()))
@@ -1238,7 +1259,7 @@ mod tests {
     /// shows up.
     #[test]
     fn a_reset_for_resume_over_rdma_gives_back_the_sends_and_keeps_the_receive_order() {
-        let Some((mut rx, mut tx)) = verbs_pair(6, 64) else {
+        let Some((mut rx, mut tx)) = verbs_pair(6, 64, 64) else {
             return;
         };
         assert!(rx.can_resume() && tx.can_resume());
@@ -1326,16 +1347,7 @@ mod tests {
         let last = arrivals(&mut rx, 1);
         assert_eq!(slots_and_bytes(&rx, &last), [(1, vec![7u8; 8])]);
         assert_eq!(sender_events(&mut tx, 1, 0), [1]);
-        // Nothing more comes: no completion of the old queue pairs, no message twice.
-        let quiet = Instant::now() + Duration::from_millis(300);
-        let (mut arrived, mut events) = (Vec::new(), Vec::new());
-        while Instant::now() < quiet {
-            rx.poll_arrivals(&mut arrived).unwrap();
-            tx.poll_sends(&mut events).unwrap();
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(arrived.is_empty(), "{} more arrivals", arrived.len());
-        assert!(events.is_empty(), "more sender events: {events:?}");
+        assert_quiet(&mut rx, &mut tx);
     }
 
     #[test]
@@ -1428,5 +1440,91 @@ mod tests {
             ),
             "{kept:?}"
         );
+    }
+    /// Polls `what` until it fails (or the wait ends): the error.
+    fn first_error(mut poll: impl FnMut() -> Result<usize>, what: &str) -> Error {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match poll() {
+                Err(e) => return e,
+                Ok(n) => assert_eq!(n, 0, "{what}: nothing may complete before the error"),
+            }
+            assert!(Instant::now() < deadline, "{what}: no error came");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Over a real RC queue pair: a message larger than the receive slot puts both QPs in the
+    /// error state (the receiver's receive fails with a length error, the sender's send with
+    /// a remote invalid request). A reset for a resume still works from there: the failed
+    /// send comes back, the failed receive is posted again, the held slot is untouched, and
+    /// the new path carries messages and credits with no trace of the old one.
+    #[test]
+    fn a_reset_for_resume_over_rdma_recovers_queue_pairs_in_the_error_state() {
+        let Some((mut rx, mut tx)) = verbs_pair(2, 64, 128) else {
+            return;
+        };
+        send(&mut tx, 0, 0);
+        let held = arrivals(&mut rx, 1);
+        assert_eq!(slots_and_bytes(&rx, &held), [(0, vec![0u8; 8])]);
+        assert_eq!(sender_events(&mut tx, 1, 0), [0]);
+        let mut slot = StagingSlot::mint(1);
+        tx.staging(&mut slot).fill(1);
+        tx.post_send(slot, 128).unwrap();
+        let mut events = Vec::new();
+        let e = first_error(
+            || {
+                tx.poll_sends(&mut events)?;
+                Ok(events.len())
+            },
+            "sender",
+        );
+        assert!(
+            matches!(e, Error::VerbsCompletion { op: "send", .. }),
+            "{e}"
+        );
+        let mut got = Vec::new();
+        let e = first_error(
+            || {
+                rx.poll_arrivals(&mut got)?;
+                Ok(got.len())
+            },
+            "receiver",
+        );
+        assert!(
+            matches!(e, Error::VerbsCompletion { op: "receive", .. }),
+            "{e}"
+        );
+
+        let mut none = Vec::new();
+        rx.reset_for_resume(&mut none).unwrap();
+        assert!(none.is_empty());
+        let mut reclaimed = Vec::new();
+        tx.reset_for_resume(&mut reclaimed).unwrap();
+        let reclaimed: Vec<usize> = reclaimed.iter().map(StagingSlot::index).collect();
+        assert_eq!(reclaimed, [1], "the failed send comes back");
+        connect_pair(&mut rx, &mut tx);
+
+        // Message 1 again, at a size the receiver takes: it lands in slot 1, posted again.
+        send(&mut tx, 1, 1);
+        let again = arrivals(&mut rx, 1);
+        assert_eq!(slots_and_bytes(&rx, &again), [(1, vec![1u8; 8])]);
+        assert_eq!(sender_events(&mut tx, 1, 0), [1]);
+        assert_eq!(
+            slots_and_bytes(&rx, &held),
+            [(0, vec![0u8; 8])],
+            "the slot the application holds is untouched"
+        );
+        // Message 0 released: its credit travels on the new path, message 2 takes the slot.
+        for msg in held {
+            rx.post_recv(msg.into_slot()).unwrap();
+        }
+        rx.return_credits(1).unwrap();
+        assert!(sender_events(&mut tx, 0, 1).is_empty());
+        send(&mut tx, 0, 2);
+        let last = arrivals(&mut rx, 1);
+        assert_eq!(slots_and_bytes(&rx, &last), [(0, vec![2u8; 8])]);
+        assert_eq!(sender_events(&mut tx, 1, 0), [0]);
+        assert_quiet(&mut rx, &mut tx);
     }
 }
