@@ -87,6 +87,11 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               cargo test --no-run) run inside the guest over verbs: RDMA_TEST_TRANSPORT=verbs,
               RDMA_TEST_ADDR=198.18.1.2 (both ends on rxeB), RDMA_TEST_STRICT=1. Not in the
               default set (.ci/run adds it)
+  transport   the library's own verbs transport tests (cargo test --lib, filter
+              transport::verbs::) on rxeB: a sender and a receiver transport joined by real RC QPs,
+              e.g. a data path reset for a resumed session (sends given back, receives posted
+              again in order, new QPs).
+              Not in the default set (.ci/run adds it)
   rnr         sessions (10,000 x 1 credit, 2000 x 4 KiB, 1999 x 64 KiB x 16 credits) with a
               test build (--features test-hooks) whose QPs have rnr_retry 0: a receive-not-
               ready race fails instead of being retried. Not in the default set (.ci/run adds it)
@@ -95,7 +100,7 @@ Options:
   --transport T      verbs (default), auto or tcp: what the server and client are run with
                      (env SOFTROCE_VM_TRANSPORT)
   --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,doctor,baseline,
-                     container,rnr,suite
+                     container,rnr,suite,transport
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
@@ -183,7 +188,7 @@ parse_args() {
 	case "$ACCEL" in auto | kvm | tcg) ;; *) usage_error "--accel must be auto, kvm or tcg" ;; esac
 	local c
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | link-flap | doctor | baseline | container | rnr | suite) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | link-flap | doctor | baseline | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -z "$MEM" ]; then
 		MEM=1024
@@ -289,6 +294,19 @@ prepare_suite() {
 		jq -r 'select(.reason == "compiler-artifact" and .executable != null) | "\(.target.kind[0]) \(.target.name) \(.executable)"')
 	[ ${#SUITE_EXES[@]} -eq $((${#SUITE_TESTS[@]} + 1)) ] ||
 		die "cargo test --no-run gave ${#SUITE_EXES[@]} executables, expected the ${SUITE_TESTS[*]} tests and the binary"
+}
+
+# The library's unit-test executable for the transport check (the verbs transport's tests that
+# need a device run there; the guest runs only those, filtered by name).
+TRANSPORT_TEST_EXE=""
+prepare_transport_tests() {
+	want_check transport || return 0
+	log "building the library's unit tests for the guest (cargo test --no-run --lib)"
+	TRANSPORT_TEST_EXE=$(cd "$REPO_ROOT" && cargo test --locked --no-run --quiet --lib --message-format=json 2>/dev/null |
+		jq -r 'select(.reason == "compiler-artifact" and .executable != null and .target.kind[0] == "lib") | .executable' | tail -n 1)
+	if [ -z "$TRANSPORT_TEST_EXE" ] || [ ! -x "$TRANSPORT_TEST_EXE" ]; then
+		die "cargo test --no-run --lib gave no unit-test executable for the library"
+	fi
 }
 
 # The image for the container check: --oci, or one made by scripts/container-test.sh from the
@@ -582,6 +600,10 @@ build_initramfs() {
 		strip --strip-debug "$ROOT$exe" 2>/dev/null || true
 		case "$exe" in */deps/*) suite_tests="$suite_tests $exe" ;; esac
 	done
+	if [ -n "$TRANSPORT_TEST_EXE" ]; then
+		put_elf "$TRANSPORT_TEST_EXE" "$TRANSPORT_TEST_EXE"
+		strip --strip-debug "$ROOT$TRANSPORT_TEST_EXE" 2>/dev/null || true
+	fi
 	if want_check rnr; then
 		put_elf "$TEST_BINARY" /usr/local/bin/rdma-container-test-hooks
 		strip --strip-debug "$ROOT/usr/local/bin/rdma-container-test-hooks" 2>/dev/null || true
@@ -595,6 +617,7 @@ build_initramfs() {
 		SHELL_AT_END=$SHELL_AT_END
 		T_RUN=$TRANSFER_TIMEOUT
 		SUITE_TESTS="${suite_tests# }"
+		TRANSPORT_TEST="$TRANSPORT_TEST_EXE"
 	EOF
 
 	INITRD=$RUN_DIR/initramfs.cpio
@@ -746,6 +769,7 @@ main() {
 	prepare_binary
 	prepare_test_binary
 	prepare_suite
+	prepare_transport_tests
 	prepare_oci
 
 	local t

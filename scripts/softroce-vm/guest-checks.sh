@@ -44,6 +44,7 @@ declare -gA CHECK_RESULTS=(
 	[container]="container_load container_session container_nodev container_nonroot"
 	[rnr]="rnr_strict"
 	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum"
+	[transport]="transport_verbs"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -496,6 +497,43 @@ check_suite() {
 			result "suite_$name" FAIL "$(status_text "$rc" "$T_SUITE"): ${line:-no test result line}; failed: $(grep -E '^test .* FAILED$' "$out" | awk '{ print $2 }' | tr '\n' ' ')"
 		fi
 	done
+}
+
+# ---------------------------------------------------------------------------------------------
+# transport: the library's own verbs transport tests over a real device
+# ---------------------------------------------------------------------------------------------
+# The unit tests of src/transport/verbs.rs (cargo test --lib, filter transport::verbs::), run in
+# nsB with RDMA_TEST_TRANSPORT=verbs RDMA_TEST_ADDR=$IP_B: those that need a device (a sender and
+# a receiver transport on rxeB, e.g. a data path reset for a resumed session) run there; strict,
+# so none may skip.
+check_transport() {
+	local out=/tmp/transport_verbs.out line passed failed rc pkts
+	if [ -z "${TRANSPORT_TEST:-}" ] || [ ! -x "$TRANSPORT_TEST" ]; then
+		result transport_verbs FAIL "no unit-test executable in the guest"
+		return
+	fi
+	say "transport: the verbs transport's unit tests on $RXE_B"
+	snapshot_counters /tmp/transport_verbs.counters
+	timeout "$T_SUITE" ip netns exec "$NS_B" env RDMA_TEST_TRANSPORT=verbs RDMA_TEST_ADDR="$IP_B" \
+		RDMA_TEST_STRICT=1 RUST_BACKTRACE=0 "$TRANSPORT_TEST" transport::verbs:: --test-threads=1 \
+		--nocapture >"$out" 2>&1
+	rc=$?
+	grep -E '^test |^failures|panicked|^---- |skipped' "$out" | sed 's/^/  | /' | head -n 60
+	line=$(grep -m 1 '^test result:' "$out")
+	passed=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")
+	failed=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")
+	counter_deltas /tmp/transport_verbs.counters
+	pkts=${DELTA[$RXE_B.sent_pkts]:-0}
+	if [ "$rc" = 0 ] && [ "${failed:-1}" = 0 ] && [ "${passed:-0}" -gt 0 ] && [ "$pkts" -gt 0 ] &&
+		! grep -q 'skipped' "$out"; then
+		result transport_verbs PASS "$passed passed on $RXE_B (RDMA_TEST_ADDR=$IP_B, strict); $RXE_B sent $pkts RoCE packets; error counters moved: ${COUNTER_ERRORS:-none}"
+	elif [ "$rc" = 0 ] && { [ "$pkts" = 0 ] || grep -q 'skipped' "$out"; }; then
+		show "$out"
+		result transport_verbs FAIL "$passed passed, but a test skipped or $RXE_B sent no RoCE packet: the tests did not run over verbs"
+	else
+		show "$out"
+		result transport_verbs FAIL "$(status_text "$rc" "$T_SUITE"): ${line:-no test result line}; failed: $(grep -E '^test .* FAILED$' "$out" | awk '{ print $2 }' | tr '\n' ' ')"
+	fi
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ umask 022
 TRANSPORT=verbs
 CHECKS="messages peer-lost doctor baseline"
 SUITE_TESTS=""
+TRANSPORT_TEST=""
 SHELL_AT_END=0
 NS_A=nsA NS_B=nsB
 IP_A=198.18.1.1 IP_B=198.18.1.2
@@ -137,6 +138,7 @@ main() {
 		container) check_container ;;
 		rnr) check_rnr ;;
 		suite) check_suite ;;
+		transport) check_transport ;;
 		*) result "$c" FAIL "unknown check" ;;
 		esac
 	done

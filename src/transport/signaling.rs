@@ -126,6 +126,16 @@ impl SendSignaling {
         self.unsignaled_run > 0 && !self.outstanding.is_empty()
     }
 
+    /// The queue was torn down and the sends go out again on a new one (a resumed session):
+    /// hands every outstanding send to `each`, oldest first, and starts afresh, so that no run
+    /// of unsignaled sends carries over to the new queue.
+    pub(crate) fn take_all(&mut self, mut each: impl FnMut(u64)) {
+        for id in self.outstanding.drain(..) {
+            each(id);
+        }
+        self.unsignaled_run = 0;
+    }
+
     /// Forgets every outstanding send (the queue was torn down).
     pub(crate) fn clear(&mut self) {
         self.outstanding.clear();
@@ -188,6 +198,24 @@ mod tests {
         s.on_post_failed();
         assert_eq!(s.outstanding(), 0);
         assert!(!s.needs_flush());
+    }
+
+    #[test]
+    fn take_all_hands_back_every_outstanding_send_and_restarts_the_signal_count() {
+        let mut s = SendSignaling::new(8, 3);
+        let mut next = 0;
+        post(&mut s, &mut next, 5);
+        assert!(s.on_signaled_completion(2, |_| {}));
+        assert!(s.needs_flush(), "3 and 4 went out unsignaled");
+        let mut taken = Vec::new();
+        s.take_all(|id| taken.push(id));
+        assert_eq!(taken, vec![3, 4]);
+        assert_eq!((s.outstanding(), s.room()), (0, 8));
+        assert!(!s.needs_flush());
+        // The unsignaled run of the old queue is gone: the third send from now is signaled,
+        // not the first.
+        let signaled: Vec<bool> = post(&mut s, &mut next, 3).iter().map(|p| p.1).collect();
+        assert_eq!(signaled, vec![false, false, true]);
     }
 
     #[test]

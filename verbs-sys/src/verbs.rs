@@ -753,17 +753,39 @@ impl QueuePair {
     }
 }
 
-impl Drop for QueuePair {
-    fn drop(&mut self) {
-        // SAFETY: the QP was created by ibv_create_qp and is destroyed once, before the CQs and
-        // PD this value keeps alive.
+impl QueuePair {
+    /// Destroys the QP now (`ibv_destroy_qp`), as dropping it does, but says whether it worked:
+    /// once this returns `Ok`, the device neither reads nor writes memory for the QP's work
+    /// requests and puts no more completions of it on its CQs (those already there stay, to be
+    /// polled). On failure (the errno kept), the QP stays alive as a failed drop leaves it:
+    /// its CQs and protection domain are kept and no region of the PD is ever deregistered.
+    pub fn destroy(mut self) -> Result<()> {
+        let result = self.destroy_once();
+        // Destroyed or leaked: either way Drop must not destroy it again.
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: each field is read once out of a value that is never used or dropped again;
+        // the Arcs read here are then dropped normally (a stuck QP took its own clones).
+        unsafe {
+            drop(ptr::read(&this.pd));
+            drop(ptr::read(&this.send_cq));
+            drop(ptr::read(&this.recv_cq));
+        }
+        result
+    }
+
+    /// Destroys the QP (called once, by [`QueuePair::destroy`] or Drop); on failure, keeps
+    /// what the QP may still use (see [`QueuePair::destroy`]).
+    fn destroy_once(&mut self) -> Result<()> {
+        // SAFETY: the QP was created by ibv_create_qp and is destroyed once (`destroy` keeps
+        // Drop from running after it), before the CQs and PD this value keeps alive.
         let rc = unsafe { (self.pd.0.ctx.fns().ibv_destroy_qp)(self.qp.as_ptr()) };
-        if !destroyed(
-            "ibv_destroy_qp",
-            rc,
-            "the queue pair, its completion queues, its protection domain with every memory \
-             region in it, and the device context",
-        ) {
+        let result = check("ibv_destroy_qp", rc);
+        if let Err(e) = &result {
+            log::error!(
+                "{e}; leaking the queue pair, its completion queues, its protection domain \
+                 with every memory region in it, and the device context, which the device may \
+                 still use"
+            );
             // The QP may still post completions to its CQs and read or write the memory its
             // work requests name: keep the CQs and the PD, and no region of the PD is
             // deregistered (so the memory's owners leak the memory).
@@ -772,6 +794,14 @@ impl Drop for QueuePair {
             std::mem::forget(self.send_cq.clone());
             std::mem::forget(self.recv_cq.clone());
         }
+        result
+    }
+}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        // A failure is logged and leaks what the QP may still use.
+        let _ = self.destroy_once();
     }
 }
 

@@ -114,8 +114,9 @@ impl Fake {
 
 /// Sets up a context, PD, channel, CQ, region and QP, drops them in the order their owners do
 /// (the QP first, the region before the memory's owner looks), and says whether the region's
-/// memory may be freed.
-fn session(fake: &Fake, failing: &str) -> bool {
+/// memory may be freed. `destroy_qp`: the QP is destroyed with [`verbs_sys::QueuePair::destroy`]
+/// (which must report the fake's EBUSY exactly when `ibv_destroy_qp` fails), not dropped.
+fn session(fake: &Fake, failing: &str, destroy_qp: bool) -> bool {
     fake.fail(failing);
     let devices = DeviceList::new().expect("the fake lists one device");
     let context = devices.iter().next().expect("one device").open().unwrap();
@@ -150,7 +151,18 @@ fn session(fake: &Fake, failing: &str) -> bool {
         .unwrap();
     let deregistration = mr.deregistration();
     assert!(!deregistration.done(), "registered: not free");
-    drop(qp);
+    if destroy_qp {
+        let destroyed = qp.destroy();
+        if failing.contains("ibv_destroy_qp") {
+            let e = destroyed.expect_err("the fake's ibv_destroy_qp fails");
+            assert_eq!(e.errno(), Some(libc::EBUSY), "{e}");
+            assert!(e.to_string().contains("ibv_destroy_qp"), "{e}");
+        } else {
+            destroyed.expect("the fake's ibv_destroy_qp succeeds");
+        }
+    } else {
+        drop(qp);
+    }
     drop(mr);
     drop((cq, channel, pd, context, devices));
     let free = deregistration.done();
@@ -196,25 +208,32 @@ fn a_failed_destroy_leaks_what_the_object_still_uses() {
     let called = |fake: &Fake| all.map(|verb| fake.calls(verb));
 
     // Nothing fails: everything is destroyed once, in order, and the memory may be freed.
-    assert!(session(&fake, ""));
+    assert!(session(&fake, "", false));
     assert_eq!(called(&fake), [1; 6]);
 
     // The region stays registered: the memory is not free, and its PD (so the context) lives.
-    assert!(!session(&fake, "ibv_dereg_mr"));
+    assert!(!session(&fake, "ibv_dereg_mr", false));
     assert_eq!(called(&fake), [1, 1, 1, 1, 0, 0]);
 
     // A QP that is still alive may use every region of its PD: none is deregistered, and its
     // CQ (so the channel), PD and context live.
-    assert!(!session(&fake, "ibv_destroy_qp"));
+    assert!(!session(&fake, "ibv_destroy_qp", false));
     assert_eq!(called(&fake), [1, 0, 0, 0, 0, 0]);
 
     // A CQ still alive keeps its channel and context; the region is gone.
-    assert!(session(&fake, "ibv_destroy_cq"));
+    assert!(session(&fake, "ibv_destroy_cq", false));
     assert_eq!(called(&fake), [1, 1, 1, 0, 1, 0]);
 
     // A PD or channel still alive keeps the context.
-    assert!(session(&fake, "ibv_dealloc_pd"));
+    assert!(session(&fake, "ibv_dealloc_pd", false));
     assert_eq!(called(&fake), [1, 1, 1, 1, 1, 0]);
-    assert!(session(&fake, "ibv_destroy_comp_channel"));
+    assert!(session(&fake, "ibv_destroy_comp_channel", false));
     assert_eq!(called(&fake), [1, 1, 1, 1, 1, 0]);
+
+    // `QueuePair::destroy` destroys once (Drop does not again) and says how it went: a QP it
+    // could not destroy keeps everything alive as a failed drop does.
+    assert!(session(&fake, "", true));
+    assert_eq!(called(&fake), [1; 6]);
+    assert!(!session(&fake, "ibv_destroy_qp", true));
+    assert_eq!(called(&fake), [1, 0, 0, 0, 0, 0]);
 }
