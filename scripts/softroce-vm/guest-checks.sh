@@ -615,7 +615,9 @@ check_peer_lost() {
 	wait_pid "$SERVER_PID" $(((PEER_LOST_LIMIT + PEER_LOST_RESUME) * 2))
 	secs=$(awk -v a="$t0" -v b="$(uptime_s)" 'BEGIN { printf "%.1f", b - a }')
 	show "$SERVER_ERR"
-	line=$(grep -m 1 'peer lost' "$SERVER_ERR" | sed 's/^\[[^]]*\] //')
+	# the error that ended the session (the warning before it says a resume is tried)
+	line=$(grep 'ERROR.*peer lost' "$SERVER_ERR" | tail -n 1 | sed 's/^\[[^]]*\] //')
+	[ -n "$line" ] || line=$(grep -m 1 'peer lost' "$SERVER_ERR" | sed 's/^\[[^]]*\] //')
 	if [ "$WAIT_RC" = 124 ]; then
 		result peer_lost FAIL "server still running $(((PEER_LOST_LIMIT + PEER_LOST_RESUME) * 2)) s after the client was killed (hang)"
 	elif [ -z "$line" ]; then
