@@ -382,6 +382,17 @@ pub struct BenchArgs {
     /// transport's own checks (RoCE's ICRC, TCP's checksum).
     #[arg(long, value_enum, default_value_t = Checksum::None, env = "RDMA_CONTAINER_CHECKSUM")]
     pub checksum: Checksum,
+    /// Resume a session whose connection breaks, for up to this long (as the sessions of
+    /// --server/--client do, 10 s by default there). Off (0) by default here: a benchmark
+    /// measures the data path as perftest does, and a break ends it. Set it on both ends to
+    /// measure what resumption costs (scripts/checksum-cost.sh --what resume).
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_BENCH_RESUME_TIMEOUT",
+        default_value = "0",
+        value_name = "SECONDS"
+    )]
+    pub resume_timeout: SecondsOrOff,
     /// perftest's operator options (-b, --run-infinitely, --interval, -H, --limit-*, --no-bind).
     #[command(flatten)]
     pub ops: crate::cli::bench::OpsArgs,
@@ -412,8 +423,9 @@ impl BenchArgs {
             device: self.device.clone(),
             connect_timeout: self.connect_timeout,
             handshake_timeout: self.handshake_timeout,
-            // A benchmark measures the data path as perftest does: a break ends it.
-            resume_timeout: SecondsOrOff(std::time::Duration::ZERO),
+            // A benchmark measures the data path as perftest does: a break ends it, unless
+            // asked otherwise.
+            resume_timeout: self.resume_timeout,
             idle_timeout: None,
             busy_poll: self
                 .busy_poll
