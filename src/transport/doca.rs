@@ -923,6 +923,7 @@ impl RecvPath for DocaTransport {
         if index >= self.memory.count() {
             return Err(misuse(format!("receive slot {index} does not exist")));
         }
+        self.doca()?;
         if !self.connected {
             // Between a resume's reset and its connect: `connect` posts it, after the
             // receives that were posted before.
