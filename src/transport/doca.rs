@@ -925,7 +925,7 @@ impl RecvPath for DocaTransport {
         }
         self.doca()?;
         if !self.connected {
-            // Between a resume's reset and its connect: `connect` posts it, after the
+            // Before connect (after a resume's reset, say): `connect` posts it, after the
             // receives that were posted before.
             self.posted.push_back(index);
             return Ok(());

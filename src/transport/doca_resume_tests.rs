@@ -138,9 +138,23 @@ fn until_completed_unreported(path: &mut DocaTransport, who: &str) {
     }
 }
 
-/// One session's data path through a link flap and a resume, then a resume with nothing
-/// broken while a send is in flight.
-fn flap_and_resume(mode: &str) {
+/// How the path breaks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Break {
+    /// `doca_sys::sim::flap_links` once message 2 landed: the sender's QP goes to error when
+    /// it sends next; the receiver notices nothing, its receives stay posted.
+    LinkFlap,
+    /// `doca_sys::sim::set_drop_after(3)`: both ends' connections fail at message 2 (which
+    /// lands and completes first), every posted receive and later send with it.
+    Drop,
+}
+
+/// One session's data path through a break and a resume, then a resume with nothing broken
+/// while a send is in flight.
+fn break_and_resume(mode: &str, how: Break) {
+    if how == Break::Drop {
+        doca_sys::sim::set_drop_after(Some(3));
+    }
     let mut sender = DocaTransport::new(&params(Role::Sender)).expect("sender");
     let mut receiver = DocaTransport::new(&params(Role::Receiver)).expect("receiver");
     connect(&mut sender, &mut receiver);
@@ -163,12 +177,14 @@ fn flap_and_resume(mode: &str) {
     until_completed_unreported(&mut sender, &format!("{mode}: sender"));
     until_completed_unreported(&mut receiver, &format!("{mode}: receiver"));
 
-    // The link flaps: messages 3 and 4, posted after it, fail.
-    assert_eq!(
-        doca_sys::sim::flap_links(),
-        2,
-        "{mode}: both ends' connections"
-    );
+    // The path breaks: messages 3 and 4, posted after it, fail.
+    match how {
+        Break::LinkFlap => {
+            let flapped = doca_sys::sim::flap_links();
+            assert_eq!(flapped, 2, "{mode}: both ends' connections");
+        }
+        Break::Drop => doca_sys::sim::set_drop_after(None),
+    }
     send(&mut sender, 3);
     send(&mut sender, 4);
 
@@ -246,7 +262,8 @@ fn flap_and_resume(mode: &str) {
 /// included), with their bytes; credits flow again; a second resume with a send in flight
 /// gives that one back. In every simulator mode the transport can meet: asynchronous and
 /// synchronous start, a stop that refuses while tasks are allocated, the selective event
-/// mode. Nothing is left alive at the end.
+/// mode; and once with both ends' connections dropped (every posted receive failed before the
+/// reset). Nothing is left alive at the end.
 #[test]
 fn a_resume_after_a_link_flap_sends_again_into_the_posted_slots_in_order() {
     let _serial = super::SIM_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -275,8 +292,11 @@ fn a_resume_after_a_link_flap_sends_again_into_the_posted_slots_in_order() {
                 "PROGRESS_ALL"
             },
         );
-        flap_and_resume(&mode);
+        break_and_resume(&mode, Break::LinkFlap);
     }
+    doca_sys::sim::reset_config();
+    doca_sys::sim::set_faults("").expect("faults");
+    break_and_resume("a dropped connection", Break::Drop);
     doca_sys::sim::reset_config();
     doca_sys::sim::set_faults("").expect("faults");
     assert_eq!(
