@@ -226,7 +226,11 @@ fn killed_server_is_reported_by_the_client_with_the_count() {
     let port = free_port();
     let mut s = server("server", port, &["--once"]);
     // The client tries to resume for 2 s (nobody answers), then reports the loss.
-    let mut c = client("client", port, &["--count", ENDLESS, "--resume-timeout", "2"]);
+    let mut c = client(
+        "client",
+        port,
+        &["--count", ENDLESS, "--resume-timeout", "2"],
+    );
     s.wait_for_stdout_lines(100, SHORT);
     std::thread::sleep(MID_STREAM);
     s.signal(Signal::SIGKILL);
