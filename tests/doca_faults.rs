@@ -16,6 +16,9 @@ use std::time::Duration;
 use common::{free_port, ipv4_gid, FakeSysfs, Finished, Proc, BIN, GID_V2};
 
 const DEADLINE: Duration = Duration::from_secs(60);
+/// The client's options for a fault case that checks how a break ends a session: resumption
+/// off (a break would otherwise be resumed; the resume cases are below).
+const NO_RESUME: &[&str] = &["--resume-timeout", "0"];
 
 struct Case {
     dir: tempfile::TempDir,
@@ -51,25 +54,30 @@ impl Case {
         env: &[(&str, &str)],
         extra: &[&str],
     ) -> Command {
+        let mut cmd = self.printing_command(transport, role, env, extra);
+        cmd.arg("--quiet");
+        cmd
+    }
+
+    /// As [`Case::command_over`], but a server prints every payload on stdout.
+    fn printing_command(
+        &self,
+        transport: &str,
+        role: &str,
+        env: &[(&str, &str)],
+        extra: &[&str],
+    ) -> Command {
         let mut cmd = Command::new(BIN);
         let addr = format!("127.0.0.1:{}", self.port);
-        cmd.args([
-            role,
-            &addr,
-            "--transport",
-            transport,
-            "--device",
-            "mlx5_0",
-            "--quiet",
-        ])
-        .arg("--sysfs-root")
-        .arg(self.dir.path())
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .env("DOCA_SIM_REPORT_DIR", self.reports())
-        .env("DOCA_SIM_DIR", self.dir.path())
-        .env_remove("DOCA_SIM_FAIL")
-        .env_remove("DOCA_SIM_DROP_AFTER");
+        cmd.args([role, &addr, "--transport", transport, "--device", "mlx5_0"])
+            .arg("--sysfs-root")
+            .arg(self.dir.path())
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .env("DOCA_SIM_REPORT_DIR", self.reports())
+            .env("DOCA_SIM_DIR", self.dir.path())
+            .env_remove("DOCA_SIM_FAIL")
+            .env_remove("DOCA_SIM_DROP_AFTER");
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -303,7 +311,7 @@ fn send_completion_error_mid_stream() {
             "DOCA_SIM_FAIL",
             "doca_rdma_task_send_completion:50:DOCA_ERROR_IO_FAILED",
         )],
-        &[],
+        NO_RESUME,
     );
     assert_eq!(client.code, Some(1));
     assert_eq!(server.code, Some(4));
@@ -332,7 +340,7 @@ fn send_completion_error_mid_stream() {
 fn connection_dropped_mid_stream() {
     let case = Case::new();
     let drop = [("DOCA_SIM_DROP_AFTER", "100")];
-    let (server, client) = case.run(&drop, &drop, &[]);
+    let (server, client) = case.run(&drop, &drop, NO_RESUME);
     assert_eq!(client.code, Some(3), "client: {}", stderr(&client));
     assert_eq!(server.code, Some(3), "server: {}", stderr(&server));
     // The simulator drops the connection after 100 messages in both directions together
@@ -506,7 +514,7 @@ fn device_fatal_error_mid_stream_is_named() {
             "DOCA_SIM_FAIL",
             "doca_rdma_task_send_completion:20:DOCA_ERROR_DEVICE_FATAL_ERROR",
         )],
-        &[],
+        NO_RESUME,
     );
     assert_eq!(client.code, Some(1), "client: {}", stderr(&client));
     assert_eq!(server.code, Some(4), "server: {}", stderr(&server));
@@ -540,7 +548,7 @@ fn receive_completion_error_mid_stream_ends_both_ends_with_the_count() {
             "doca_rdma_task_receive_completion:50:DOCA_ERROR_IO_FAILED",
         )],
         &[],
-        &["--count", "300"],
+        &["--count", "300", "--resume-timeout", "0"],
     );
     let codes = (server.code, client.code);
     assert!(
@@ -572,7 +580,7 @@ fn send_submit_failure_on_the_client_mid_stream() {
     let (server, client) = case.run(
         &[],
         &[("DOCA_SIM_FAIL", "doca_task_submit:40:DOCA_ERROR_DRIVER")],
-        &["--count", "300"],
+        &["--count", "300", "--resume-timeout", "0"],
     );
     assert_eq!(client.code, Some(1), "client: {}", stderr(&client));
     assert_eq!(server.code, Some(4), "server: {}", stderr(&server));
@@ -745,4 +753,101 @@ fn credits_above_the_device_queue_cap_are_refused_naming_the_device_and_cap() {
         server.stderr()
     );
     assert_eq!(case.assert_no_leaks(), 1, "the client's report");
+}
+
+/// A resume case: a printing server (`--once --json`) and a client sending "0".."count-1",
+/// each with its own environment; both outputs once both ended.
+fn resumed_run(
+    case: &Case,
+    server_env: &[(&str, &str)],
+    client_env: &[(&str, &str)],
+    count: usize,
+) -> (Finished, Finished) {
+    let server = Proc::spawn(
+        "server",
+        case.printing_command("doca", "--server", server_env, &["--once", "--json"]),
+    );
+    let count = count.to_string();
+    let client = Proc::spawn(
+        "client",
+        case.command("--client", client_env, &["--count", &count]),
+    );
+    let client = client.finish(DEADLINE);
+    let server = server.finish(DEADLINE);
+    (server, client)
+}
+
+/// Both ends ended cleanly after at least `resumes` resumes (logged by both, counted in the
+/// server's JSON), the server printed "0".."count-1" once each in order, and nothing leaked.
+fn assert_resumed_exactly_once_in_order(
+    case: &Case,
+    server: &Finished,
+    client: &Finished,
+    count: usize,
+    resumes: u64,
+) {
+    assert_eq!(client.code, Some(0), "client: {}", stderr(client));
+    assert_eq!(server.code, Some(0), "server: {}", stderr(server));
+    // Line i is "i" for every i below count, and there is no line count.
+    let printed: Vec<&str> = server.stdout.lines().collect();
+    let wrong = (0..=count).find(|&i| {
+        printed.get(i).map(|line| line.parse::<usize>().ok()) != (i < count).then_some(Some(i))
+    });
+    if let Some(i) = wrong {
+        panic!(
+            "the server printed {} line(s), not 0..{count} once each in order: line {i} is {:?}\n{}",
+            printed.len(),
+            printed.get(i),
+            stderr(server)
+        );
+    }
+    for (who, out) in [("server", server), ("client", client)] {
+        let said = stderr(out).matches("session resumed in").count() as u64;
+        assert!(
+            said >= resumes,
+            "{who}: {said} resume(s) logged\n{}",
+            stderr(out)
+        );
+    }
+    assert_eq!(received_count(&stderr(server)), count as u64);
+    let json = stderr(server)
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no JSON result\n{}", stderr(server)));
+    let value: serde_json::Value = serde_json::from_str(&json).expect("JSON result");
+    assert!(
+        value["resumes"].as_u64().unwrap_or(0) >= resumes,
+        "the JSON result counts the resumes: {json}"
+    );
+    assert_eq!(case.assert_no_leaks(), 2);
+}
+
+/// The simulator drops the server's RDMA connection every 3000 messages it counts (data and
+/// credits: about 1500 messages a connection); each time both ends resume on a new DOCA
+/// connection (a restarted context, a new export and connect, the posted receives again in
+/// order, the sends that had not arrived sent again), and all 10,000 messages arrive exactly
+/// once and in order.
+#[test]
+fn dropped_doca_connections_are_resumed_and_every_message_arrives_once_in_order() {
+    let case = Case::new();
+    let (server, client) = resumed_run(&case, &[("DOCA_SIM_DROP_AFTER", "3000")], &[], 10_000);
+    assert_resumed_exactly_once_in_order(&case, &server, &client, 10_000, 3);
+}
+
+/// One send completion fails mid-stream (the 50th, on the client): the sender's QP is in
+/// error, the receiver's is not; the session resumes and every message arrives once, in order.
+#[test]
+fn a_failed_send_completion_is_resumed_and_every_message_arrives_once_in_order() {
+    let case = Case::new();
+    let (server, client) = resumed_run(
+        &case,
+        &[],
+        &[(
+            "DOCA_SIM_FAIL",
+            "doca_rdma_task_send_completion:50:DOCA_ERROR_IO_FAILED",
+        )],
+        300,
+    );
+    assert_resumed_exactly_once_in_order(&case, &server, &client, 300, 1);
 }

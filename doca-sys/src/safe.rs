@@ -594,7 +594,10 @@ pub trait TaskHandler: Send + 'static {
 
 /// What the callbacks reach through the context's user data.
 struct Shared<H> {
-    /// Per task (by allocation order): submitted and not yet completed?
+    /// The number of the first task in `in_flight` and `user` (tasks of earlier runs of the
+    /// context, freed before it started again, keep their numbers: a stale handle names none).
+    base: usize,
+    /// Per task (by allocation order, from `base`): submitted and not yet completed?
     in_flight: Vec<bool>,
     /// Per task: the caller's user value.
     user: Vec<u64>,
@@ -623,11 +626,12 @@ impl Task {
     }
 }
 
-/// A send task of an [`RdmaCtx`] (an index into its tasks).
+/// A send task of an [`RdmaCtx`] (its number: tasks are numbered in allocation order over
+/// the context's whole life, so a handle of a task freed before a restart names no task).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SendTask(usize);
 
-/// A receive task of an [`RdmaCtx`] (an index into its tasks).
+/// A receive task of an [`RdmaCtx`] (its number, as for [`SendTask`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvTask(usize);
 
@@ -665,9 +669,12 @@ pub struct RdmaCtx<H: TaskHandler> {
     rdma: NonNull<sys::doca_rdma>,
     ctx: NonNull<sys::doca_ctx>,
     shared: NonNull<Shared<H>>,
+    /// The exported connection; `None` before an export and once a stop destroyed it.
     connection: Option<NonNull<sys::doca_rdma_connection>>,
-    /// By allocation order; `None` once freed.
+    /// By allocation order, from task number `base`; `None` once freed.
     tasks: Vec<Option<Task>>,
+    /// The number of `tasks[0]` (see [`Shared::base`]).
+    base: usize,
     /// Every buf a task of this context ever carried: kept until the context is destroyed,
     /// and leaked with it (so their mmaps and memory too) if it never drains.
     pinned: Vec<Arc<BufInner>>,
@@ -719,6 +726,7 @@ impl<H: TaskHandler> RdmaCtx<H> {
         // SAFETY: the context was just created.
         let ctx = unsafe { sys::doca_rdma_as_ctx(rdma.as_ptr()) };
         let shared = Box::new(Shared {
+            base: 0,
             in_flight: Vec::new(),
             user: Vec::new(),
             handler,
@@ -732,6 +740,7 @@ impl<H: TaskHandler> RdmaCtx<H> {
             shared: NonNull::from(Box::leak(shared)),
             connection: None,
             tasks: Vec::new(),
+            base: 0,
             pinned: Vec::new(),
             pe: ManuallyDrop::new(pe),
             dev: ManuallyDrop::new(dev.clone()),
@@ -846,20 +855,35 @@ impl<H: TaskHandler> RdmaCtx<H> {
         state
     }
 
-    /// `doca_ctx_start` (`DOCA_ERROR_IN_PROGRESS` is an asynchronous start under way).
+    /// `doca_ctx_start` (`DOCA_ERROR_IN_PROGRESS` is an asynchronous start under way). Also
+    /// a restart after a stop reached IDLE: then, once every task of the earlier run is freed,
+    /// their entries are dropped (their handles name no task any more) and a new connection
+    /// must be exported and connected, as DOCA asks after a stop.
     pub fn start(&mut self) -> Result<()> {
+        if self.tasks.iter().all(Option::is_none) && !self.tasks.is_empty() {
+            self.base += self.tasks.len();
+            self.tasks.clear();
+            let base = self.base;
+            let shared = self.shared();
+            shared.base = base;
+            shared.in_flight.clear();
+            shared.user.clear();
+        }
         // SAFETY: the context is alive; DOCA checks its state.
         check("doca_ctx_start", unsafe {
             sys::doca_ctx_start(self.ctx.as_ptr())
         })
     }
 
-    /// `doca_ctx_stop` (AGAIN, IN_USE and IN_PROGRESS mean: progress and look again).
+    /// `doca_ctx_stop` (AGAIN, IN_USE and IN_PROGRESS mean: progress and look again). A stop
+    /// DOCA accepted destroys the connection: the next export makes a new one.
     pub fn stop(&mut self) -> Result<()> {
         // SAFETY: the context is alive; DOCA checks its state and its tasks.
-        check("doca_ctx_stop", unsafe {
-            sys::doca_ctx_stop(self.ctx.as_ptr())
-        })
+        let rc = unsafe { sys::doca_ctx_stop(self.ctx.as_ptr()) };
+        if rc == doca_error::DOCA_SUCCESS || rc == doca_error::DOCA_ERROR_IN_PROGRESS {
+            self.connection = None;
+        }
+        check("doca_ctx_stop", rc)
     }
 
     /// Exports the connection details (the blob for the peer); the connection is kept for
@@ -917,7 +941,7 @@ impl<H: TaskHandler> RdmaCtx<H> {
         if let Some(b) = buf {
             self.pin(&b.0);
         }
-        let i = self.tasks.len();
+        let i = self.base + self.tasks.len();
         self.tasks.push(Some(Task {
             raw,
             buf: buf.map(|b| b.0.clone()),
@@ -938,7 +962,7 @@ impl<H: TaskHandler> RdmaCtx<H> {
         })?;
         let src = buf.map_or(ptr::null_mut(), |b| b.0.raw.as_ptr());
         let ud = doca_data {
-            u64_: self.tasks.len() as u64,
+            u64_: (self.base + self.tasks.len()) as u64,
         };
         let mut raw = ptr::null_mut();
         // SAFETY: context, connection and buf (or NULL) are alive; `raw` is a valid
@@ -960,7 +984,7 @@ impl<H: TaskHandler> RdmaCtx<H> {
         let call = "doca_rdma_task_receive_allocate_init";
         let dst = buf.map_or(ptr::null_mut(), |b| b.0.raw.as_ptr());
         let ud = doca_data {
-            u64_: self.tasks.len() as u64,
+            u64_: (self.base + self.tasks.len()) as u64,
         };
         let mut raw = ptr::null_mut();
         // SAFETY: context and buf (or NULL) are alive; `raw` is a valid out-pointer; DOCA
@@ -974,16 +998,21 @@ impl<H: TaskHandler> RdmaCtx<H> {
         Ok(RecvTask(self.push(Raw::Recv(raw), buf, user)))
     }
 
+    /// Where task number `number` is in `tasks` (out of range for a task of an earlier run).
+    fn local(&self, number: usize) -> usize {
+        number.checked_sub(self.base).unwrap_or(usize::MAX)
+    }
+
     /// Whether the task is allocated (not freed).
     pub fn is_allocated(&self, task: impl Into<AnyTask>) -> bool {
         self.tasks
-            .get(task.into().index())
+            .get(self.local(task.into().index()))
             .is_some_and(Option::is_some)
     }
 
     /// Whether the task was submitted and has not completed yet.
     pub fn in_flight(&mut self, task: impl Into<AnyTask>) -> bool {
-        let i = task.into().index();
+        let i = self.local(task.into().index());
         self.shared().in_flight.get(i).copied().unwrap_or(false)
     }
 
@@ -998,10 +1027,11 @@ impl<H: TaskHandler> RdmaCtx<H> {
         if self.in_flight(task) {
             return Err(busy);
         }
+        let i = self.local(task.0);
         let Some(Some(Task {
             raw: Raw::Send(raw),
             buf: current,
-        })) = self.tasks.get(task.0)
+        })) = self.tasks.get(i)
         else {
             return Err(busy);
         };
@@ -1015,7 +1045,7 @@ impl<H: TaskHandler> RdmaCtx<H> {
         if let (false, Some((b, _))) = (same, source) {
             self.pin(&b.0);
         }
-        let Some(Some(entry)) = self.tasks.get_mut(task.0) else {
+        let Some(Some(entry)) = self.tasks.get_mut(i) else {
             return Err(busy);
         };
         match source {
@@ -1045,7 +1075,7 @@ impl<H: TaskHandler> RdmaCtx<H> {
     /// Until the task completes (its [`TaskEvent`] is reported), the memory under its buf
     /// must not be read (a receive) or written (a send) by the caller.
     pub unsafe fn submit(&mut self, task: impl Into<AnyTask>) -> Result<()> {
-        let i = task.into().index();
+        let i = self.local(task.into().index());
         let busy = Error {
             call: "doca_task_submit",
             code: doca_error::DOCA_ERROR_IN_USE,
@@ -1207,8 +1237,9 @@ unsafe fn report<H: TaskHandler>(
     let Some(shared) = (unsafe { ctx_ud.ptr.cast::<Shared<H>>().as_mut() }) else {
         return;
     };
-    // SAFETY: every task of ours carries its index in the u64 member.
-    let i = unsafe { ud.u64_ } as usize;
+    // SAFETY: every task of ours carries its number in the u64 member.
+    let number = unsafe { ud.u64_ } as usize;
+    let i = number.checked_sub(shared.base).unwrap_or(usize::MAX);
     if let Some(f) = shared.in_flight.get_mut(i) {
         *f = false;
     }

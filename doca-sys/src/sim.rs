@@ -39,6 +39,8 @@ pub mod ffi {
         pub fn doca_sim_set_batch(n: u32);
         /// What the queue size capabilities report (0: the default).
         pub fn doca_sim_set_queue_caps(max_send: u32, max_recv: u32);
+        /// A link flap under every connected connection of this process; returns how many.
+        pub fn doca_sim_flap_links() -> usize;
         /// Restore the settings the environment gave at start-up.
         pub fn doca_sim_reset_config();
     }
@@ -148,4 +150,16 @@ pub fn set_batch(n: u32) {
 pub fn set_queue_caps(max_send: u32, max_recv: u32) {
     // SAFETY: plain value arguments.
     unsafe { ffi::doca_sim_set_queue_caps(max_send, max_recv) }
+}
+
+/// A link flap now, under every connected connection of this process, long enough for RC's
+/// retries to give up: what was on the wire arrives, then each connection is dead. A send in
+/// flight or submitted later fails with `DOCA_ERROR_IO_FAILED` and puts its connection in
+/// error (flushing its posted receives); a connection with nothing to send notices nothing, as
+/// an RC responder does not, and its posted receives never complete. Only a new connection
+/// (`doca_ctx_stop`, `doca_ctx_start`, export and connect again) carries data. Returns the
+/// number of connections flapped.
+pub fn flap_links() -> usize {
+    // SAFETY: takes no arguments; the simulator locks its own state.
+    unsafe { ffi::doca_sim_flap_links() }
 }

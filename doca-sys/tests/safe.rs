@@ -173,6 +173,60 @@ mod safe_tests {
         assert_eq!(sim::live_objects(), live, "{}", sim::report());
     }
 
+    /// A resume's restart: after a stop the connection is gone (no send task until a new
+    /// export), the tasks of the earlier run name no task, and a new export and connect carry
+    /// messages with new tasks; nothing is left behind.
+    #[test]
+    fn a_restart_forgets_the_connection_and_the_earlier_tasks_and_connects_again() {
+        let _g = serial();
+        let live = sim::live_objects();
+        let (mut tx, mut rx) = connected_pair();
+        let old_send = tx.ctx.alloc_send(None, 1).expect("send task");
+        let old_recv = rx.ctx.alloc_recv(None, 2).expect("recv task");
+        // SAFETY: an empty receive: no memory.
+        unsafe { rx.ctx.submit(old_recv) }.expect("submit recv");
+        stop(&mut tx);
+        stop(&mut rx);
+        assert_eq!(
+            rx.ctx.handler().0,
+            [TaskEvent::RecvFailed {
+                user: 2,
+                status: doca_error::DOCA_ERROR_IO_FAILED
+            }],
+            "the stop flushes the posted receive"
+        );
+        rx.ctx.handler().0.clear();
+        let err = tx.ctx.alloc_send(None, 3).expect_err("no connection");
+        assert_eq!(err.code, doca_error::DOCA_ERROR_NOT_CONNECTED);
+        let (blob_tx, blob_rx) = (start(&mut tx), start(&mut rx));
+        tx.ctx.connect(&blob_rx).expect("connect tx");
+        rx.ctx.connect(&blob_tx).expect("connect rx");
+        progress_until(&mut tx.ctx, |c| c.state() == RUNNING);
+        progress_until(&mut rx.ctx, |c| c.state() == RUNNING);
+        let send = tx.ctx.alloc_send(None, 4).expect("send task");
+        let recv = rx.ctx.alloc_recv(None, 5).expect("recv task");
+        assert!(send != old_send && recv != old_recv, "new task numbers");
+        assert!(!tx.ctx.is_allocated(old_send) && !rx.ctx.is_allocated(old_recv));
+        // SAFETY: a task of the earlier run is refused before DOCA sees it.
+        let stale = unsafe { tx.ctx.submit(old_send) }.expect_err("stale handle");
+        assert_eq!(stale.code, doca_error::DOCA_ERROR_IN_USE);
+        // SAFETY: empty messages: no memory.
+        unsafe { rx.ctx.submit(recv) }.expect("submit recv");
+        // SAFETY: as above.
+        unsafe { tx.ctx.submit(send) }.expect("submit send");
+        progress_until(&mut rx.ctx, |c| !c.handler().0.is_empty());
+        progress_until(&mut tx.ctx, |c| !c.handler().0.is_empty());
+        assert_eq!(
+            rx.ctx.handler().0,
+            [TaskEvent::RecvDone { user: 5, len: 0 }]
+        );
+        assert_eq!(tx.ctx.handler().0, [TaskEvent::SendDone { user: 4 }]);
+        stop(&mut tx);
+        stop(&mut rx);
+        drop((tx, rx));
+        assert_eq!(sim::live_objects(), live, "{}", sim::report());
+    }
+
     #[test]
     fn a_buf_outside_its_map_is_refused() {
         let _g = serial();

@@ -1549,6 +1549,74 @@ mod sim_tests {
         assert_eq!(sim::live_objects(), 0, "{}", sim::report());
     }
 
+    #[test]
+    fn link_flap_kills_the_connection_only_a_sender_notices_and_a_restart_reconnects() {
+        let _g = serial();
+        let (mut a, mut b) = pair(&Opts::default(), &Opts::default());
+        for i in 0..4 {
+            b.post_recv(ptr::null_mut(), i);
+        }
+        a.send(ptr::null_mut(), 0);
+        assert!(progress_until(&mut [&mut a, &mut b], T, |e| sends(e[0])
+            .len()
+            == 1
+            && recvs(e[1]).len() == 1));
+        assert_eq!(sim::flap_links(), 2, "both ends' connections");
+        assert_eq!(sim::flap_links(), 0, "a flapped connection stays dead");
+        // The sender's next send fails (retries exhausted); the receiver notices nothing.
+        a.send(ptr::null_mut(), 1);
+        assert!(progress_until(&mut [&mut a], T, |e| sends(e[0]).len() == 2));
+        assert_eq!(sends(&a)[1], (1, IO_FAILED));
+        std::thread::sleep(Duration::from_millis(50));
+        progress_until(&mut [&mut b], Duration::from_millis(50), |_| false);
+        assert_eq!(recvs(&b).len(), 1, "posted receives stay posted");
+        // Stopping flushes what the dead connection held; after a start, a new export and
+        // connect carry messages again.
+        for ep in [&mut a, &mut b] {
+            stop_to_idle(ep);
+            ep.start();
+        }
+        let (ba, bb) = (a.export(), b.export());
+        a.connect(&bb);
+        b.connect(&ba);
+        a.wait_running();
+        b.wait_running();
+        let flushed = recvs(&b);
+        assert_eq!(flushed.len(), 4, "{flushed:?}");
+        assert!(flushed[1..].iter().all(|r| r.1 == IO_FAILED), "{flushed:?}");
+        b.post_recv(ptr::null_mut(), 10);
+        a.send(ptr::null_mut(), 11);
+        assert!(progress_until(&mut [&mut a, &mut b], T, |e| sends(e[0])
+            .len()
+            == 3
+            && recvs(e[1]).len() == 5));
+        assert_eq!(sends(&a)[2], (11, SUCCESS));
+        assert_eq!(recvs(&b)[4].1, SUCCESS);
+        a.teardown();
+        b.teardown();
+        assert_eq!(sim::live_objects(), 0, "{}", sim::report());
+    }
+
+    /// doca_ctx_stop, then progress until IDLE freeing the tasks that come back.
+    fn stop_to_idle(ep: &mut Endpoint) {
+        ep.free_idle_tasks();
+        // SAFETY: the context is live.
+        let rc = unsafe { doca_ctx_stop(ep.ctx) };
+        assert!(
+            rc == SUCCESS || rc == doca_error::DOCA_ERROR_IN_PROGRESS,
+            "doca_ctx_stop: {}",
+            name(rc)
+        );
+        let deadline = Instant::now() + T;
+        while ep.state() != IDLE {
+            assert!(Instant::now() < deadline, "context never reached IDLE");
+            ep.free_idle_tasks();
+            if !ep.progress() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
     // ------------------------------------------------------------------ processes
 
     fn receiver_process(dir: &std::path::Path, n: u64, expect_drop: bool) {

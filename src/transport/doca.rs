@@ -16,7 +16,13 @@
 //! 2. `connect`: `doca_rdma_connect` with the peer's blob, then progress (bounded by the
 //!    session deadline) until the context is RUNNING; only then allocate the tasks (and, on a
 //!    sender, post the credit receives).
-//! 3. Teardown, also after errors: free every task not in flight, `doca_ctx_stop` (AGAIN,
+//! 3. Resume ([`DataPath::reset_for_resume`]): stop the context as in teardown (every task in
+//!    flight is flushed, and no completion of the old connection is reported afterwards), keep
+//!    the engine, the mmap, the bufs and the slot memory, start the context again and export a
+//!    new connection (DOCA destroys a context's connections when it stops: after a restart,
+//!    export and connect again); `connect` then allocates new tasks and posts again, in their
+//!    order, the receives that were posted.
+//! 4. Teardown, also after errors: free every task not in flight, `doca_ctx_stop` (AGAIN,
 //!    IN_USE and IN_PROGRESS mean: keep progressing), progress until IDLE freeing the flushed
 //!    tasks as they come back (bounded), then drop the objects: the context and the PE, the
 //!    bufs, the inventory, the mmap, the device. A context that did not drain leaks itself, and
@@ -39,6 +45,7 @@
 //! doca_pe.h asks), and the set-up and teardown loops, which never sleep on the handle, clear
 //! it when they find it raised.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use doca_sys as sys;
@@ -181,6 +188,12 @@ pub(crate) struct DocaTransport {
     scratch: Vec<Completion>,
     blob: Vec<u8>,
     connected: bool,
+    /// Receiver: the slots posted and not reported by a poll, in the order they were posted
+    /// (the order their messages land in); a resume posts them again in this order.
+    posted: VecDeque<usize>,
+    /// Sender: by slot, whether a send from it was posted and its completion not reported by
+    /// a poll (in flight, completed, failed or flushed); a resume gives these back.
+    outstanding: Vec<bool>,
 }
 
 impl DocaTransport {
@@ -208,6 +221,8 @@ impl DocaTransport {
             scratch: Vec::with_capacity(params.slots * 4),
             blob: Vec::new(),
             connected: false,
+            posted: VecDeque::with_capacity(params.slots),
+            outstanding: vec![false; params.slots],
         };
         // On error `t` is dropped, which stops the context and tears everything down.
         t.start()?;
@@ -717,6 +732,57 @@ impl DataPath for DocaTransport {
     fn close(&mut self) {
         self.teardown();
     }
+
+    fn can_resume(&self) -> bool {
+        true
+    }
+
+    /// Stops the context until IDLE (DOCA flushes every task in flight, and the old
+    /// connection is destroyed: nothing of it completes later), forgets what the callbacks
+    /// recorded, gives back the staging slot of every send not reported by a poll, keeps the
+    /// receives posted (in their order, for `connect` to post again), starts the context again
+    /// and exports a new connection. The engine, the mmap, the bufs and the slot memory stay.
+    fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
+        self.connected = false;
+        self.blob.clear();
+        let d = self.doca()?;
+        if d.started {
+            if !d.stop() {
+                return Err(Error::Doca {
+                    call: "doca_ctx_stop",
+                    code: format!(
+                        "the context is {} {STOP_TIMEOUT:?} after the stop, not IDLE",
+                        state_name(d.ctx.state())
+                    ),
+                    hint: Some(
+                        "the DOCA context did not drain after a stop (tasks still in flight): \
+                         the session cannot resume on this device",
+                    ),
+                });
+            }
+            d.started = false;
+        }
+        d.sends.clear();
+        d.recvs.clear();
+        let inbox = d.ctx.handler();
+        inbox.done.clear();
+        inbox.failure = None;
+        inbox.overflow = false;
+        // Nothing is in flight any more: an arm from before is stale (PROGRESS_ALL: the next
+        // sleep arms again; selective: clear what was raised).
+        if d.ctx.progress_all() {
+            d.armed = false;
+        } else {
+            d.clear_if_raised();
+        }
+        for (index, outstanding) in self.outstanding.iter_mut().enumerate() {
+            if std::mem::take(outstanding) {
+                reclaimed.push(StagingSlot::mint(index));
+            }
+        }
+        self.start()?;
+        self.export()
+    }
 }
 
 impl DocaTransport {
@@ -751,10 +817,35 @@ impl DocaTransport {
         }
         self.connected = true;
         self.allocate_tasks()?;
-        if self.role == Role::Sender {
-            self.doca()?.post_credit_receives()?;
+        match self.role {
+            Role::Sender => self.doca()?.post_credit_receives()?,
+            // After a resume: the receives that were posted, again, in the order they were
+            // posted (message n lands in the n-th of them). Empty at the first set-up.
+            Role::Receiver => {
+                for k in 0..self.posted.len() {
+                    if let Some(&index) = self.posted.get(k) {
+                        self.submit_recv(index)?;
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Submits slot `index`'s receive task (its buf emptied first: receives append).
+    fn submit_recv(&mut self, index: usize) -> Result<()> {
+        let d = self.doca()?;
+        let (Some(&task), Some(buf)) = (d.recvs.get(index), d.bufs.get(index)) else {
+            return Err(misuse(format!("receive slot {index} does not exist")));
+        };
+        if d.ctx.in_flight(task) {
+            return Err(misuse(format!("receive slot {index} is already posted")));
+        }
+        // SAFETY: the buf's task is not in flight (checked above) and only this thread uses
+        // it; receives append, so empty it first.
+        let reset = unsafe { buf.reset_data_len() };
+        reset.map_err(|e| fail(e, None))?;
+        d.submit("doca_task_submit(receive)", task.into())
     }
 
     /// Collects the completions the callbacks recorded (progress until 0; no arming: that is
@@ -786,6 +877,11 @@ impl SendPath for DocaTransport {
     fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
         let index = slot.index();
         let size = self.memory.size();
+        // The token is ours until a poll reports the send (or a resume gives it back), also
+        // when the post fails below.
+        if let Some(outstanding) = self.outstanding.get_mut(index) {
+            *outstanding = true;
+        }
         let d = self.doca()?;
         let (Some(&task), Some(buf)) = (d.sends.get(index), d.bufs.get(index)) else {
             return Err(misuse(format!("send slot {index} does not exist")));
@@ -805,10 +901,18 @@ impl SendPath for DocaTransport {
     }
 
     fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
+        let before = out.len();
         let mut completions = std::mem::take(&mut self.scratch);
         let polled = self.poll_completions(&mut completions);
         let result = sender_events(NAME, polled, &mut completions, out);
         self.scratch = completions;
+        for event in out.iter().skip(before) {
+            if let SendEvent::Sent(slot) = event {
+                if let Some(outstanding) = self.outstanding.get_mut(slot.index()) {
+                    *outstanding = false;
+                }
+            }
+        }
         result
     }
 }
@@ -816,19 +920,27 @@ impl SendPath for DocaTransport {
 impl RecvPath for DocaTransport {
     fn post_recv(&mut self, slot: RecvSlot) -> Result<()> {
         let index = slot.index();
-        let d = self.doca()?;
-        let (Some(&task), Some(buf)) = (d.recvs.get(index), d.bufs.get(index)) else {
+        if index >= self.memory.count() {
             return Err(misuse(format!("receive slot {index} does not exist")));
-        };
-        if d.ctx.in_flight(task) {
+        }
+        self.doca()?;
+        if !self.connected {
+            // Before connect (after a resume's reset, say): `connect` posts it, after the
+            // receives that were posted before.
+            self.posted.push_back(index);
+            return Ok(());
+        }
+        let d = self.doca()?;
+        if d.recvs
+            .get(index)
+            .is_some_and(|&task| d.ctx.in_flight(task))
+        {
             return Err(misuse(format!("receive slot {index} is already posted")));
         }
-        // SAFETY: the buf's task is not in flight (checked above) and only this thread uses
-        // it; receives append, so empty it first.
-        let reset = unsafe { buf.reset_data_len() };
-        reset.map_err(|e| fail(e, None))?;
-        // The token is gone: the completion callback mints it again from the task's index.
-        d.submit("doca_task_submit(receive)", task.into())
+        // The token is gone: the completion callback mints it again from the task's index; a
+        // resume posts it again while no poll reported it (also when the submit fails here).
+        self.posted.push_back(index);
+        self.submit_recv(index)
     }
 
     fn message<'a>(&'a self, msg: &'a Arrived) -> &'a [u8] {
@@ -836,10 +948,17 @@ impl RecvPath for DocaTransport {
     }
 
     fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
+        let before = out.len();
         let mut completions = std::mem::take(&mut self.scratch);
         let polled = self.poll_completions(&mut completions);
         let result = receiver_arrivals(NAME, polled, &mut completions, out);
         self.scratch = completions;
+        for msg in out.iter().skip(before) {
+            // Receives complete in the order they were posted: the first one, in practice.
+            if let Some(at) = self.posted.iter().position(|&i| i == msg.slot_index()) {
+                self.posted.remove(at);
+            }
+        }
         result
     }
 
@@ -922,6 +1041,39 @@ fn misuse(detail: String) -> Error {
     }
 }
 
+/// The simulator's settings and faults are process-wide: one DOCA test at a time.
+#[cfg(all(test, feature = "doca-sim"))]
+static SIM_SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Set-up parameters for a transport on the simulator's default device (`mlx5_0`), over
+/// loopback.
+#[cfg(all(test, feature = "doca-sim"))]
+fn sim_test_params(role: Role, slots: usize, slot_size: usize) -> SetupParams {
+    SetupParams {
+        side: match role {
+            Role::Sender => super::BootstrapSide::Client,
+            Role::Receiver => super::BootstrapSide::Server,
+        },
+        role,
+        local_ip: std::net::Ipv4Addr::LOCALHOST,
+        peer_ip: std::net::Ipv4Addr::LOCALHOST,
+        slots,
+        slot_size,
+        device: Some(crate::roce::DeviceChoice {
+            device: "mlx5_0".to_owned(),
+            port: 1,
+            gid_index: 0,
+            gid: [0; 16],
+            gid_type: None,
+            netdev: None,
+        }),
+    }
+}
+
 #[cfg(all(test, feature = "doca-sim"))]
 #[path = "doca_wakeup_tests.rs"]
 mod wakeup_tests;
+
+#[cfg(all(test, feature = "doca-sim"))]
+#[path = "doca_resume_tests.rs"]
+mod resume_tests;

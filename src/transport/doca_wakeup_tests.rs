@@ -1,46 +1,21 @@
 //! Wake-up tests of the DOCA transport against the simulator, in process: a sender and a
 //! receiver transport connected to each other, driven the way the session drives them.
 
-use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::DocaTransport;
 use crate::proto::Role;
-use crate::roce::DeviceChoice;
 use crate::transport::{
-    Arrived, BootstrapSide, DataPath, RecvPath, RecvSlot, SendEvent, SendPath, SetupParams,
-    StagingSlot,
+    Arrived, DataPath, RecvPath, RecvSlot, SendEvent, SendPath, SetupParams, StagingSlot,
 };
-
-/// The simulator's settings are process-wide: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// More than the 256 progress calls one poll used to make: the first progress of a poll
 /// leaves completions pending when it arms (a completion between progress and arm).
 const BURST: usize = 300;
 
 fn params(role: Role) -> SetupParams {
-    SetupParams {
-        side: match role {
-            Role::Sender => BootstrapSide::Client,
-            Role::Receiver => BootstrapSide::Server,
-        },
-        role,
-        local_ip: Ipv4Addr::LOCALHOST,
-        peer_ip: Ipv4Addr::LOCALHOST,
-        slots: BURST,
-        slot_size: 64,
-        device: Some(DeviceChoice {
-            device: "mlx5_0".to_owned(),
-            port: 1,
-            gid_index: 0,
-            gid: [0; 16],
-            gid_type: None,
-            netdev: None,
-        }),
-    }
+    super::sim_test_params(role, BURST, 64)
 }
 
 /// One sleep of the session on the data path (`Session::wait` with only the data watched):
@@ -162,7 +137,7 @@ fn late_message_wakeup(mode: &str) -> Option<Duration> {
 /// find the message only when its wait slice ends).
 #[test]
 fn late_message_wakes_the_receiver_in_every_event_mode() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = super::SIM_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut lost = Vec::new();
     for selective in [false, true] {
         for (edge, batch) in [(false, 0), (true, 0), (false, 16), (true, 16)] {

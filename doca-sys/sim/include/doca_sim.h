@@ -61,6 +61,12 @@ void doca_sim_set_batch(uint32_t n);
  * 32768), as DOCA_SIM_MAX_SEND_QUEUE / DOCA_SIM_MAX_RECV_QUEUE. */
 void doca_sim_set_queue_caps(uint32_t max_send, uint32_t max_recv);
 
+/* A link flap now under every connected connection of this process: each is dead from now on
+ * (sends in flight or submitted later fail with IO_FAILED and put it in error; a connection
+ * with nothing to send notices nothing and its receives never complete); a stop, a start and a
+ * new export/connect make a working one. Returns the number of connections flapped. */
+size_t doca_sim_flap_links(void);
+
 /* Restore every setting to what the environment said at start-up. */
 void doca_sim_reset_config(void);
 

@@ -410,6 +410,33 @@ static void conn_drop(struct doca_rdma_connection *conn)
 	conn_fail(conn, DOCA_ERROR_CONNECTION_RESET);
 }
 
+/* doca_sim_flap_links: the link under every connected connection of this process goes down
+ * for longer than RC's retries, then comes back. What was already on the wire counts (as when
+ * the peer goes away); then each connection is dead: a send in flight or submitted later fails
+ * with IO_FAILED (retries exhausted) and moves the connection to error, flushing its posted
+ * receives; a connection with nothing to send notices nothing (an RC responder does not), its
+ * posted receives stay posted and never complete. Only a new connection (after a stop and a
+ * start: export and connect again) carries data again. */
+size_t doca_sim_flap_links(void)
+{
+	struct sim_obj *o;
+	size_t n = 0;
+
+	sim_lock();
+	for (o = sim_obj_first(SIM_RDMA); o != NULL; o = sim_obj_next(o, SIM_RDMA)) {
+		struct doca_rdma_connection *c;
+		for (c = ((struct doca_rdma *)o)->conns; c != NULL; c = c->next) {
+			if (c->state != SIM_CONN_CONNECTED || c->peer_gone)
+				continue;
+			sim_warn("link flap under RDMA connection %llu (doca_sim_flap_links)", (unsigned long long)c->id);
+			conn_peer_gone(c);
+			n++;
+		}
+	}
+	sim_unlock();
+	return n;
+}
+
 static void conn_count_message(struct doca_rdma_connection *conn)
 {
 	conn->messages++;
