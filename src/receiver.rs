@@ -17,6 +17,7 @@ use crate::session::resume::{is_break, ResumeCore, ResumeCounters};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
 use crate::session_core::resume::ReceiverPosition;
+use crate::session_core::FINISH_GRACE;
 use crate::time::Stamp;
 use crate::transport::StagingSlot;
 use crate::transport::{Arrived, RecvPath};
@@ -111,18 +112,43 @@ impl RdmaSrc {
         }
         // The actions (re-posting the released slot, credits) are part of the call: a failure
         // there gets the same policy as any other.
+        // A break the session resumes from is repaired where it is found: waiting, it waits
+        // again on the new path; carrying out the actions (a message is delivered and held
+        // by then), the message is still returned and the actions left go to the new path.
+        // At the end of a resumable stream the sender must have heard us let it go: if the
+        // control connection breaks first, the session resumes and lets it go again.
         let result = loop {
-            let step = self
-                .next_message()
-                .and_then(|delivered| self.run_actions().map(|()| delivered));
-            match step {
-                // A break the session resumes from: wait again on the new path.
-                Err(e) if self.session.resumes() && is_break(&e) => {
+            let delivered = loop {
+                match self.next_message() {
+                    Err(e) if self.session.resumes() && is_break(&e) => {
+                        if let Err(e) = self.resume_after(e) {
+                            break Err(e);
+                        }
+                    }
+                    other => break other,
+                }
+            };
+            let result = delivered.and_then(|delivered| loop {
+                match self.run_actions() {
+                    Ok(()) => break Ok(delivered),
+                    Err(e) if self.session.resumes() && is_break(&e) => {
+                        if let Err(e) = self.resume_after(e) {
+                            break Err(e);
+                        }
+                    }
+                    Err(e) => break Err(e),
+                }
+            });
+            if !matches!(result, Ok(false)) || !self.session.resumes() {
+                break result;
+            }
+            match self.await_sender_close() {
+                Ok(()) => break result,
+                Err(e) => {
                     if let Err(e) = self.resume_after(e) {
                         break Err(e);
                     }
                 }
-                other => break other,
             }
         };
         if let Err(e) = &result {
@@ -149,6 +175,31 @@ impl RdmaSrc {
                 self.core.fail_held(&e);
                 let _ = self.run_actions();
                 Err(e)
+            }
+        }
+    }
+
+    /// Resumable, at the end of the stream: waits (at most [`FINISH_GRACE`]) for the sender to
+    /// close its control connection, which says it heard us let it go (after a resume, for
+    /// its Finish on the new path first, to let it go there). `Err`: the control connection
+    /// broke first, so the sender may not have heard it. Anything else ends the wait: every
+    /// message is here.
+    fn await_sender_close(&mut self) -> Result<()> {
+        let deadline = crate::time::deadline_after(Instant::now(), FINISH_GRACE);
+        loop {
+            match self.session.control.recv_until(deadline) {
+                Ok(Received::Message(msg)) => {
+                    let taken = self.core.on_control(msg);
+                    if taken.and_then(|()| self.run_actions()).is_err() {
+                        return Ok(());
+                    }
+                }
+                Ok(Received::Closed(lost)) if lost.cause.is_some() => {
+                    return Err(lost.into_error(self.core.arrived()))
+                }
+                Ok(Received::Closed(_) | Received::Nothing) => return Ok(()),
+                Err(e) if is_break(&e) => return Err(e),
+                Err(_) => return Ok(()),
             }
         }
     }
@@ -344,6 +395,14 @@ impl ResumeCore for ReceiverCore {
         Err(Error::Internal(
             "a receiving data path gave back a staging slot".to_owned(),
         ))
+    }
+
+    fn progress(&self) -> u64 {
+        self.arrived()
+    }
+
+    fn tell_peer_on_break(&self) -> bool {
+        !self.finish_known()
     }
 }
 

@@ -519,6 +519,14 @@ impl ResumeCore for SenderCore {
     fn on_reclaimed(&mut self, slot: StagingSlot) -> Result<()> {
         SenderCore::on_reclaimed(self, slot)
     }
+
+    fn progress(&self) -> u64 {
+        self.released()
+    }
+
+    fn tell_peer_on_break(&self) -> bool {
+        true
+    }
 }
 
 impl Drop for RdmaSink {

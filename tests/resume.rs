@@ -226,14 +226,16 @@ fn several_kills_in_one_session_each_resume_and_nothing_is_lost_or_repeated() {
     ] {
         s.wait_for_stdout_lines(at, LONG);
         // Each kill after the previous resume completed (on both ends' word).
-        kill(pid, port, which);
+        // Counted before the kill: a resume on loopback takes a millisecond.
         let resumed = s.stderr().matches("session resumed in").count();
+        let killed = kill(pid, port, which);
         let deadline = std::time::Instant::now() + LONG;
         while s.stderr().matches("session resumed in").count() == resumed {
             assert!(
                 std::time::Instant::now() < deadline,
-                "no resume after killing the {which:?} connection\n{}",
-                s.report()
+                "no resume after killing the {which:?} connection ({killed})\n{}\n{}",
+                s.report(),
+                c.report()
             );
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -140,6 +140,10 @@ pub(crate) struct Resumption {
     timeout: Duration,
     side: Side,
     pub(crate) counters: ResumeCounters,
+    /// The progress count at the first of the latest resumes that made none, and when: a
+    /// break that comes back with nothing getting through ends the session after the
+    /// resume timeout, as a peer that never comes back does.
+    stalled: Option<(u64, Instant)>,
 }
 
 /// What a resume gave the driver.
@@ -158,6 +162,14 @@ pub(crate) trait ResumeCore {
     fn begin_resume(&mut self) -> Result<Counts>;
     /// The torn-down path gave back this staging slot.
     fn on_reclaimed(&mut self, slot: StagingSlot) -> Result<()>;
+    /// How far the stream got, as this role counts it for a lost peer (a sender: messages
+    /// released; a receiver: messages arrived).
+    fn progress(&self) -> u64;
+    /// Server that found the break itself: whether to close its side of the old control
+    /// connection so that the client, which may have seen nothing (on RC only the sending
+    /// side sees its QP fail), notices and reconnects. Not while a sender lingers after
+    /// Finish: it would take the close for the receiver letting it go.
+    fn tell_peer_on_break(&self) -> bool;
 }
 
 /// The resume timeout both hellos agree on: the shorter of the two; `None` when either end
@@ -175,6 +187,7 @@ impl Resumption {
             timeout,
             side: Side::Client { server },
             counters: ResumeCounters::default(),
+            stalled: None,
         }
     }
 
@@ -197,6 +210,7 @@ impl Resumption {
                 _registration: Registration { registry, id },
             },
             counters: ResumeCounters::default(),
+            stalled: None,
         }
     }
 
@@ -287,17 +301,37 @@ impl<P: RolePath + ?Sized> Session<P> {
                 ..
             }
         ) && is_attempt_marker(&cause);
+        let progress = core.progress();
+        let timeout = resumption.timeout;
+        let server_side = matches!(resumption.side, Side::Server { .. });
+        let client_of = match resumption.side {
+            Side::Client { server } => Some(server),
+            Side::Server { .. } => None,
+        };
         if !live {
             log::warn!(
                 "the session broke ({}); resuming (for up to {:.1} s)",
                 cause.chain(),
-                resumption.timeout.as_secs_f64()
+                timeout.as_secs_f64()
             );
+            if let Some(r) = self.resume.as_mut() {
+                match r.stalled {
+                    Some((count, since)) if count == progress && since.elapsed() >= timeout => {
+                        let why = "it broke again with no message through since a resume";
+                        return Err(gave_up(cause, progress, 0, timeout, Some(why.into())));
+                    }
+                    Some((count, _)) if count == progress => {}
+                    _ => r.stalled = Some((progress, Instant::now())),
+                }
+            }
+            if server_side && core.tell_peer_on_break() {
+                self.control.shutdown_write();
+            }
         }
         let started = Instant::now();
-        let outcome = match resumption.side {
-            Side::Client { server } => self.resume_as_client(server, cause, core, started),
-            Side::Server { .. } => self.resume_as_server(cause, core, started, live),
+        let outcome = match client_of {
+            Some(server) => self.resume_as_client(server, cause, core, started, progress),
+            None => self.resume_as_server(cause, core, started, live, progress),
         }?;
         let Some(outcome) = outcome else {
             return Ok(None);
@@ -320,6 +354,7 @@ impl<P: RolePath + ?Sized> Session<P> {
         cause: Error,
         core: &mut dyn ResumeCore,
         started: Instant,
+        progress: u64,
     ) -> Result<Option<ResumeOutcome>> {
         let timeout = self.resume_timeout();
         let mut reconnect = Reconnect::new(started, timeout);
@@ -330,7 +365,8 @@ impl<P: RolePath + ?Sized> Session<P> {
             }
             match reconnect.step(Instant::now()) {
                 ReconnectStep::GiveUp => {
-                    return Err(gave_up(cause, reconnect.attempts(), timeout, last_failure))
+                    let attempts = reconnect.attempts();
+                    return Err(gave_up(cause, progress, attempts, timeout, last_failure));
                 }
                 ReconnectStep::Wait { until } => {
                     let left = remaining(until).unwrap_or_default();
@@ -361,7 +397,15 @@ impl<P: RolePath + ?Sized> Session<P> {
         deadline: Instant,
         core: &mut dyn ResumeCore,
     ) -> Result<AttemptEnd> {
-        let counts = self.tear_down(core)?;
+        let counts = match self.tear_down(core) {
+            Ok(counts) => counts,
+            Err(e) => {
+                return attempt_or_session(e).map(|why| AttemptEnd::Failed {
+                    why,
+                    torn_down: true,
+                })
+            }
+        };
         let left = remaining(deadline).unwrap_or(Duration::from_millis(1));
         let stream = match bootstrap::connect(server, left, &|| self.config.stopped()) {
             Ok(stream) => stream,
@@ -386,6 +430,7 @@ impl<P: RolePath + ?Sized> Session<P> {
         core: &mut dyn ResumeCore,
         started: Instant,
         live: bool,
+        progress: u64,
     ) -> Result<Option<ResumeOutcome>> {
         let timeout = self.resume_timeout();
         let parked = Parked::new(started, timeout);
@@ -397,7 +442,7 @@ impl<P: RolePath + ?Sized> Session<P> {
                 return Err(Error::Interrupted);
             }
             let Some(attempt) = self.next_attempt(parked)? else {
-                return Err(gave_up(cause, attempts, timeout, last_failure));
+                return Err(gave_up(cause, progress, attempts, timeout, last_failure));
             };
             attempts += 1;
             match self.server_attempt(attempt, core)? {
@@ -579,7 +624,10 @@ impl<P: RolePath + ?Sized> Session<P> {
                     control.reject(&reason);
                 }
                 ResumeAction::Prepare => {
-                    let counts = self.tear_down(core).map_err(ResumeFailure::Session)?;
+                    let counts = self.tear_down(core).map_err(|e| {
+                        attempt_or_session(e)
+                            .map_or_else(ResumeFailure::Session, ResumeFailure::Attempt)
+                    })?;
                     *ours = Some(counts);
                     let blob = self.transport.local_blob();
                     handshake.on_prepared(counts, blob)?;
@@ -612,13 +660,19 @@ impl<P: RolePath + ?Sized> Session<P> {
             let Some(left) = remaining(deadline) else {
                 return Err(handshake.on_setup_failed("the attempt's deadline passed"));
             };
+            // Once Ready came, what follows on the control connection (credits) is the
+            // session's: it stays there until the session reads it.
+            let watch_control = !handshake.ready_seen();
             let ready = {
-                let mut fds = vec![control.fd()];
+                let mut fds = Vec::with_capacity(4);
+                if watch_control {
+                    fds.push(control.fd());
+                }
                 self.transport.setup_fds(&mut fds);
                 wait_readable(&fds, left.min(WAIT_SLICE))
                     .map_err(|e| ResumeFailure::Attempt(e.chain()))?
             };
-            if ready & 1 != 0 {
+            if watch_control && ready & 1 != 0 {
                 // The peer spoke (Ready on tcp may come before our side finished), or closed.
                 match control.try_recv() {
                     Ok(Received::Message(msg)) => handshake.on_message(msg)?,
@@ -650,8 +704,15 @@ fn is_attempt_marker(e: &Error) -> bool {
     matches!(e, Error::PeerLost { reason, .. } if reason == ATTEMPT_MARKER)
 }
 
-/// The resume timeout passed: the break's own error, with what the attempts saw.
-fn gave_up(cause: Error, attempts: u32, timeout: Duration, last: Option<String>) -> Error {
+/// The resume timeout passed: the break's own error, with what the attempts saw; a break
+/// that was not a lost peer (a failed data path) becomes one, with `progress` as its count.
+fn gave_up(
+    cause: Error,
+    progress: u64,
+    attempts: u32,
+    timeout: Duration,
+    last: Option<String>,
+) -> Error {
     let detail = format!(
         "not resumed within {:.1} s ({attempts} attempt(s){})",
         timeout.as_secs_f64(),
@@ -659,6 +720,11 @@ fn gave_up(cause: Error, attempts: u32, timeout: Duration, last: Option<String>)
     );
     log::warn!("{detail}");
     match cause {
+        Error::PeerLost { reason, .. } if reason == ATTEMPT_MARKER => Error::PeerLost {
+            reason: format!("a client's resume failed; {detail}"),
+            messages: progress,
+            cause: None,
+        },
         Error::PeerLost {
             reason,
             messages,
@@ -668,7 +734,20 @@ fn gave_up(cause: Error, attempts: u32, timeout: Duration, last: Option<String>)
             messages,
             cause,
         },
-        other => other,
+        other => Error::PeerLost {
+            reason: format!("{}; {detail}", other.chain()),
+            messages: progress,
+            cause: None,
+        },
+    }
+}
+
+/// A failure to prepare a new data path: the transport's (this attempt failed: why) or our
+/// own bug (the session ends).
+fn attempt_or_session(e: Error) -> Result<String> {
+    match e {
+        Error::Internal(_) | Error::Closed => Err(e),
+        other => Ok(format!("preparing the new data path: {}", other.chain())),
     }
 }
 

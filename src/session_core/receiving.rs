@@ -350,6 +350,17 @@ impl ReceiverCore {
             .is_some_and(|count| self.window.arrived() == count)
     }
 
+    /// Resumable and ended: whether the sender was let go (the driver waits for it to close).
+    #[cfg(test)]
+    pub(crate) fn let_sender_go(&self) -> bool {
+        self.let_go
+    }
+
+    /// Whether the sender said Finish (it may be waiting for us to let it go).
+    pub(crate) fn finish_known(&self) -> bool {
+        self.finish.is_some()
+    }
+
     /// Whether the session resumes after a break.
     pub(crate) fn is_resumable(&self) -> bool {
         self.resumable
@@ -454,7 +465,9 @@ impl ReceiverCore {
                 "resuming a receiver without resumption".to_owned(),
             ));
         }
-        if !matches!(self.phase, Phase::Open | Phase::Resuming) {
+        // Ended too: the stream is complete here, but the sender may not have seen us let it
+        // go (the control connection broke right then); it comes back to hear it again.
+        if !matches!(self.phase, Phase::Open | Phase::Resuming | Phase::Ended) {
             return Err(Error::Closed);
         }
         self.phase = Phase::Resuming;
@@ -476,7 +489,17 @@ impl ReceiverCore {
         }
         self.phase = Phase::Open;
         self.announced = told.released;
+        // Credits queued for the old path are in the sender's window already (the releases
+        // told); announcing them again would count them twice.
+        self.actions.retain(|a| {
+            !matches!(
+                a,
+                ReceiverAction::AnnounceCredit { .. } | ReceiverAction::ReturnCredits { .. }
+            )
+        });
         self.finish_on_this_path = false;
+        // The sender is let go again on the new path, once its Finish came there.
+        self.let_go = false;
         self.data_closed_at = None;
         self.control_lost = None;
         self.control_closed = false;
@@ -671,6 +694,25 @@ mod tests {
     }
 
     #[test]
+    fn credits_queued_for_the_broken_path_are_dropped_at_the_resume_and_reposts_kept() {
+        let now = t0();
+        let mut r = resumable(2, now);
+        land(&mut r, 0, 1, now).unwrap();
+        land(&mut r, 1, 1, now).unwrap();
+        assert_eq!(deliver(&mut r), (0, 1));
+        assert_eq!(deliver(&mut r), (1, 1)); // releases message 0: a credit is due
+                                             // The break comes before the driver carried the actions out.
+        let told = r.begin_resume().unwrap();
+        assert_eq!((told.arrived, told.released), (2, 1));
+        r.resumed(told, now).unwrap();
+        assert_eq!(
+            actions(&mut r),
+            vec!["repost 0"],
+            "the release is counted in the resume; only the slot goes back"
+        );
+    }
+
+    #[test]
     fn finish_may_come_again_after_a_resume_with_its_count_but_not_twice_on_one_path() {
         let now = t0();
         let mut r = resumable(4, now);
@@ -690,6 +732,30 @@ mod tests {
             other.on_control(Message::Finish { count: 4 }),
             Err(Error::Protocol(ProtocolViolation::FinishTwice { .. }))
         ));
+    }
+
+    #[test]
+    fn an_ended_receiver_resumes_to_let_the_sender_go_again_on_the_new_path() {
+        let now = t0();
+        let mut r = resumable(2, now);
+        land(&mut r, 0, 1, now).unwrap();
+        r.on_control(Message::Finish { count: 1 }).unwrap();
+        assert_eq!(deliver(&mut r), (0, 1));
+        assert_eq!(r.next().unwrap(), RecvStep::End);
+        assert!(r.let_sender_go());
+        actions(&mut r);
+        // The control connection broke as we let the sender go: it resumes to hear it again.
+        let told = r.begin_resume().unwrap();
+        assert_eq!((told.arrived, told.released), (1, 1));
+        r.resumed(told, now).unwrap();
+        assert!(!r.let_sender_go(), "not let go on the new path yet");
+        r.on_control(Message::Finish { count: 1 }).unwrap();
+        assert_eq!(actions(&mut r), vec!["ShutdownControlWrite"]);
+        assert_eq!(
+            r.next().unwrap(),
+            RecvStep::End,
+            "still nothing past the count"
+        );
     }
 
     #[test]

@@ -218,6 +218,12 @@ impl ResumeHandshake {
             .filter(|_| self.stage == Stage::Resumed)
     }
 
+    /// Sender: Ready came (the receiver runs on the new path: what follows on the control
+    /// connection, its credits, is the session's, not this handshake's).
+    pub(crate) fn ready_seen(&self) -> bool {
+        self.ready_seen
+    }
+
     /// Whether the peer proved the session's secret in this attempt.
     #[cfg(test)]
     pub(crate) fn peer_proven(&self) -> bool {
