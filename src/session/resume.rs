@@ -232,23 +232,35 @@ impl Resumption {
 }
 
 /// Whether an error is a break that a resume may repair: a lost peer, a failed control
-/// connection or data path. A Reject, a protocol violation, a local refusal, the stop flag and
-/// our own bugs are not.
+/// connection or data path (a reset or closed connection, a QP flushed or out of retries, a
+/// DOCA connection that failed). A Reject, a protocol violation, a local refusal or shortage
+/// (a message too long for the peer's slot, DOCA's lasting backpressure), the stop flag and
+/// our own bugs are not: resuming would meet them again.
 pub(crate) fn is_break(e: &Error) -> bool {
-    matches!(
-        e,
+    match e {
         Error::PeerLost { .. }
-            | Error::ControlIo(_)
-            | Error::TransportIo { .. }
-            | Error::TransportClosed { .. }
-            | Error::Verbs { .. }
-            | Error::VerbsCompletion { .. }
-    ) || is_doca_break(e)
+        | Error::ControlIo(_)
+        | Error::TransportIo { .. }
+        | Error::TransportClosed { .. }
+        | Error::Verbs { .. } => true,
+        // Flushed (the QP went to the error state), transport or RNR retries exhausted.
+        Error::VerbsCompletion { status, .. } => {
+            ["(5)", "(12)", "(13)"].iter().any(|s| status.ends_with(s))
+        }
+        other => is_doca_break(other),
+    }
 }
 
 #[cfg(doca_transport)]
 fn is_doca_break(e: &Error) -> bool {
-    matches!(e, Error::Doca { .. })
+    matches!(e, Error::Doca { code, .. } if [
+        "DOCA_ERROR_IO_FAILED",
+        "DOCA_ERROR_CONNECTION_RESET",
+        "DOCA_ERROR_CONNECTION_ABORTED",
+        "DOCA_ERROR_NOT_CONNECTED",
+    ]
+    .iter()
+    .any(|failed| code.starts_with(failed)))
 }
 
 #[cfg(not(doca_transport))]
@@ -704,8 +716,8 @@ fn is_attempt_marker(e: &Error) -> bool {
     matches!(e, Error::PeerLost { reason, .. } if reason == ATTEMPT_MARKER)
 }
 
-/// The resume timeout passed: the break's own error, with what the attempts saw; a break
-/// that was not a lost peer (a failed data path) becomes one, with `progress` as its count.
+/// The resume timeout passed: the break's own error, a lost peer's with what the attempts
+/// saw (`progress`: the count, where the break itself had none).
 fn gave_up(
     cause: Error,
     progress: u64,
@@ -734,11 +746,8 @@ fn gave_up(
             messages,
             cause,
         },
-        other => Error::PeerLost {
-            reason: format!("{}; {detail}", other.chain()),
-            messages: progress,
-            cause: None,
-        },
+        // A failed data path keeps its own error (and exit status); the log says the rest.
+        other => other,
     }
 }
 
@@ -778,4 +787,65 @@ fn receiver_count(outcome: &ResumeOutcome, role: Role) -> u64 {
 /// Whether an attempt is waiting for this (server) session; used by waits.
 pub(crate) fn poll_attempt(resume: &mut Option<Resumption>) -> bool {
     resume.as_mut().is_some_and(Resumption::attempt_arrived)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ProtocolViolation;
+
+    fn completion(status: &str) -> Error {
+        Error::VerbsCompletion {
+            op: "send",
+            status: status.into(),
+            hint: None,
+        }
+    }
+
+    #[test]
+    fn lost_peers_and_failed_paths_are_breaks_refusals_violations_and_our_bugs_are_not() {
+        for e in [
+            Error::PeerLost {
+                reason: "control connection reset".into(),
+                messages: 3,
+                cause: None,
+            },
+            Error::TransportClosed { transport: "tcp" },
+            completion("work request flushed (5)"),
+            completion("transport retry counter exceeded (12)"),
+        ] {
+            assert!(is_break(&e), "{e}");
+        }
+        for e in [
+            Error::Rejected("the receiver closed".into()),
+            Error::Protocol(ProtocolViolation::DataBeforeReady),
+            Error::Internal("a bug".into()),
+            Error::Interrupted,
+            completion("local length error (1)"),
+            completion("remote invalid request (9)"),
+        ] {
+            assert!(!is_break(&e), "{e}");
+        }
+    }
+
+    #[test]
+    fn giving_up_keeps_the_breaks_count_and_says_why() {
+        let lost = Error::PeerLost {
+            reason: "control connection reset".into(),
+            messages: 7,
+            cause: None,
+        };
+        let e = gave_up(lost, 9, 3, Duration::from_secs(10), Some("refused".into()));
+        let text = e.to_string();
+        assert!(
+            matches!(e, Error::PeerLost { messages: 7, .. })
+                && text.contains("not resumed within 10.0 s (3 attempt(s); the last: refused)"),
+            "{text}"
+        );
+        let marker = gave_up(attempt_marker(), 9, 1, Duration::from_secs(10), None);
+        assert!(
+            matches!(marker, Error::PeerLost { messages: 9, .. }),
+            "a failed client resume counts what arrived: {marker}"
+        );
+    }
 }
