@@ -15,10 +15,11 @@ pub const DEFAULT_MAX_MSG_SIZE: usize = 10 * 1024 * 1024;
 pub const DEFAULT_CREDITS: u16 = 2;
 /// The most credits (slots) a hello may carry.
 pub const MAX_CREDITS: u16 = crate::proto::MAX_CREDITS;
-/// The resume timeout when none is set: long enough for a link flap (a port's link training
-/// takes 1-3 s, and RC's own retries put a QP in error within about half a second before that)
-/// and for a reset TCP connection to be replaced; short enough that a peer that really died is
-/// reported within seconds.
+/// The resume timeout when none is set, counted from when a break is seen: long enough for a
+/// port to come back (link training takes 1-3 s; RC's own retries, about 8.6 s with our ACK
+/// timeout of 1.07 s and 7 retries, ride out shorter outages without a break at all) and for a
+/// reset TCP connection to be replaced; short enough that a peer that really died is
+/// reported within seconds of the break.
 pub const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Which transport to use: a [`crate::TransportKind`], or `Auto` to let the route decide. (The
