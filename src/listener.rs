@@ -480,7 +480,13 @@ impl Acceptor {
                             ));
                         }
                     }
-                    self.spawn_hello(stream, peer);
+                    if let Err(e) = self.spawn_hello(stream, peer) {
+                        // Out of descriptors one step later than accept() (its second handle
+                        // on the connection): the same shortage, the same back-off.
+                        starved.hit(&format_args!("{e}; dropped the connection from {peer}"));
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(SLICE);
+                    }
                 }
                 Ok(None) => {}
                 Err(Error::Accept(e)) if resource_shortage(&e) => {
@@ -493,13 +499,16 @@ impl Acceptor {
         }
     }
 
-    fn spawn_hello(&self, stream: std::net::TcpStream, peer: SocketAddr) {
+    /// Starts the connection's hello thread. `Err`: no descriptor left for the second handle
+    /// on it (the connection is dropped).
+    fn spawn_hello(&self, stream: std::net::TcpStream, peer: SocketAddr) -> io::Result<()> {
         log::debug!("connection from {peer}");
         let handle = match stream.try_clone() {
             Ok(handle) => handle,
+            Err(e) if resource_shortage(&e) => return Err(e),
             Err(e) => {
                 log::warn!("dropped the connection from {peer}: cannot keep a handle on it: {e}");
-                return;
+                return Ok(());
             }
         };
         let (id, authenticated) = lock(&self.pending).add(peer, handle);
@@ -514,11 +523,21 @@ impl Acceptor {
         let spawned = std::thread::Builder::new()
             .name(format!("hello-{peer}"))
             .spawn(move || {
-                let read = read_hello(stream, &config, &authenticated);
+                let read = match read_hello(stream, &config, &authenticated) {
+                    // A resume attempt proves the session's secret here, still in the table
+                    // (so a flood of strangers' attempts is bounded like one of hellos).
+                    Ok(Opening::Resume(session, attempt)) => {
+                        let deadline = deadline_after(attempt.since, config.handshake_timeout);
+                        route_attempt(&resumes, &session, *attempt, deadline);
+                        lock(&pending).remove(id);
+                        return;
+                    }
+                    other => other,
+                };
                 // Done with its handshake either way: no longer a candidate for eviction.
                 lock(&pending).remove(id);
                 match read {
-                    Ok(Opening::Resume(id, attempt)) => route_attempt(&resumes, &id, *attempt),
+                    Ok(Opening::Resume(..)) => {}
                     Ok(Opening::Hello(hello)) => match queue.try_send(*hello) {
                         Ok(()) => {}
                         Err(TrySendError::Full(mut hello)) => {
@@ -542,6 +561,7 @@ impl Acceptor {
             lock(&self.pending).remove(id);
             log::error!("cannot start a handshake thread for {peer}: {e}");
         }
+        Ok(())
     }
 }
 

@@ -458,7 +458,17 @@ impl<P: RolePath + ?Sized> Prepared<P> {
         let resume = match (resume_role, timeout) {
             (ResumeRole::Off, _) | (_, None) => None,
             (ResumeRole::Server { ticket, registry }, Some(timeout)) => {
-                Some(Resumption::server(ticket, timeout, registry))
+                let credits = match local.role {
+                    crate::proto::Role::Receiver => local.credits,
+                    crate::proto::Role::Sender => peer.credits,
+                };
+                Some(Resumption::server(
+                    ticket,
+                    timeout,
+                    registry,
+                    local.role,
+                    u32::from(credits),
+                ))
             }
             (ResumeRole::Client { server }, Some(timeout)) => {
                 match client_ticket(&local, &peer, nonces, config) {

@@ -37,8 +37,26 @@ use crate::{Error, Result};
 /// Resume attempts waiting for one session, beyond which a new one is refused.
 const MAX_WAITING_ATTEMPTS: usize = 4;
 
-/// The server's sessions that can be resumed, by id: where the listener hands their attempts.
-pub(crate) type ResumeRegistry = Arc<Mutex<HashMap<SessionId, SyncSender<ResumeAttempt>>>>;
+/// The server's sessions that can be resumed, by id: what the listener needs to check an
+/// attempt's proof, and where it hands a proven one.
+pub(crate) type ResumeRegistry = Arc<Mutex<HashMap<SessionId, Registered>>>;
+
+/// A session in the registry.
+#[derive(Debug, Clone)]
+pub(crate) struct Registered {
+    ticket: ResumeTicket,
+    role: Role,
+    credits: u32,
+    attempts: SyncSender<ProvenAttempt>,
+}
+
+/// An attempt whose client proved the session's secret, on the listener's thread: the session
+/// takes it from its `Prepare`.
+#[derive(Debug)]
+pub(crate) struct ProvenAttempt {
+    control: ControlChannel,
+    handshake: Box<ResumeHandshake>,
+}
 
 /// A new control connection whose first frame was `Resume{session, nonce}`.
 #[derive(Debug)]
@@ -49,23 +67,95 @@ pub(crate) struct ResumeAttempt {
     pub(crate) since: Instant,
 }
 
-/// Hands `attempt` to the session `id` names, or refuses it ("resume refused": the same answer
-/// as a wrong proof, so only an id's existence shows).
-pub(crate) fn route_attempt(registry: &ResumeRegistry, id: &SessionId, mut attempt: ResumeAttempt) {
+/// Answers `attempt` for the session `id` names, on the listener's thread, until the client
+/// proved the session's secret (at most
+/// [`AUTH_WINDOW`](crate::session_core::handshake::AUTH_WINDOW) for that), then hands it to the
+/// session. An unknown id, a wrong proof, a silent or garbage client get "resume refused" or
+/// nothing, and the session never sees them: a stranger cannot stall or crowd out the real
+/// client's attempts. `deadline` bounds the whole exchange.
+pub(crate) fn route_attempt(
+    registry: &ResumeRegistry,
+    id: &SessionId,
+    mut attempt: ResumeAttempt,
+    deadline: Instant,
+) {
     let peer = attempt.control.peer_addr();
-    let target = lock(registry).get(id).cloned();
-    let Some(target) = target else {
+    let entry = lock(registry).get(id).cloned();
+    let Some(entry) = entry else {
         log::info!("refused a resume from {peer}: no session with that id");
         attempt.control.reject(RESUME_REFUSED);
         return;
     };
-    match target.try_send(attempt) {
-        Ok(()) => log::debug!("a resume from {peer} handed to its session"),
-        Err(TrySendError::Full(mut attempt)) => {
-            log::warn!("refused a resume from {peer}: {MAX_WAITING_ATTEMPTS} attempts already wait for that session");
-            attempt.control.reject(RESUME_REFUSED);
+    let nonce = match fresh_nonce() {
+        Ok(nonce) => nonce,
+        Err(e) => {
+            log::warn!("cannot answer a resume from {peer}: {}", e.chain());
+            return;
         }
-        Err(TrySendError::Disconnected(mut attempt)) => attempt.control.reject(RESUME_REFUSED),
+    };
+    let setup = ResumeSetup {
+        ticket: entry.ticket,
+        nonce,
+        role: entry.role,
+        credits: entry.credits,
+        deadline,
+    };
+    let mut handshake = ResumeHandshake::server(setup, attempt.nonce, attempt.since);
+    let mut control = attempt.control;
+    let proven = loop {
+        match handshake.poll_action() {
+            Some(ResumeAction::Send(msg)) => {
+                if control.send(&msg).is_err() {
+                    return;
+                }
+                continue;
+            }
+            Some(ResumeAction::Reject(reason)) => {
+                control.reject(&reason);
+                continue;
+            }
+            Some(ResumeAction::Prepare) => break true,
+            Some(other) => {
+                log::warn!("a resume from {peer}: {other:?} before the proof (a bug)");
+                return;
+            }
+            None => {}
+        }
+        let until = handshake.poll_timeout().unwrap_or_else(Instant::now);
+        let step = match control.recv_until(until) {
+            Ok(Received::Message(msg)) => handshake.on_message(msg),
+            Ok(Received::Closed(_)) => Err(handshake.on_control_closed()),
+            Ok(Received::Nothing) => handshake.handle_timeout(Instant::now()),
+            Err(Error::Decode(e)) => Err(handshake.on_undecodable(&e.to_string())),
+            Err(_) => break false,
+        };
+        if let Err(failure) = step {
+            while let Some(action) = handshake.poll_action() {
+                if let ResumeAction::Reject(reason) = action {
+                    control.reject(&reason);
+                }
+            }
+            let why = match failure {
+                ResumeFailure::Attempt(why) => why,
+                ResumeFailure::Session(e) => e.chain(),
+            };
+            log::info!("a resume from {peer} failed before its proof: {why}");
+            break false;
+        }
+    };
+    if !proven {
+        return;
+    }
+    let proven = ProvenAttempt {
+        control,
+        handshake: Box::new(handshake),
+    };
+    match entry.attempts.try_send(proven) {
+        Ok(()) => log::debug!("a proven resume from {peer} handed to its session"),
+        Err(TrySendError::Full(mut proven) | TrySendError::Disconnected(mut proven)) => {
+            log::warn!("refused a proven resume from {peer}: its session is gone or busy");
+            proven.control.reject(RESUME_REFUSED);
+        }
     }
 }
 
@@ -126,9 +216,9 @@ enum Side {
     Client { server: SocketAddr },
     /// The listener hands us the client's attempts.
     Server {
-        attempts: Receiver<ResumeAttempt>,
+        attempts: Receiver<ProvenAttempt>,
         /// An attempt that arrived while the session ran.
-        pending: Option<Box<ResumeAttempt>>,
+        pending: Option<Box<ProvenAttempt>>,
         _registration: Registration,
     },
 }
@@ -197,10 +287,20 @@ impl Resumption {
         ticket: ResumeTicket,
         timeout: Duration,
         registry: ResumeRegistry,
+        role: Role,
+        credits: u32,
     ) -> Self {
         let (tx, attempts) = std::sync::mpsc::sync_channel(MAX_WAITING_ATTEMPTS);
         let id = *ticket.id();
-        lock(&registry).insert(id, tx);
+        lock(&registry).insert(
+            id,
+            Registered {
+                ticket: ticket.clone(),
+                role,
+                credits,
+                attempts: tx,
+            },
+        );
         Self {
             ticket,
             timeout,
@@ -433,7 +533,7 @@ impl<P: RolePath + ?Sized> Session<P> {
         let setup = self.resume_setup(deadline)?;
         let blob = self.transport.local_blob();
         let mut handshake = ResumeHandshake::client(setup, counts, blob);
-        self.drive_attempt(&mut control, &mut handshake, core, Some(counts))
+        self.drive_attempt(&mut control, &mut handshake, core, Some(counts), false)
     }
 
     fn resume_as_server(
@@ -475,7 +575,7 @@ impl<P: RolePath + ?Sized> Session<P> {
 
     /// The next attempt for this server session: one that arrived while it ran, else one the
     /// listener hands over before the parking ends (`None` then).
-    fn next_attempt(&mut self, parked: Parked) -> Result<Option<ResumeAttempt>> {
+    fn next_attempt(&mut self, parked: Parked) -> Result<Option<ProvenAttempt>> {
         let Some(Side::Server {
             attempts, pending, ..
         }) = self.resume.as_mut().map(|r| &mut r.side)
@@ -506,15 +606,19 @@ impl<P: RolePath + ?Sized> Session<P> {
         }
     }
 
+    /// A proven attempt: the session's side, from the `Prepare` the client's proof led to.
     fn server_attempt(
         &mut self,
-        mut attempt: ResumeAttempt,
+        mut attempt: ProvenAttempt,
         core: &mut dyn ResumeCore,
     ) -> Result<AttemptEnd> {
-        let deadline = crate::time::deadline_after(attempt.since, self.config.handshake_timeout);
-        let setup = self.resume_setup(deadline)?;
-        let mut handshake = ResumeHandshake::server(setup, attempt.nonce, attempt.since);
-        self.drive_attempt(&mut attempt.control, &mut handshake, core, None)
+        self.drive_attempt(
+            &mut attempt.control,
+            &mut attempt.handshake,
+            core,
+            None,
+            true,
+        )
     }
 
     fn resume_timeout(&self) -> Duration {
@@ -555,10 +659,17 @@ impl<P: RolePath + ?Sized> Session<P> {
         handshake: &mut ResumeHandshake,
         core: &mut dyn ResumeCore,
         client_counts: Option<Counts>,
+        prepare_first: bool,
     ) -> Result<AttemptEnd> {
         let mut ours = client_counts;
         let mut torn_down = client_counts.is_some();
+        let mut prepare = prepare_first;
         let result = loop {
+            if std::mem::take(&mut prepare) {
+                if let Err(failure) = self.prepare(handshake, core, &mut ours) {
+                    break Err(failure);
+                }
+            }
             if let Err(failure) = self.run_resume_actions(control, handshake, core, &mut ours) {
                 break Err(failure);
             }
@@ -635,15 +746,7 @@ impl<P: RolePath + ?Sized> Session<P> {
                 ResumeAction::Reject(reason) => {
                     control.reject(&reason);
                 }
-                ResumeAction::Prepare => {
-                    let counts = self.tear_down(core).map_err(|e| {
-                        attempt_or_session(e)
-                            .map_or_else(ResumeFailure::Session, ResumeFailure::Attempt)
-                    })?;
-                    *ours = Some(counts);
-                    let blob = self.transport.local_blob();
-                    handshake.on_prepared(counts, blob)?;
-                }
+                ResumeAction::Prepare => self.prepare(handshake, core, ours)?,
                 ResumeAction::ConnectDataPath { peer_blob } => {
                     self.connect_resumed(control, handshake, &peer_blob)?;
                 }
@@ -653,6 +756,22 @@ impl<P: RolePath + ?Sized> Session<P> {
             }
         }
         Ok(())
+    }
+
+    /// Server, once the client proved the secret: tears our old data path down, takes our
+    /// counts, and prepares the new data path.
+    fn prepare(
+        &mut self,
+        handshake: &mut ResumeHandshake,
+        core: &mut dyn ResumeCore,
+        ours: &mut Option<Counts>,
+    ) -> std::result::Result<(), ResumeFailure> {
+        let counts = self.tear_down(core).map_err(|e| {
+            attempt_or_session(e).map_or_else(ResumeFailure::Session, ResumeFailure::Attempt)
+        })?;
+        *ours = Some(counts);
+        let blob = self.transport.local_blob();
+        handshake.on_prepared(counts, blob)
     }
 
     /// Connects the new data path, watching the control connection between the steps.
@@ -792,6 +911,7 @@ pub(crate) fn poll_attempt(resume: &mut Option<Resumption>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::Message;
     use crate::ProtocolViolation;
 
     fn completion(status: &str) -> Error {
@@ -826,6 +946,77 @@ mod tests {
         ] {
             assert!(!is_break(&e), "{e}");
         }
+    }
+
+    /// A client of the listener's answer to a Resume: sends Resume, reads the challenge,
+    /// answers with `proof_with`'s proof (the right ticket or another), returns what the
+    /// server said next and whether the session got the attempt.
+    fn attempt_with(proof_with: &ResumeTicket, ticket: &ResumeTicket) -> (Message, bool) {
+        use std::io::Write;
+        let registry = ResumeRegistry::default();
+        let (tx, session) = std::sync::mpsc::sync_channel(1);
+        lock(&registry).insert(
+            *ticket.id(),
+            Registered {
+                ticket: ticket.clone(),
+                role: Role::Receiver,
+                credits: 2,
+                attempts: tx,
+            },
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server_end, _) = listener.accept().unwrap();
+        let client_nonce = [3; 32];
+        let id = *ticket.id();
+        let routed = std::thread::spawn(move || {
+            let attempt = ResumeAttempt {
+                control: ControlChannel::new(server_end).unwrap(),
+                nonce: client_nonce,
+                since: Instant::now(),
+            };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            route_attempt(&registry, &id, attempt, deadline);
+            session.try_recv().is_ok()
+        });
+        let mut ours = ControlChannel::new(client.try_clone().unwrap()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let Ok(Received::Message(Message::ResumeChallenge { nonce, .. })) =
+            ours.recv_until(deadline)
+        else {
+            panic!("no challenge");
+        };
+        let proof = Message::ResumeProof {
+            proof: proof_with.client_proof(&client_nonce, &nonce),
+            counts: Counts {
+                messages: 0,
+                released: 0,
+            },
+            blob: vec![],
+        };
+        client
+            .write_all(&crate::proto::encode_frame(&proof))
+            .unwrap();
+        let handed = routed.join().unwrap();
+        let next = match ours.recv_until(Instant::now() + Duration::from_millis(300)) {
+            Ok(Received::Message(msg)) => msg,
+            other => Message::reject(&format!("nothing: {other:?}")),
+        };
+        (next, handed)
+    }
+
+    #[test]
+    fn only_a_client_that_proves_the_secret_reaches_the_session() {
+        let ticket = ResumeTicket::random().unwrap();
+        let stranger = ResumeTicket::from_parts(ticket.id(), &[9; 32]).unwrap();
+        let (answer, handed) = attempt_with(&stranger, &ticket);
+        assert_eq!(answer, Message::reject(RESUME_REFUSED));
+        assert!(
+            !handed,
+            "a stranger who knows the id never reaches the session"
+        );
+        let (_, handed) = attempt_with(&ticket, &ticket);
+        assert!(handed, "the real client's proven attempt is handed over");
     }
 
     #[test]
