@@ -110,7 +110,12 @@ fn finished_session_result_on_both_ends_matches_the_schema() {
 #[test]
 fn killed_client_ends_the_once_server_with_peer_lost_and_status_3() {
     let port = free_port();
-    let mut s = server("server", port, &["--once", "--json", "--quiet"]);
+    // A killed client cannot resume: the server waits 2 s for it (--resume-timeout).
+    let mut s = server(
+        "server",
+        port,
+        &["--once", "--json", "--quiet", "--resume-timeout", "2"],
+    );
     let c = client("client", port, &["-n", "100000000"]);
     s.wait_for_stderr("session established", SHORT);
     std::thread::sleep(Duration::from_millis(300));
