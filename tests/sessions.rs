@@ -153,10 +153,16 @@ fn four_senders_at_once_each_stream_arrives_complete_and_in_order() {
 fn a_client_beyond_max_sessions_is_told_busy_while_the_others_keep_sending() {
     let (port, mut s, mut running) = three_sessions_running();
     let mut extra = client("fourth client", port, &["--count", "10"]);
-    assert_fails_saying(
-        &mut extra,
-        &["busy", "--max-sessions 3"],
-        "the fourth client should say that the server is busy with its 3 sessions",
+    // Its own set-up may be slow beside three running sessions (a debug build under the
+    // soft-RoCE VM's emulated CPUs took more than 10 s): the answer, not its speed, is tested.
+    assert_eq!(extra.wait_code(LONG), 4, "{}", extra.report());
+    assert!(
+        extra
+            .stderr()
+            .lines()
+            .any(|l| l.contains("ERROR") && l.contains("busy") && l.contains("--max-sessions 3")),
+        "the fourth client should say that the server is busy with its 3 sessions\n{}",
+        extra.report()
     );
     s.wait_for_stderr("busy: the server is serving 3 clients", SHORT);
     for c in &mut running {
