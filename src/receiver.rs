@@ -113,8 +113,10 @@ impl RdmaSrc {
         // The actions (re-posting the released slot, credits) are part of the call: a failure
         // there gets the same policy as any other.
         // A break the session resumes from is repaired where it is found: waiting, it waits
-        // again on the new path; carrying out the actions (a message is delivered and held
-        // by then), the message is still returned and the actions left go to the new path.
+        // again on the new path. Found while messages that arrived are still to be delivered
+        // or carrying out the actions (a message is delivered and held by then), it waits in
+        // the core until every message that arrived was delivered: nothing that arrived is
+        // lost, whether the session then resumes or ends.
         // At the end of a resumable stream the sender must have heard us let it go: if the
         // control connection breaks first, the session resumes and lets it go again.
         let result = loop {
@@ -131,6 +133,12 @@ impl RdmaSrc {
             let result = delivered.and_then(|delivered| loop {
                 match self.run_actions() {
                     Ok(()) => break Ok(delivered),
+                    // The delivered message is returned; the break comes once every message
+                    // that arrived was delivered (then resumed from, or reported).
+                    Err(e) if delivered && is_break(&e) => {
+                        self.core.on_data_broken(e);
+                        break Ok(true);
+                    }
                     Err(e) if self.session.resumes() && is_break(&e) => {
                         if let Err(e) = self.resume_after(e) {
                             break Err(e);
@@ -263,6 +271,11 @@ impl RdmaSrc {
                 }
             };
             if let Err(e) = done {
+                // A break already waits behind the messages that arrived: the first one
+                // stands (a transport keeps a receive whose post failed for the resume).
+                if self.core.data_broken() && is_break(&e) {
+                    continue;
+                }
                 // A post that failed is our own failure (told to the sender at once), unless
                 // the data path closed under it: then the sender's words may say why.
                 if let Error::TransportClosed { .. } = e {
@@ -332,7 +345,7 @@ impl RdmaSrc {
 
     /// Feeds arrivals, the data path's close and control messages to the core.
     fn progress(&mut self) -> Result<()> {
-        let polled = if self.core.data_closed() {
+        let polled = if self.core.data_closed() || self.core.data_broken() {
             Ok(())
         } else {
             self.session.transport.poll_arrivals(&mut self.arrivals)
@@ -347,9 +360,11 @@ impl RdmaSrc {
             Ok(()) => {}
             // Resumable, a data path that closes or fails before everything arrived is a
             // break (unless the sender's words on the control channel say otherwise).
+            // Either way, what arrived before it is delivered first.
             Err(e) if self.core.is_resumable() && !self.core.has_everything() => {
                 let arrived = self.core.arrived();
-                return Err(self.session.explain(e, Role::Receiver, arrived));
+                let broken = self.session.explain(e, Role::Receiver, arrived);
+                self.core.on_data_broken(broken);
             }
             Err(Error::TransportClosed { .. }) => self.core.on_data_closed(Instant::now()),
             Err(e) => {
@@ -358,7 +373,8 @@ impl RdmaSrc {
                 self.read_control()?;
                 if !self.core.on_data_failed(Instant::now()) {
                     let arrived = self.core.arrived();
-                    return Err(self.session.explain(e, Role::Receiver, arrived));
+                    let failed = self.session.explain(e, Role::Receiver, arrived);
+                    self.core.on_data_broken(failed);
                 }
             }
         }

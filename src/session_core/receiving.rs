@@ -22,9 +22,11 @@
 //!   without an arrival; after the data path closed without Finish, by [`FINISH_GRACE`];
 //! - with an idle timeout, a session without any arrival for that long ends;
 //! - a loss (the control connection or the data path gone before Finish) is reported only after
-//!   every message that had arrived was delivered: nothing that arrived is dropped;
+//!   every message that had arrived was delivered: nothing that arrived is dropped; so is a
+//!   data path that broke ([`ReceiverCore::on_data_broken`]: the driver's error, a loss or a
+//!   break it resumes from), and the driver stops polling it meanwhile;
 //! - after a failure: the failure policy of [`super::on_failure`];
-//! - with resumption ([`ReceiverCore::resumable`]; the drivers do not use it yet): the sender
+//! - with resumption ([`ReceiverCore::resumable`]): the sender
 //!   is let go (writing shut down) only once Finish came on the current path *and* every
 //!   counted message arrived, since a break before that must not lose messages still on their
 //!   way; a resume ([`ReceiverCore::begin_resume`], [`ReceiverCore::resumed`]) keeps what
@@ -109,6 +111,9 @@ pub(crate) struct ReceiverCore {
     /// The control connection was lost before Finish (why): reported once every message that
     /// had arrived was delivered.
     control_lost: Option<Lost>,
+    /// The data path broke before Finish (the driver's error for it): reported once every
+    /// message that had arrived was delivered; nothing more arrives meanwhile.
+    data_broken: Option<Error>,
     data_closed_at: Option<Instant>,
     last_arrival: Instant,
     idle_timeout: Option<Duration>,
@@ -143,6 +148,7 @@ impl ReceiverCore {
             credit_route,
             control_closed: false,
             control_lost: None,
+            data_broken: None,
             data_closed_at: None,
             last_arrival: now,
             idle_timeout,
@@ -383,6 +389,20 @@ impl ReceiverCore {
         true
     }
 
+    /// The data path broke, or carrying out an action failed as a break does (`error`: why, as
+    /// the driver found it). Nothing that arrived is dropped: `next` delivers what is ready
+    /// first and then returns `error` (the first one, when more come meanwhile). A resume
+    /// forgets it.
+    pub(crate) fn on_data_broken(&mut self, error: Error) {
+        self.data_broken.get_or_insert(error);
+    }
+
+    /// Whether the data path broke and the break waits for the messages before it to be
+    /// delivered (do not poll the data path).
+    pub(crate) fn data_broken(&self) -> bool {
+        self.data_broken.is_some()
+    }
+
     /// The application is done with the message it holds: its slot is posted again, and
     /// credits announced when due.
     fn release(&mut self) -> Result<(), Error> {
@@ -448,6 +468,9 @@ impl ReceiverCore {
                 return Err(self.lost(Lost::closed("the data path closed")));
             }
         }
+        if let Some(broken) = self.data_broken.take() {
+            return Err(broken);
+        }
         if let Some(lost) = self.control_lost.take() {
             return Err(self.lost(lost));
         }
@@ -471,6 +494,8 @@ impl ReceiverCore {
             return Err(Error::Closed);
         }
         self.phase = Phase::Resuming;
+        // The break (wherever the driver found it) is repaired by this resume.
+        self.data_broken = None;
         Ok(ReceiverPosition {
             arrived: self.window.arrived(),
             released: self.window.released(),
@@ -945,6 +970,32 @@ mod tests {
         );
         let e = c.next().unwrap_err();
         assert!(matches!(e, Error::PeerLost { messages: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn messages_that_arrived_before_the_data_path_broke_are_delivered_then_the_break() {
+        let now = t0();
+        let mut c = receiver(2, None, now);
+        land(&mut c, 0, 3, now).unwrap();
+        c.on_data_broken(Error::Closed);
+        assert!(c.data_broken(), "the driver stops polling a broken path");
+        c.on_data_broken(Error::Interrupted);
+        assert_eq!(deliver(&mut c), (0, 3));
+        assert!(matches!(c.next(), Err(Error::Closed)), "the first break");
+        assert!(!c.data_broken(), "reported once");
+        // Nothing ready: the break comes back at once.
+        let mut c = receiver(2, None, now);
+        c.on_data_broken(Error::Closed);
+        assert!(matches!(c.next(), Err(Error::Closed)));
+        // A resume repairs a break still waiting behind undelivered messages.
+        let mut c = receiver(2, None, now).resumable();
+        land(&mut c, 0, 3, now).unwrap();
+        c.on_data_broken(Error::Closed);
+        let told = c.begin_resume().unwrap();
+        c.resumed(told, now).unwrap();
+        assert!(!c.data_broken());
+        assert_eq!(deliver(&mut c), (0, 3));
+        assert_eq!(c.next().unwrap(), RecvStep::Wait);
     }
 
     #[test]

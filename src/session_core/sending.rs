@@ -19,7 +19,7 @@
 //! - with an idle timeout, no credit for that long while waiting for one ends the session;
 //! - after a failure: the failure policy of [`super::on_failure`] (reject the peer for our own
 //!   failures and its violations, only close after its Reject or loss);
-//! - with resumption ([`SenderCore::keeping_messages`]; the drivers do not use it yet): a
+//! - with resumption ([`SenderCore::keeping_messages`]): a
 //!   staging slot is free again only once its message was released *and* its send completed
 //!   (a [`SentLedger`]), Finish goes out once every send completed, and a resume
 //!   ([`SenderCore::begin_resume`], [`SenderCore::resume`]) hands back, in order and in their
