@@ -748,11 +748,16 @@ check_doctor() {
 # ---------------------------------------------------------------------------------------------
 # Runs a perftest pair (server in $NS_B on $RXE_B, client in $NS_A on $RXE_A, explicit GID
 # indexes, out-of-band exchange over TCP); the client's output lands in /tmp/NAME.client.out.
+# PERFTEST_WRAP: a wrapper command for both ends ("" for none; @SIDE@ becomes server/client).
+PERFTEST_WRAP=""
 perftest() { # name tool [tool args...]
 	local name=$1 tool=$2 spid crc
 	shift 2
+	local -a wrapper=()
+	[ -n "$PERFTEST_WRAP" ] && read -r -a wrapper <<<"$PERFTEST_WRAP"
 	next_port
-	timeout "$T_RUN" ip netns exec "$NS_B" "${PIN_SERVER[@]}" "$tool" -d "$RXE_B" -i 1 -x "$IDX_B" -F -p "$PORT" "$@" \
+	# shellcheck disable=SC2001 # the wrapper's output file differs per side
+	timeout "$T_RUN" ip netns exec "$NS_B" "${PIN_SERVER[@]}" "${wrapper[@]/@SIDE@/server}" "$tool" -d "$RXE_B" -i 1 -x "$IDX_B" -F -p "$PORT" "$@" \
 		>"/tmp/$name.server.out" 2>&1 &
 	spid=$!
 	if ! wait_listening "$NS_B" "$PORT" "$spid"; then
@@ -760,7 +765,7 @@ perftest() { # name tool [tool args...]
 		show "/tmp/$name.server.out"
 		return 1
 	fi
-	timeout "$T_RUN" ip netns exec "$NS_A" "${PIN_CLIENT[@]}" "$tool" -d "$RXE_A" -i 1 -x "$IDX_A" -F -p "$PORT" "$@" "$IP_B" \
+	timeout "$T_RUN" ip netns exec "$NS_A" "${PIN_CLIENT[@]}" "${wrapper[@]/@SIDE@/client}" "$tool" -d "$RXE_A" -i 1 -x "$IDX_A" -F -p "$PORT" "$@" "$IP_B" \
 		>"/tmp/$name.client.out" 2>&1
 	crc=$?
 	wait_pid "$spid" "$T_STEP"
@@ -954,5 +959,45 @@ check_syscalls() {
 		detail+="$role: control ${cls[0]}, provider ${cls[1]}, wait ${cls[2]}, other ${cls[3]} per message; "
 	done
 	echo "SOFTROCE-BENCH-NOTE syscalls: strace -f -yy of bench bw 2 B --credits $BENCH_DEPTH, ($hi - $lo runs) / $((hi - lo)) messages; control = our TCP sockets, provider = /dev/infiniband, wait = poll"
+	lat_syscalls
 	result bench_syscalls PASS "$detail"
+}
+
+# System calls per round trip in bench lat and in ib_send_lat, each side, by class (what the
+# latency gap is made of; a diagnostic: the figures are printed, nothing is judged).
+lat_syscalls() {
+	local n side tool i lo=${SYSCALL_COUNTS[0]} hi=${SYSCALL_COUNTS[1]}
+	declare -A LAT
+	BENCH_SERVER_ARGS=(--handshake-timeout 240)
+	for n in "$lo" "$hi"; do
+		bench_pair "lsys$n" "strace -f -qq -yy -o /tmp/lsys$n.@SIDE@.strace" --mode lat -s "$LAT_SIZE" -n "$n" \
+			--handshake-timeout 240 --connect-timeout 120 || { echo "lat syscalls: bench: $BENCH_FAIL"; break; }
+		PERFTEST_WRAP="strace -f -qq -yy -o /tmp/plsys$n.@SIDE@.strace"
+		perftest "plsys$n" ib_send_lat -s "$LAT_SIZE" -n "$n" || echo "lat syscalls: ib_send_lat under strace failed"
+		PERFTEST_WRAP=""
+		for side in client server; do
+			LAT[ours.$n.$side]=$(syscall_classes "/tmp/lsys$n.$side.strace")
+			LAT[perftest.$n.$side]=$(syscall_classes "/tmp/plsys$n.$side.strace")
+		done
+	done
+	BENCH_SERVER_ARGS=()
+	for tool in ours perftest; do
+		for side in client server; do
+			read -r -a a <<<"${LAT[$tool.$lo.$side]:-}"
+			read -r -a b <<<"${LAT[$tool.$hi.$side]:-}"
+			if [ ${#a[@]} -ne 4 ] || [ ${#b[@]} -ne 4 ]; then continue; fi
+			local cls=()
+			for i in 0 1 2 3; do
+				cls+=("$(awk -v x="${a[$i]}" -v y="${b[$i]}" -v d=$((hi - lo)) 'BEGIN { printf "%.2f", (y - x) / d }')")
+			done
+			echo "SOFTROCE-LAT-SYSCALLS $tool $side control ${cls[0]} provider ${cls[1]} wait ${cls[2]} other ${cls[3]} per round trip"
+		done
+	done
+	local f
+	for f in /tmp/lsys$hi.client.strace /tmp/plsys$hi.client.strace; do
+		[ -f "$f" ] || continue
+		echo "SOFTROCE-LAT-SYSCALLS top calls in $f:"
+		grep -oE '^[0-9]+ +[a-z_0-9]+\(' "$f" | awk '{ print $2 }' | sort | uniq -c | sort -rn | head -8 |
+			sed 's/^/SOFTROCE-LAT-SYSCALLS   /'
+	done
 }
