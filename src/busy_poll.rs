@@ -5,33 +5,47 @@ use std::time::{Duration, Instant};
 
 use crate::time::deadline_after;
 
-/// While busy polling, the drivers read the clock (and the receiver the control channel) once
-/// every this many polling rounds; the rounds in between poll the transport only. On a NIC a
-/// round is a completion-queue read in user space (tens of nanoseconds), so 128 rounds are a
-/// few microseconds; where a clock read is a system call (a VM without a usable TSC) a check
-/// every 16th round took a large share of the spin and delayed noticing an arrival.
-const SPIN_CHECK_EVERY: u32 = 128;
+/// While busy polling, the drivers read the clock (and now and then the receiver its control
+/// channel) once every `check_every` polling rounds; the rounds in between poll the transport
+/// only. A round takes from tens of nanoseconds (a completion-queue read on a NIC) to about a
+/// microsecond (under emulation, where a clock read is also a system call), so the interval
+/// follows the limit: about one round per microsecond of it, between these bounds. The limit
+/// is then overshot by a few percent on hardware and by about itself under emulation, and a
+/// ping-pong's short waits (a few hundred rounds under emulation) read no clock at all: a
+/// check every 128th round was two system calls per round trip there.
+const CHECK_EVERY_MIN: u32 = 128;
+/// See [`CHECK_EVERY_MIN`].
+const CHECK_EVERY_MAX: u32 = 4096;
+
+/// While busy polling, the receiver looks at its control channel (a system call) only every
+/// this many clock checks: news there (a Reject, a close) is not urgent, and in a ping-pong
+/// under emulation a look every check was two system calls per round trip.
+const CONTROL_LOOK_EVERY: u32 = 8;
 
 /// What a driver does after a polling round that found nothing (see [`BusyPoll`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Spin {
     /// Poll again at once.
     Again,
-    /// Poll again at once; the clock was read (it is `now`), so this is also the round to look
-    /// at anything checked only now and then (the receiver's control channel).
+    /// Poll again at once; the clock was read (it is `now`).
     AgainChecked(Instant),
+    /// Poll again at once; the clock was read (it is `now`), and this is also the round to
+    /// look at what is checked only now and then (the receiver's control channel).
+    AgainLookAround(Instant),
     /// Stop polling and sleep.
     Sleep,
 }
 
 /// Busy polling before a sleep, for at most [`Config::busy_poll`](crate::Config::busy_poll),
-/// reading the clock only every [`SPIN_CHECK_EVERY`] rounds (a clock read is a system call on
-/// some machines).
+/// reading the clock only every so many rounds ([`CHECK_EVERY_MIN`]; a clock read is a system
+/// call on some machines).
 #[derive(Debug)]
 pub(crate) struct BusyPoll {
     limit: Option<Duration>,
     until: Option<Instant>,
     rounds: u32,
+    checks: u32,
+    check_every: u32,
 }
 
 impl BusyPoll {
@@ -41,6 +55,8 @@ impl BusyPoll {
             limit,
             until: None,
             rounds: 0,
+            checks: 0,
+            check_every: check_every(limit),
         }
     }
 
@@ -50,18 +66,30 @@ impl BusyPoll {
             return Spin::Sleep;
         };
         self.rounds = self.rounds.wrapping_add(1);
-        if !self.rounds.is_multiple_of(SPIN_CHECK_EVERY) {
+        if !self.rounds.is_multiple_of(self.check_every) {
             return Spin::Again;
         }
         let now = Instant::now();
         // Saturating: a limit as long as Duration::MAX polls "for ever", it does not overflow.
         let until = *self.until.get_or_insert_with(|| deadline_after(now, limit));
-        if now < until {
-            Spin::AgainChecked(now)
+        if now >= until {
+            return Spin::Sleep;
+        }
+        self.checks = self.checks.wrapping_add(1);
+        if self.checks.is_multiple_of(CONTROL_LOOK_EVERY) {
+            Spin::AgainLookAround(now)
         } else {
-            Spin::Sleep
+            Spin::AgainChecked(now)
         }
     }
+}
+
+/// The rounds between two clock checks for a spin of at most `limit` (see [`CHECK_EVERY_MIN`]).
+fn check_every(limit: Option<Duration>) -> u32 {
+    let micros = limit.map_or(0, |l| l.as_micros());
+    u32::try_from(micros)
+        .unwrap_or(u32::MAX)
+        .clamp(CHECK_EVERY_MIN, CHECK_EVERY_MAX)
 }
 
 #[cfg(test)]
@@ -72,14 +100,35 @@ mod tests {
     fn polls_again_reading_the_clock_every_check_round_until_the_limit() {
         assert_eq!(BusyPoll::new(None).next_round(), Spin::Sleep);
         let mut long = BusyPoll::new(Some(Duration::from_secs(3600)));
-        for _ in 1..SPIN_CHECK_EVERY {
+        let every = CHECK_EVERY_MAX;
+        for _ in 1..every {
             assert_eq!(long.next_round(), Spin::Again);
         }
         assert!(matches!(long.next_round(), Spin::AgainChecked(_)));
+        for check in 2..=CONTROL_LOOK_EVERY {
+            for _ in 1..every {
+                assert_eq!(long.next_round(), Spin::Again);
+            }
+            let spin = long.next_round();
+            if check == CONTROL_LOOK_EVERY {
+                assert!(matches!(spin, Spin::AgainLookAround(_)), "{spin:?}");
+            } else {
+                assert!(matches!(spin, Spin::AgainChecked(_)), "{spin:?}");
+            }
+        }
         let mut none_left = BusyPoll::new(Some(Duration::ZERO));
-        for _ in 1..SPIN_CHECK_EVERY {
+        for _ in 1..CHECK_EVERY_MIN {
             assert_eq!(none_left.next_round(), Spin::Again);
         }
         assert_eq!(none_left.next_round(), Spin::Sleep);
+    }
+
+    #[test]
+    fn the_clock_is_read_about_once_per_microsecond_of_the_limit_within_bounds() {
+        let us = Duration::from_micros;
+        assert_eq!(check_every(Some(us(4))), CHECK_EVERY_MIN);
+        assert_eq!(check_every(Some(us(1000))), 1000);
+        assert_eq!(check_every(Some(Duration::from_secs(1))), CHECK_EVERY_MAX);
+        assert_eq!(check_every(Some(Duration::MAX)), CHECK_EVERY_MAX);
     }
 }

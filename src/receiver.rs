@@ -5,7 +5,7 @@
 //! only when a wait said it is readable, and stops watching a descriptor at end of file.
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::busy_poll::{BusyPoll, Spin};
 use crate::checksum;
@@ -70,6 +70,14 @@ impl RdmaSrc {
             control_readable: true,
             stamp: Stamp::default(),
         })
+    }
+
+    /// Changes [`Config::busy_poll`] for this session from the next call on: how long a wait
+    /// polls the transport before it sleeps (`None`: sleep at once). For an application whose
+    /// phases differ (a latency-bound exchange after a bulk transfer, say); `bench --server`
+    /// takes its client's setting this way.
+    pub fn set_busy_poll(&mut self, busy_poll: Option<Duration>) {
+        self.session.config.busy_poll = busy_poll;
     }
 
     /// What was chosen and negotiated.
@@ -309,8 +317,8 @@ impl RdmaSrc {
             }
             polled = false;
             match busy.next_round() {
-                Spin::Again => continue,
-                Spin::AgainChecked(_) => {
+                Spin::Again | Spin::AgainChecked(_) => continue,
+                Spin::AgainLookAround(_) => {
                     // Now and then, the control channel too.
                     self.control_readable = true;
                     continue;

@@ -98,6 +98,14 @@ impl RdmaSink {
         })
     }
 
+    /// Changes [`Config::busy_poll`] for this session from the next call on: how long a wait
+    /// polls the transport before it sleeps (`None`: sleep at once). For an application whose
+    /// phases differ (a latency-bound exchange after a bulk transfer, say); `bench --server`
+    /// takes its client's setting this way.
+    pub fn set_busy_poll(&mut self, busy_poll: Option<Duration>) {
+        self.session.config.busy_poll = busy_poll;
+    }
+
     /// What was chosen and negotiated.
     pub fn info(&self) -> &SessionInfo {
         &self.session.info
@@ -261,7 +269,7 @@ impl RdmaSink {
             // The clock is read only where polling reads it anyway, or before a sleep.
             match busy.next_round() {
                 Spin::Again => continue,
-                Spin::AgainChecked(now) => {
+                Spin::AgainChecked(now) | Spin::AgainLookAround(now) => {
                     stalled_since.get_or_insert(now);
                     continue;
                 }

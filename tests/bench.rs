@@ -296,3 +296,19 @@ fn lat_histogram_has_percentiles_and_buckets_that_hold_every_round_trip() {
         );
     }
 }
+
+#[test]
+fn the_server_polls_as_its_client_does() {
+    let port = free_port();
+    let mut s = server(port);
+    let (code, _, err) = client(port, &["--mode", "lat", "-s", "2", "-n", "50"]);
+    assert_eq!(code, 0, "{err}");
+    s.wait_for_stderr("polls 1000000 us before sleeping, as the client", SHORT);
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    let port = free_port();
+    let mut s = server(port);
+    let (code, _, err) = client(port, &["-s", "64", "-n", "50"]);
+    assert_eq!(code, 0, "{err}");
+    s.wait_for_stderr("sleeps when idle", SHORT);
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+}

@@ -43,7 +43,10 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
     let mut report: Option<Report> = None;
     let mut missed = Vec::new();
     for (i, &size) in sizes.iter().enumerate() {
-        let config = base.clone().with_max_msg_size(size.max(HEADER_ROOM));
+        let config = base
+            .clone()
+            .with_max_msg_size(size.max(HEADER_ROOM))
+            .with_credits(args.credits_for(size));
         let (mut sink, mut src) = duplex::connect(addr, &config)
             .with_context(|| format!("cannot start a benchmark session with {addr}"))?;
         if report.is_none() {
@@ -63,6 +66,7 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
             duration_ms: args.duration.map(|d| d.0.as_millis() as u64),
             last: i + 1 == sizes.len(),
             bidirectional: args.ops.bidirectional,
+            busy_poll_us: base.busy_poll.map(|d| d.as_micros() as u64),
         };
         header::send(&mut sink, &header)?;
         let mut rows = match args.mode {

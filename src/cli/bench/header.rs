@@ -21,6 +21,11 @@ pub struct Header {
     /// figures (JSON, starting with `{`) cannot be taken for one of them.
     #[serde(default)]
     pub bidirectional: bool,
+    /// The client's busy polling (microseconds; absent: it sleeps at once). The server polls
+    /// the same way in this session unless its own `--busy-poll` says otherwise, as perftest's
+    /// two ends poll alike: a latency run's echo must not sleep between messages.
+    #[serde(default)]
+    pub busy_poll_us: Option<u64>,
 }
 
 impl Header {

@@ -82,4 +82,24 @@ mod tests {
         );
         assert_eq!(config(&[]).idle_timeout, None);
     }
+
+    fn bench_args(extra: &[&str]) -> BenchArgs {
+        let mut line = vec!["rdma-container", "bench", "--client", "127.0.0.1:1"];
+        line.extend_from_slice(extra);
+        let Some(Command::Bench(args)) = Cli::try_parse_from(line).unwrap().command else {
+            panic!("a bench command");
+        };
+        args
+    }
+
+    #[test]
+    fn lat_takes_64_credits_up_to_256_kib_unless_told_and_bw_16() {
+        let lat = bench_args(&["--mode", "lat"]);
+        assert_eq!(lat.credits_for(2), 64);
+        assert_eq!(lat.credits_for(256 << 10), 64);
+        assert_eq!(lat.credits_for(512 << 10), 16);
+        assert_eq!(bench_args(&[]).credits_for(2), 16);
+        let told = bench_args(&["--mode", "lat", "--credits", "4"]);
+        assert_eq!(told.credits_for(2), 4);
+    }
 }

@@ -202,7 +202,15 @@ fn print_header(r: &Report, args: &BenchArgs, info: &SessionInfo) {
         " MTU             : {}",
         info.mtu().map_or("-".to_owned(), |m| format!("{m} bytes"))
     );
-    println!(" Credits (depth) : {}", r.credits);
+    let larger = args.credits_for(usize::MAX);
+    if args.all && larger != r.credits {
+        println!(
+            " Credits (depth) : {} ({larger} for the largest sizes)",
+            r.credits
+        );
+    } else {
+        println!(" Credits (depth) : {}", r.credits);
+    }
     println!(
         " Busy poll       : {}",
         r.busy_poll_us

@@ -2,6 +2,7 @@
 //! on the client's credits and message size, until the client's last size (or Ctrl-C).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::Result;
 use rdma_container::{Config, Error, Listener, RdmaSink, RdmaSrc};
@@ -15,6 +16,7 @@ use crate::cli::EXIT_INTERRUPTED;
 /// Serves benchmark clients until the client's last size (or Ctrl-C).
 pub fn serve(addr: SocketAddr, config: Config) -> Result<u8> {
     let max_msg_size = ALL_MAX.max(config.max_msg_size);
+    let busy_poll = config.busy_poll;
     let listener = Listener::bind(addr, &config.with_max_msg_size(max_msg_size))?;
     log::info!("bench server listening on {addr}");
     loop {
@@ -28,7 +30,7 @@ pub fn serve(addr: SocketAddr, config: Config) -> Result<u8> {
                 continue;
             }
         };
-        match serve_one(&mut sink, &mut src) {
+        match serve_one(&mut sink, &mut src, busy_poll) {
             Ok(last) => {
                 if let Err(e) = sink.finish() {
                     log::warn!("ending the reply stream failed: {}", e.chain());
@@ -42,9 +44,24 @@ pub fn serve(addr: SocketAddr, config: Config) -> Result<u8> {
     }
 }
 
-/// Runs what the header asks; returns whether it was the client's last size.
-fn serve_one(sink: &mut RdmaSink, src: &mut RdmaSrc) -> Result<bool> {
+/// Runs what the header asks; returns whether it was the client's last size. The session
+/// polls as the client does (`ours`: the server's own `--busy-poll`, which wins).
+fn serve_one(sink: &mut RdmaSink, src: &mut RdmaSrc, ours: Option<Duration>) -> Result<bool> {
     let header = Header::recv(src)?;
+    let busy_poll = ours.or(header.busy_poll_us.map(Duration::from_micros));
+    sink.set_busy_poll(busy_poll);
+    src.set_busy_poll(busy_poll);
+    log::info!(
+        "bench session: {:?}, {} B; {}",
+        header.mode,
+        header.size,
+        match (busy_poll, ours) {
+            (None, _) => "sleeps when idle".to_owned(),
+            (Some(d), Some(_)) =>
+                format!("polls {} us before sleeping (--busy-poll)", d.as_micros()),
+            (Some(d), None) => format!("polls {} us before sleeping, as the client", d.as_micros()),
+        }
+    );
     match header.mode {
         BenchMode::Bw if header.bidirectional => {
             // Both ways: our stream to the client while we count its stream; our figures
