@@ -32,7 +32,8 @@
 //!   way; a resume ([`ReceiverCore::begin_resume`], [`ReceiverCore::resumed`]) keeps what
 //!   arrived, gives the counts, and counts the releases it told as announced; Finish may come
 //!   again after a resume with the same count (twice on one path, or another count, is still
-//!   a violation).
+//!   a violation); after a resume the stream ends (and the data path closes) only once Finish
+//!   came on the new path, even with every message delivered.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -459,14 +460,18 @@ impl ReceiverCore {
             return Ok(RecvStep::Deliver);
         }
         if let Some(count) = self.finish {
-            if self.delivered == count {
+            if self.delivered < count {
+                if self.data_closed_at.is_some() {
+                    return Err(self.lost(Lost::closed("the data path closed")));
+                }
+            } else if !self.resumable || self.finish_on_this_path {
                 self.phase = Phase::Ended;
                 self.actions.push_back(ReceiverAction::CloseDataPath);
                 return Ok(RecvStep::End);
             }
-            if self.data_closed_at.is_some() {
-                return Err(self.lost(Lost::closed("the data path closed")));
-            }
+            // Resumed with everything here: the end waits for the sender's Finish on this
+            // path, where it is let go first; closing the data path before it would look like
+            // a break to a sender still sending its Finish.
         }
         if let Some(broken) = self.data_broken.take() {
             return Err(broken);
@@ -781,6 +786,29 @@ mod tests {
             RecvStep::End,
             "still nothing past the count"
         );
+    }
+
+    #[test]
+    fn a_resumed_receiver_with_every_message_ends_only_after_finish_on_the_new_path() {
+        let now = t0();
+        let mut r = resumable(4, now);
+        land(&mut r, 0, 1, now).unwrap();
+        r.on_control(Message::Finish { count: 2 }).unwrap();
+        let told = r.begin_resume().unwrap();
+        r.resumed(told, now).unwrap();
+        land(&mut r, 1, 1, now).unwrap();
+        assert_eq!(deliver(&mut r), (0, 1));
+        assert_eq!(deliver(&mut r), (1, 1));
+        assert_eq!(
+            r.next().unwrap(),
+            RecvStep::Wait,
+            "the data path stays open until the sender's Finish on this path"
+        );
+        assert!(!actions(&mut r).contains(&"CloseDataPath".to_owned()));
+        r.on_control(Message::Finish { count: 2 }).unwrap();
+        assert_eq!(actions(&mut r), vec!["ShutdownControlWrite"]);
+        assert_eq!(r.next().unwrap(), RecvStep::End);
+        assert_eq!(actions(&mut r), vec!["CloseDataPath"]);
     }
 
     #[test]

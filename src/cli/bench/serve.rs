@@ -57,8 +57,10 @@ fn serve_one(sink: &mut RdmaSink, src: &mut RdmaSrc, ours: Option<Duration>) -> 
         header.size,
         match (busy_poll, ours) {
             (None, _) => "sleeps when idle".to_owned(),
-            (Some(d), Some(_)) =>
-                format!("polls {} us before sleeping (--busy-poll)", d.as_micros()),
+            (Some(d), Some(_)) => format!(
+                "polls {} us before sleeping (its own setting)",
+                d.as_micros()
+            ),
             (Some(d), None) => format!("polls {} us before sleeping, as the client", d.as_micros()),
         }
     );
