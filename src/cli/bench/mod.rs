@@ -58,11 +58,7 @@ mod tests {
 
     /// The library configuration `bench` builds for the options after `bench --client ...`.
     fn config(extra: &[&str]) -> rdma_container::Config {
-        let mut line = vec!["rdma-container", "bench", "--client", "127.0.0.1:1"];
-        line.extend_from_slice(extra);
-        let Some(Command::Bench(args)) = Cli::try_parse_from(line).unwrap().command else {
-            panic!("a bench command");
-        };
+        let args = bench_args(extra);
         crate::cli::config_from(&args.session_args(), &Arc::new(AtomicBool::new(false))).unwrap()
     }
 
@@ -83,6 +79,7 @@ mod tests {
         assert_eq!(config(&[]).idle_timeout, None);
     }
 
+    /// The parsed options after `bench --client ...`.
     fn bench_args(extra: &[&str]) -> BenchArgs {
         let mut line = vec!["rdma-container", "bench", "--client", "127.0.0.1:1"];
         line.extend_from_slice(extra);
