@@ -9,6 +9,10 @@
 #   system calls       per 64 B message on each side of bench bw (perf stat's syscall count, or
 #                      strace -c -f without perf; 250,000 minus 50,000 messages), against the
 #                      targets (sender 1, receiver 0.2)
+# The 64 B runs (bench, the CLI, the system calls) use a queue of 1024 messages (--rate-credits):
+# sockperf has no flow control at all, only its socket buffers, and with a queue of 256 or more
+# our tcp receiver coalesces a running stream (docs/design.md, "tcp"); 1024 slots of 64 B are
+# 64 KiB, about one loopback segment.
 #   the CLI            `--server --quiet` / `--client --size` at 64 KiB and 64 B against bench bw
 #                      at the same size in this run (the receiving server's own rate)
 # Servers are pinned to CPU 1 and clients to CPU 0 (when the machine has two), for ours and the
@@ -21,7 +25,8 @@ usage: scripts/bench-compare.sh [--binary PATH] [--seconds N] [--credits N] [--j
 
   --binary PATH   the rdma-container binary to measure (default: cargo build --release)
   --seconds N     length of each timed run (default 5)
-  --credits N     our queue depth for the bandwidth runs (default 16)
+  --credits N     our queue depth for the 64 KiB runs (default 16)
+  --rate-credits N  our queue depth for the 64 B runs (default 1024)
   --json FILE     also write the table as JSON
 
 Installs iperf3, sockperf, jq and strace with apt-get when they are missing (as root); counts
@@ -33,18 +38,20 @@ EOF
 binary=""
 seconds=5
 credits=16
+rate_credits=1024
 json_out=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--binary) binary=${2:?}; shift 2 ;;
 	--seconds) seconds=${2:?}; shift 2 ;;
 	--credits) credits=${2:?}; shift 2 ;;
+	--rate-credits) rate_credits=${2:?}; shift 2 ;;
 	--json) json_out=${2:?}; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; exit 64 ;;
 	esac
 done
-case "$seconds$credits" in *[!0-9]*) usage >&2; exit 64 ;; esac
+case "$seconds$credits$rate_credits" in *[!0-9]*) usage >&2; exit 64 ;; esac
 
 cd "$(dirname "$0")/.."
 for tool in iperf3 sockperf jq taskset strace; do
@@ -121,7 +128,7 @@ row "64 KiB bandwidth (bench bw vs iperf3)" "MiB/s" "$ours_bw" "$ref_bw" higher
 next_port
 bench_server
 ours_rate=$("${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
-	-s 64 -D "$seconds" --credits 64 --json 2>"$work/c2.log" |
+	-s 64 -D "$seconds" --credits "$rate_credits" --json 2>"$work/c2.log" |
 	jq -r '.results[0].msg_rate_mpps * 1000000' 2>/dev/null || true)
 next_port
 "${server_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$port" >/dev/null 2>&1 &
@@ -150,7 +157,7 @@ cli_rate() {
 }
 cli_bw=$(cli_rate 65536 "$iters" "$credits" MiB/s)
 row "64 KiB bandwidth (CLI vs bench bw, target 0.9)" "MiB/s" "$cli_bw" "$ours_bw" higher
-cli_msgs=$(cli_rate 64 $((seconds * 400000)) 64 msg/s)
+cli_msgs=$(cli_rate 64 $((seconds * 400000)) "$rate_credits" msg/s)
 row "64 B message rate (CLI vs bench bw, target 0.9)" "msg/s" "$cli_msgs" "$ours_rate" higher
 
 # --- 2 B latency: ours vs sockperf ping-pong (both one-way = half the round trip) --------------
@@ -204,7 +211,7 @@ syscall_run() { # message count -> "server_total client_total"
 	pids+=("$spid")
 	sleep 0.5
 	count_calls "$work/st-client-$n.txt" "${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" \
-		--transport tcp -s 64 -n "$n" --credits 64 >/dev/null 2>"$work/c-st.log" || true
+		--transport tcp -s 64 -n "$n" --credits "$rate_credits" >/dev/null 2>"$work/c-st.log" || true
 	wait "$spid" 2>/dev/null || true
 	echo "$(calls_total "$work/st-server-$n.txt") $(calls_total "$work/st-client-$n.txt")"
 }

@@ -22,6 +22,7 @@ use crate::Result;
 
 // The transport adapters are the only modules allowed `unsafe` (the crate denies it): each
 // block there carries a `// SAFETY:` comment.
+pub(crate) mod coalescing;
 #[cfg(doca_transport)]
 #[allow(unsafe_code)]
 pub(crate) mod doca;
@@ -228,7 +229,8 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
 
     /// Right before the caller sleeps on [`DataPath::wait_handle`]: a transport whose
     /// descriptor must be armed arms it here (once per sleep) and collects what completed
-    /// meanwhile. `Ok(true)`: completions are waiting, poll instead of sleeping.
+    /// meanwhile, and the tcp receiver may pause first while a stream runs
+    /// (`coalescing`). `Ok(true)`: completions are waiting, poll instead of sleeping.
     fn before_wait(&mut self) -> Result<bool> {
         Ok(false)
     }

@@ -15,12 +15,13 @@
 use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 
 use std::time::{Duration, Instant};
 
+use super::coalescing::ReceiveCoalescing;
 use super::{
     Arrived, BootstrapSide, CreditRoute, DataPath, RecvPath, RecvSlot, SendEvent, SendPath,
     SetupParams, SetupStep, StagingSlot, WaitHandle,
@@ -33,18 +34,23 @@ use crate::{Error, Result};
 const NAME: &str = "tcp";
 const TOKEN_LEN: usize = 16;
 const HEADER_LEN: usize = 4;
+/// Where the payload starts in a sender's slot: the allocator's 16-byte alignment, so the
+/// application's copy into the slot stays aligned; the length header sits right before it.
+const SEND_PAYLOAD_AT: usize = 16;
+/// Where a sender's frame (header and payload) starts in its slot.
+const SEND_FRAME_AT: usize = SEND_PAYLOAD_AT - HEADER_LEN;
 /// Bytes read from the socket per system call on the receive side.
 const READ_CHUNK: usize = 256 * 1024;
 /// A message body with at least this much still to come is read straight into its slot.
 const DIRECT_READ_MIN: usize = 16 * 1024;
 
-/// A send that the kernel has not fully taken yet.
+/// A send that the kernel has not fully taken yet: its frame (length header and payload) is
+/// `slot[next..end]` of what is left to write.
 #[derive(Debug)]
 struct PendingSend {
     slot: StagingSlot,
-    len: usize,
-    header: [u8; HEADER_LEN],
-    written: usize,
+    next: usize,
+    end: usize,
 }
 
 /// The message being assembled on the receive side.
@@ -70,8 +76,12 @@ pub(crate) struct TcpTransport {
     /// across a `connect` that stopped because the control connection spoke).
     pending: Vec<PendingData>,
     stream: Option<TcpStream>,
+    /// On the sender each slot has room in front of the payload for the frame's length header
+    /// (`SEND_FRAME_AT`), so that a message goes to the kernel in one `send` of one buffer.
     slots: Vec<Vec<u8>>,
     slot_size: usize,
+    /// Where the payload starts in a slot: `SEND_PAYLOAD_AT` on the sender, 0 on the receiver.
+    payload_at: usize,
     posted: VecDeque<RecvSlot>,
     rx: Vec<u8>,
     rx_start: usize,
@@ -89,12 +99,18 @@ pub(crate) struct TcpTransport {
     /// its wait wakes at once for anything that arrived since), the one after it does (a
     /// driver that busy polls).
     drained: bool,
+    /// Receiver: whether to pause before a sleep while a stream runs (see `coalescing`).
+    coalescing: ReceiveCoalescing,
 }
 
 impl TcpTransport {
     /// Allocates the slots and, on the bootstrap server, opens the data listener.
     pub(crate) fn new(params: &SetupParams) -> Result<Self> {
         let listener = data_listener(params.side, params.local_ip)?;
+        let payload_at = match params.role {
+            Role::Sender => SEND_PAYLOAD_AT,
+            Role::Receiver => 0,
+        };
         Ok(Self {
             role: params.role,
             side: params.side,
@@ -107,10 +123,11 @@ impl TcpTransport {
             slots: {
                 super::slots::check_slot_memory(params.slots, params.slot_size, false)?;
                 (0..params.slots)
-                    .map(|_| vec![0u8; params.slot_size])
+                    .map(|_| vec![0u8; payload_at + params.slot_size])
                     .collect()
             },
             slot_size: params.slot_size,
+            payload_at,
             posted: VecDeque::with_capacity(params.slots),
             rx: match params.role {
                 Role::Receiver => vec![0u8; READ_CHUNK],
@@ -124,6 +141,7 @@ impl TcpTransport {
             early: Vec::with_capacity(params.slots),
             check_readable: true,
             drained: false,
+            coalescing: ReceiveCoalescing::default(),
         })
     }
 
@@ -256,10 +274,13 @@ impl TcpTransport {
         }
         let mut drained = false;
         loop {
+            let before = out.len();
             self.consume_buffered(out)?;
+            self.coalescing.on_messages(out.len() - before);
             if drained && !self.peer_closed {
                 self.ack_now();
                 self.drained = true;
+                self.coalescing.on_drained();
             }
             if self.peer_closed || drained {
                 return Ok(());
@@ -280,7 +301,10 @@ impl TcpTransport {
                             }
                             ReadOutcome::Closed => self.peer_closed = true,
                             ReadOutcome::Again => {}
-                            ReadOutcome::Empty => return Ok(()),
+                            ReadOutcome::Empty => {
+                                self.coalescing.on_empty_read();
+                                return Ok(());
+                            }
                         }
                         continue;
                     }
@@ -294,7 +318,10 @@ impl TcpTransport {
                 }
                 ReadOutcome::Closed => self.peer_closed = true,
                 ReadOutcome::Again => {}
-                ReadOutcome::Empty => return Ok(()),
+                ReadOutcome::Empty => {
+                    self.coalescing.on_empty_read();
+                    return Ok(());
+                }
             }
         }
     }
@@ -361,26 +388,14 @@ impl TcpTransport {
     /// Writes queued sends until the kernel pushes back.
     fn flush(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
         while let Some(front) = self.sends.front_mut() {
-            let total = HEADER_LEN + front.len;
-            while front.written < total {
-                let payload = &self.slots[front.slot.index()][..front.len];
-                let bufs: [IoSlice<'_>; 2] = if front.written < HEADER_LEN {
-                    [
-                        IoSlice::new(&front.header[front.written..]),
-                        IoSlice::new(payload),
-                    ]
-                } else {
-                    [
-                        IoSlice::new(&payload[front.written - HEADER_LEN..]),
-                        IoSlice::new(&[]),
-                    ]
-                };
+            while front.next < front.end {
+                let frame = &self.slots[front.slot.index()][front.next..front.end];
                 let Some(stream) = self.stream.as_mut() else {
                     return Ok(());
                 };
-                match stream.write_vectored(&bufs) {
+                match stream.write(frame) {
                     Ok(0) => return Err(Error::TransportClosed { transport: NAME }),
-                    Ok(n) => front.written += n,
+                    Ok(n) => front.next += n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(data_io("send", e)),
@@ -471,6 +486,17 @@ impl DataPath for TcpTransport {
         })
     }
 
+    /// A receiver in a running stream with a deep queue pauses here before it sleeps, so that
+    /// the sender's next messages gather into a few segments (`coalescing` has the rules).
+    fn before_wait(&mut self) -> Result<bool> {
+        if self.role == Role::Receiver && !self.peer_closed {
+            if let Some(pause) = self.coalescing.before_sleep(self.posted.len()) {
+                std::thread::sleep(pause);
+            }
+        }
+        Ok(false)
+    }
+
     fn on_wakeup(&mut self) {
         self.check_readable = true;
         self.drained = false;
@@ -493,6 +519,7 @@ impl DataPath for TcpTransport {
         self.peer_closed = false;
         self.drained = false;
         self.check_readable = true;
+        self.coalescing = ReceiveCoalescing::default();
         reclaimed.extend(self.early.drain(..).filter_map(|event| match event {
             SendEvent::Sent(slot) => Some(slot),
             SendEvent::Credit => None,
@@ -514,7 +541,7 @@ impl DataPath for TcpTransport {
 
 impl SendPath for TcpTransport {
     fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
-        &mut self.slots[slot.index()]
+        &mut self.slots[slot.index()][self.payload_at..]
     }
 
     fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
@@ -531,11 +558,11 @@ impl SendPath for TcpTransport {
                 ))
             })?
             .to_le_bytes();
+        self.slots[slot.index()][SEND_FRAME_AT..SEND_PAYLOAD_AT].copy_from_slice(&header);
         self.sends.push_back(PendingSend {
             slot,
-            len,
-            header,
-            written: 0,
+            next: SEND_FRAME_AT,
+            end: SEND_PAYLOAD_AT + len,
         });
         // Hand the bytes to the kernel now (lowest latency); completion is reported by `poll`.
         let mut done = std::mem::take(&mut self.early);
@@ -835,6 +862,40 @@ mod tests {
         assert_eq!(&tx.staging(&mut slot)[..4], &[1; 4]);
         tx.post_send(slot, 4).unwrap();
         assert_eq!(arrivals(&mut rx, 1)[0], (1, vec![1; 4]));
+    }
+
+    /// `count` frames of `len` bytes each, as a sender puts them on the wire.
+    fn frames(count: usize, len: usize) -> Vec<u8> {
+        let mut wire = Vec::new();
+        for i in 0..count {
+            wire.extend_from_slice(&(len as u32).to_le_bytes());
+            wire.extend(std::iter::repeat_n(i as u8, len));
+        }
+        wire
+    }
+
+    /// Writes `count` small messages at once into a receiver with `slots` posted, takes them,
+    /// and asks whether the receiver would pause before its next sleep.
+    fn pause_after(t: &mut TcpTransport, w: &mut TcpStream, count: usize) -> Option<Duration> {
+        w.write_all(&frames(count, 16)).unwrap();
+        assert_eq!(arrivals(t, count).len(), count);
+        let posted = t.posted.len();
+        t.coalescing.before_sleep(posted)
+    }
+
+    #[test]
+    fn a_burst_into_a_deep_queue_makes_the_receiver_pause_before_it_sleeps() {
+        use super::super::coalescing::{HOLD, MIN_ROOM};
+        let (mut t, mut w) = receiver(MIN_ROOM + 8, 16);
+        assert_eq!(pause_after(&mut t, &mut w, 3), Some(HOLD));
+        // A lone message is not a stream: it is taken at once and the receiver sleeps at once.
+        assert_eq!(pause_after(&mut t, &mut w, 1), None);
+    }
+
+    #[test]
+    fn a_burst_into_a_shallow_queue_never_makes_the_receiver_pause() {
+        let (mut t, mut w) = receiver(8, 16);
+        assert_eq!(pause_after(&mut t, &mut w, 3), None);
     }
 
     /// Data framing torture for a bounded time: valid streams (within the credit) arrive
