@@ -7,7 +7,7 @@ use super::DecodeError;
 /// The four bytes every hello starts with.
 pub(crate) const HELLO_MAGIC: [u8; 4] = *b"RDMC";
 /// The protocol version this build speaks.
-pub(crate) const PROTOCOL_VERSION: u16 = 5;
+pub(crate) const PROTOCOL_VERSION: u16 = 6;
 /// The length of the resume secret a server's hello carries (without a pre-shared key).
 pub(crate) const RESUME_SECRET_LEN: usize = 32;
 /// Upper bound on the transport blob (DOCA's exported connection is a few hundred bytes).

@@ -117,7 +117,8 @@ struct Sim {
     slot_seq: Vec<Option<u64>>,
     /// Receiver to sender: control messages, and in-band credits not yet seen.
     to_sender: VecDeque<Message>,
-    inband_credits: u64,
+    /// In-band credit announcements not yet seen by the sender, oldest first.
+    inband_credits: VecDeque<u32>,
     /// Sender to receiver control messages.
     to_receiver: VecDeque<Message>,
     /// The receiver shut down writing (after Finish): the sender sees the close once
@@ -153,7 +154,7 @@ impl Sim {
             posted: (0..credits as usize).map(RecvSlot::for_test).collect(),
             slot_seq: vec![None; credits as usize],
             to_sender: VecDeque::new(),
-            inband_credits: 0,
+            inband_credits: VecDeque::new(),
             to_receiver: VecDeque::new(),
             rx_write_shut: false,
             data_closed: false,
@@ -209,7 +210,7 @@ impl Sim {
             .filter_map(|(_, slot, _)| slot)
             .chain(self.landed_sends.drain(..))
             .collect();
-        self.inband_credits = 0;
+        self.inband_credits.clear();
         self.to_sender.clear();
         self.to_receiver.clear();
         let tx_counts = self.tx.begin_resume().expect("a running sender resumes");
@@ -313,7 +314,8 @@ impl Sim {
                 ReceiverAction::ReturnCredits { count } => {
                     assert_eq!(self.route, CreditRoute::InBand);
                     if !self.data_closed {
-                        self.inband_credits += count as u64;
+                        let count = u32::try_from(count).expect("a window's worth of credits");
+                        self.inband_credits.push_back(count);
                     }
                 }
                 ReceiverAction::ShutdownControlWrite => self.rx_write_shut = true,
@@ -361,7 +363,7 @@ impl Sim {
             Fault::DataLost => {
                 self.data_closed = true;
                 self.wire.clear();
-                self.inband_credits = 0;
+                self.inband_credits.clear();
                 if self.rx_running() {
                     self.rx.on_data_closed(self.now);
                 }
@@ -419,9 +421,8 @@ impl Sim {
                 if !self.tx_running() {
                     return;
                 }
-                if self.inband_credits > 0 {
-                    self.inband_credits -= 1;
-                    let r = self.tx.on_send_event(SendEvent::Credit, self.now);
+                if let Some(count) = self.inband_credits.pop_front() {
+                    let r = self.tx.on_send_event(SendEvent::Credits(count), self.now);
                     self.tx_result(r);
                 } else if let Some(msg) = self.to_sender.pop_front() {
                     let r = self.tx.on_control(msg, self.now);

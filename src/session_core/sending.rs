@@ -275,10 +275,10 @@ impl SenderCore {
                 self.queue_finish_when_drained();
                 Ok(())
             }
-            SendEvent::Credit if self.credit_route == CreditRoute::InBand => {
-                self.on_released(self.window.released() + 1, now)
+            SendEvent::Credits(n) if self.credit_route == CreditRoute::InBand => {
+                self.on_released(self.window.released() + u64::from(n), now)
             }
-            SendEvent::Credit => Err(Error::Internal(
+            SendEvent::Credits(_) => Err(Error::Internal(
                 "an in-band credit on a data path whose credits travel on the control channel"
                     .to_owned(),
             )),
@@ -827,11 +827,11 @@ mod tests {
             !s.needs_control_for_credit(),
             "in band, credits come on the data path"
         );
-        s.on_send_event(SendEvent::Credit, now).unwrap();
+        s.on_send_event(SendEvent::Credits(1), now).unwrap();
         assert_eq!(s.released(), 1);
         let mut s = sender(1, 1, None, now);
         s.try_take().unwrap();
-        let e = s.on_send_event(SendEvent::Credit, now).unwrap_err();
+        let e = s.on_send_event(SendEvent::Credits(1), now).unwrap_err();
         assert!(matches!(e, Error::Internal(_)), "{e}");
     }
 

@@ -148,7 +148,7 @@ impl TaskHandler for Inbox {
                     len,
                 )));
             }
-            TaskEvent::RecvDone { .. } => self.push(Completion::Credit),
+            TaskEvent::RecvDone { .. } => self.push(Completion::Credits(1)),
             TaskEvent::RecvFailed { status, .. } => self.fail((false, status)),
         }
     }

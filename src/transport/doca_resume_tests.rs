@@ -56,7 +56,7 @@ fn sends_done(sender: &mut DocaTransport, sent: usize, credits: usize) -> Vec<us
         for event in events.drain(..) {
             match event {
                 SendEvent::Sent(slot) => slots.push(slot.index()),
-                SendEvent::Credit => got_credits += 1,
+                SendEvent::Credits(n) => got_credits += n as usize,
             }
         }
         assert!(

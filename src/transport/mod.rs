@@ -157,8 +157,8 @@ pub(crate) enum Completion {
     Recv(Arrived),
     /// The send from this staging slot completed; the slot may be reused.
     Send(StagingSlot),
-    /// Sender side, in-band credits only: the receiver released one more message.
-    Credit,
+    /// Sender side, in-band credits only: the receiver released this many more messages.
+    Credits(u32),
 }
 
 /// What a sender's data path reports.
@@ -166,8 +166,8 @@ pub(crate) enum Completion {
 pub(crate) enum SendEvent {
     /// The send from this staging slot completed; the slot may be filled again.
     Sent(StagingSlot),
-    /// In-band credits only: the receiver released one more message.
-    Credit,
+    /// In-band credits only: the receiver released this many more messages.
+    Credits(u32),
 }
 
 /// Where the receiver's released credits travel to the sender.
@@ -175,8 +175,9 @@ pub(crate) enum SendEvent {
 pub(crate) enum CreditRoute {
     /// `Credit{released}` messages on the control channel (tcp).
     ControlChannel,
-    /// A zero-length message on the data path per released slot, reported to the sender as
-    /// [`SendEvent::Credit`] (RDMA: a credit then costs one RDMA round trip, not a TCP one).
+    /// On the data path, reported to the sender as [`SendEvent::Credits`] (RDMA: a credit then
+    /// costs one RDMA round trip, not a TCP one): verbs sends one zero-length send with
+    /// immediate data (the count) per announcement, DOCA one zero-length send per credit.
     InBand,
 }
 
@@ -434,7 +435,7 @@ pub(crate) fn sender_events(
     for c in completions.drain(..) {
         match c {
             Completion::Send(slot) => out.push(SendEvent::Sent(slot)),
-            Completion::Credit => out.push(SendEvent::Credit),
+            Completion::Credits(n) => out.push(SendEvent::Credits(n)),
             Completion::Recv(_) => {
                 result = result.and(Err(wrong_role(transport, "a data receive completion")));
             }
@@ -454,7 +455,7 @@ pub(crate) fn receiver_arrivals(
     for c in completions.drain(..) {
         match c {
             Completion::Recv(msg) => out.push(msg),
-            Completion::Send(_) | Completion::Credit => {
+            Completion::Send(_) | Completion::Credits(_) => {
                 result = result.and(Err(wrong_role(transport, "a send or credit completion")));
             }
         }

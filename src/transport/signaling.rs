@@ -57,11 +57,6 @@ impl SendSignaling {
         self.outstanding.len()
     }
 
-    /// The most sends that may be outstanding.
-    pub(crate) fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     /// How many more sends may be posted now.
     pub(crate) fn room(&self) -> usize {
         self.capacity - self.outstanding.len()
@@ -175,7 +170,7 @@ mod tests {
         let mut s = SendSignaling::new(8, 4);
         let mut next = 10;
         post(&mut s, &mut next, 6);
-        assert_eq!((s.capacity(), s.room()), (8, 2));
+        assert_eq!((s.capacity, s.room()), (8, 2));
         let mut retired = Vec::new();
         assert!(s.on_signaled_completion(13, |id| retired.push(id)));
         assert_eq!(retired, vec![10, 11, 12, 13]);

@@ -522,7 +522,7 @@ impl DataPath for TcpTransport {
         self.coalescing = ReceiveCoalescing::default();
         reclaimed.extend(self.early.drain(..).filter_map(|event| match event {
             SendEvent::Sent(slot) => Some(slot),
-            SendEvent::Credit => None,
+            SendEvent::Credits(_) => None,
         }));
         reclaimed.extend(self.sends.drain(..).map(|send| send.slot));
         self.token = random_token();

@@ -9,9 +9,12 @@
 //! costs one CQ poll per round and no system call (an event that fired unread just makes the
 //! next wait return at once).
 //!
-//! Credits travel in band: the receiver sends one zero-length message per released slot, and the
+//! Credits travel in band: the receiver announces released messages with one zero-length send
+//! with immediate data per announcement, the immediate being how many more it released, and the
 //! sender keeps `slots` zero-length receives posted for them (re-posted as they complete). RC
-//! delivers them in order, so each one is exactly one more released message.
+//! delivers them exactly once and in order, so the counts add up to the receiver's releases.
+//! (Protocol version 5 and before sent one zero-length send per released message: a window of
+//! 64 cost the receiver 32 packets per announcement, and the sender 32 completions.)
 //!
 //! Messages up to the QP's `max_inline_data` are sent inline (`IBV_SEND_INLINE`: the provider
 //! copies them into the work request, no DMA read of the slot).
@@ -52,12 +55,12 @@ use crate::{Error, Result};
 const NAME: &str = "verbs";
 /// `wr_id` bit that marks a send.
 const SEND_TAG: u64 = 1 << 63;
-/// `wr_id` bit that marks a zero-length credit message (send on the receiver, receive on the
-/// sender).
+/// `wr_id` bit that marks a credit announcement (a zero-length send with immediate on the
+/// receiver, its receive on the sender).
 const CREDIT_TAG: u64 = 1 << 62;
 /// `wr_id` bit that marks the sender's zero-length RDMA write that flushes unsignaled sends.
 const FLUSH_TAG: u64 = 1 << 61;
-/// Credit sends carry a sequence number below the tag bits.
+/// Credit announcements carry a sequence number below the tag bits.
 const CREDIT_SEQ_MASK: u64 = (1 << 48) - 1;
 /// How long a credit waits for a free send-queue entry before the peer counts as gone.
 const CREDIT_SEND_WAIT: Duration = Duration::from_secs(2);
@@ -369,19 +372,20 @@ impl VerbsTransport {
 }
 
 impl VerbsTransport {
-    /// Posts one zero-length receive for an incoming credit (sender side).
+    /// Posts one zero-length receive for an incoming credit announcement (sender side).
     fn post_credit_recv(&mut self) -> Result<()> {
         self.recv_list.push(CREDIT_TAG, None);
         self.post_recv_list("ibv_post_recv(credit)")
     }
 
-    /// Receiver: waits (polling, at most [`CREDIT_SEND_WAIT`]) until `n` credit sends fit in
-    /// the send queue. The receiver releases at most one credit per slot between completions,
-    /// so this rarely waits; completions taken meanwhile are kept for the next `poll`.
-    fn wait_for_credit_room(&mut self, n: usize) -> Result<()> {
+    /// Receiver: waits (polling, at most [`CREDIT_SEND_WAIT`]) until a credit announcement
+    /// fits in the send queue. Announcements are rarer than releases and the queue has a slot's
+    /// room for each, so this rarely waits; completions taken meanwhile are kept for the next
+    /// `poll`.
+    fn wait_for_credit_room(&mut self) -> Result<()> {
         // The clock is read only when there is no room at once (the usual case has room).
         let mut deadline = None;
-        while self.credit_sends.room() < n {
+        while self.credit_sends.room() == 0 {
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + CREDIT_SEND_WAIT);
             let mut pending = std::mem::take(&mut self.pending);
             let polled = self.poll_cq(&mut pending);
@@ -399,8 +403,8 @@ impl VerbsTransport {
         Ok(())
     }
 
-    /// A credit message completed. On the sender an arrived credit is reported and its receive
-    /// re-posted. On the receiver a signaled credit send frees its queue entry and those of the
+    /// A credit announcement completed. On the sender its count is reported and its receive
+    /// re-posted; an announcement without a count, or of none, breaks the protocol. On the receiver a signaled credit send frees its queue entry and those of the
     /// unsignaled ones before it: if it fails, the sender is gone or closing, which the control
     /// channel reports with the right words.
     fn credit_completion(&mut self, wc: &ibv_wc, out: &mut Vec<Completion>) -> Result<()> {
@@ -417,7 +421,8 @@ impl VerbsTransport {
             return Err(completion_error(false, status));
         }
         check_receive_opcode(wc)?;
-        out.push(Completion::Credit);
+        let count = announced_credits(wc)?;
+        out.push(Completion::Credits(count));
         self.post_credit_recv()
     }
 }
@@ -650,7 +655,7 @@ fn requeue_landed(pending: &mut Vec<Completion>, posted: &mut VecDeque<usize>) {
             landed.push(msg.slot_index());
             false
         }
-        Completion::Send(_) | Completion::Credit => true,
+        Completion::Send(_) | Completion::Credits(_) => true,
     });
     for slot in landed.into_iter().rev() {
         posted.push_front(slot);
@@ -669,7 +674,7 @@ fn reclaim_sends(
     for c in pending.drain(..) {
         match c {
             Completion::Send(slot) => reclaimed.push(slot),
-            Completion::Credit => {}
+            Completion::Credits(_) => {}
             // `requeue_landed` took them first; a receive slot is never a staging slot.
             Completion::Recv(_) => {}
         }
@@ -856,32 +861,49 @@ impl RecvPath for VerbsTransport {
         result
     }
 
+    /// One zero-length send with immediate data `count` for the whole announcement.
     fn return_credits(&mut self, count: usize) -> Result<()> {
-        let mut left = count;
-        while left > 0 {
-            let chunk = left.min(self.credit_sends.capacity());
-            self.wait_for_credit_room(chunk)?;
-            for _ in 0..chunk {
-                let wr_id = SEND_TAG | CREDIT_TAG | (self.credit_seq & CREDIT_SEQ_MASK);
-                self.credit_seq = self.credit_seq.wrapping_add(1);
-                let flags = if self.credit_sends.on_post(wr_id) {
-                    ffi::IBV_SEND_SIGNALED
-                } else {
-                    0
-                };
-                self.send_list.push_send(wr_id, None, flags);
-            }
-            // One post (one doorbell) for the whole announcement.
-            if let Err(e) = self.post_send_list("ibv_post_send(credits)") {
-                for _ in 0..chunk {
-                    self.credit_sends.on_post_failed();
-                }
-                return Err(e);
-            }
-            left -= chunk;
+        if count == 0 {
+            return Ok(());
+        }
+        let count = u32::try_from(count)
+            .map_err(|_| Error::Internal(format!("a credit announcement of {count} messages")))?;
+        self.wait_for_credit_room()?;
+        let wr_id = SEND_TAG | CREDIT_TAG | (self.credit_seq & CREDIT_SEQ_MASK);
+        self.credit_seq = self.credit_seq.wrapping_add(1);
+        let flags = if self.credit_sends.on_post(wr_id) {
+            ffi::IBV_SEND_SIGNALED
+        } else {
+            0
+        };
+        self.send_list.push_send_with_imm(wr_id, None, count, flags);
+        if let Err(e) = self.post_send_list("ibv_post_send(credits)") {
+            self.credit_sends.on_post_failed();
+            return Err(e);
         }
         Ok(())
     }
+}
+
+/// How many messages a credit announcement released: its immediate data, which must be there
+/// and not zero (the core checks the count against what was sent).
+fn announced_credits(wc: &ibv_wc) -> Result<u32> {
+    let count = if wc.wc_flags & ffi::IBV_WC_WITH_IMM != 0 {
+        u32::from_be(wc.imm_data)
+    } else {
+        0
+    };
+    if count == 0 {
+        return Err(Error::Protocol(crate::ProtocolViolation::Unexpected {
+            expected: "a credit announcement with its count",
+            got: if wc.wc_flags & ffi::IBV_WC_WITH_IMM != 0 {
+                "an announcement of 0 credits"
+            } else {
+                "a send without immediate data"
+            },
+        }));
+    }
+    Ok(count)
 }
 
 /// A successful receive must be a send's: anything else (an RDMA write with immediate, which
@@ -1072,12 +1094,28 @@ mod tests {
     }
 
     #[test]
+    fn a_credit_announcement_counts_its_immediate_and_one_without_a_count_breaks_the_protocol() {
+        let announcement = |flags, imm: u32| ibv_wc {
+            opcode: ffi::IBV_WC_RECV,
+            wc_flags: flags,
+            imm_data: imm.to_be(),
+            ..ibv_wc::default()
+        };
+        let counted = announced_credits(&announcement(ffi::IBV_WC_WITH_IMM, 32));
+        assert_eq!(counted.unwrap(), 32);
+        for (flags, imm) in [(ffi::IBV_WC_WITH_IMM, 0), (0, 32)] {
+            let e = announced_credits(&announcement(flags, imm)).unwrap_err();
+            assert!(matches!(e, Error::Protocol(_)), "{e}");
+        }
+    }
+
+    #[test]
     fn a_resume_posts_unreported_arrivals_first_and_gives_back_every_unreported_send() {
         // Receiver: slots 4 and 5 landed and were taken off the CQ (while waiting for room for
         // a credit) but not reported; 0 and 1 are still posted behind them.
         let mut pending = vec![
             Completion::Recv(Arrived::new(RecvSlot::mint(4), 8)),
-            Completion::Credit,
+            Completion::Credits(2),
             Completion::Recv(Arrived::new(RecvSlot::mint(5), 0)),
         ];
         let mut posted: VecDeque<usize> = [0, 1].into();
@@ -1218,7 +1256,7 @@ mod tests {
             for event in out.drain(..) {
                 match event {
                     SendEvent::Sent(slot) => slots.push(slot.index()),
-                    SendEvent::Credit => got_credits += 1,
+                    SendEvent::Credits(n) => got_credits += n as usize,
                 }
             }
             std::thread::sleep(Duration::from_millis(1));

@@ -34,7 +34,7 @@ pub const TRANSPORT_DOCA: u8 = 2;
 /// Hello transport byte of verbs.
 pub const TRANSPORT_VERBS: u8 = 3;
 /// The protocol version these encoders speak.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// Client to server, first with a key: the client's 32-byte nonce.
 pub const KIND_AUTH_CHALLENGE: u8 = 6;
 /// Server to client: the server's nonce and its proof.
@@ -158,7 +158,7 @@ pub fn authenticate(
     Ok((server, server_proof))
 }
 
-/// A Hello frame (version 5, tcp, 2 credits, no checksum, no resumption, the GID of 127.0.0.1).
+/// A Hello frame (version 6, tcp, 2 credits, no checksum, no resumption, the GID of 127.0.0.1).
 pub fn hello(role: u8, max_msg_size: u32, blob: &[u8]) -> Vec<u8> {
     hello_with(VERSION, role, TRANSPORT_TCP, max_msg_size, 2, blob)
 }

@@ -52,6 +52,8 @@ pub type ibv_wr_opcode = c_uint;
 pub type ibv_wc_status = c_uint;
 /// `enum ibv_wc_opcode`.
 pub type ibv_wc_opcode = c_uint;
+/// `enum ibv_wc_flags` (a bit set stored in `ibv_wc::wc_flags`).
+pub type ibv_wc_flags = c_uint;
 /// `enum ibv_qp_attr_mask` (a bit set passed to `ibv_modify_qp` as `int`).
 pub type ibv_qp_attr_mask = c_uint;
 /// `enum ibv_mig_state`.
@@ -151,6 +153,10 @@ c_constants! {
         IBV_WC_BIND_MW = 5,
         IBV_WC_RECV = 1 << 7,
         IBV_WC_RECV_RDMA_WITH_IMM = (1 << 7) + 1,
+    }
+    ibv_wc_flags {
+        IBV_WC_GRH = 1,
+        IBV_WC_WITH_IMM = 1 << 1,
     }
     ibv_qp_attr_mask {
         IBV_QP_STATE = 1,

@@ -910,6 +910,27 @@ impl SendList {
         self.sges.push(sge.unwrap_or_default());
     }
 
+    /// Appends an `IBV_WR_SEND_WITH_IMM` of `sge` (none: a zero-length message) carrying the
+    /// 32-bit `imm`, stored in network byte order as the field requires (the receiver's
+    /// completion has `IBV_WC_WITH_IMM` set and `imm_data` in network order), with `IBV_SEND_*`
+    /// bits `flags`.
+    pub fn push_send_with_imm(
+        &mut self,
+        wr_id: u64,
+        sge: Option<ibv_sge>,
+        imm: u32,
+        flags: ffi::ibv_send_flags,
+    ) {
+        let mut wr = zeroed_send_wr();
+        wr.wr_id = wr_id;
+        wr.opcode = ffi::IBV_WR_SEND_WITH_IMM;
+        wr.send_flags = flags;
+        wr.imm_data = imm.to_be();
+        wr.num_sge = c_int::from(sge.is_some());
+        self.wrs.push(wr);
+        self.sges.push(sge.unwrap_or_default());
+    }
+
     /// Appends an `IBV_WR_RDMA_WRITE` of `sge` (none: a zero-length write) to `remote_addr`
     /// under `rkey`, with `IBV_SEND_*` bits `flags`. A zero-length write touches no memory on
     /// either side (the responder checks neither address nor key, IBTA C9-88); it still needs
@@ -1040,6 +1061,15 @@ mod tests {
         // SAFETY: `rdma` is the member push_rdma_write wrote.
         let rdma = unsafe { list.wrs[0].wr.rdma };
         assert_eq!((rdma.remote_addr, rdma.rkey), (0x2000, 9));
+        list.clear();
+        list.push_send_with_imm(4, None, 0x0102_0304, ffi::IBV_SEND_SIGNALED);
+        assert_eq!(list.wrs[0].opcode, ffi::IBV_WR_SEND_WITH_IMM);
+        assert_eq!(list.wrs[0].num_sge, 0);
+        assert_eq!(
+            list.wrs[0].imm_data.to_ne_bytes(),
+            [1, 2, 3, 4],
+            "immediate data goes in network byte order"
+        );
         list.clear();
         list.push_send(
             1,
