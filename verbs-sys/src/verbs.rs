@@ -901,13 +901,7 @@ impl SendList {
     /// Appends an `IBV_WR_SEND` of `sge` (none: a zero-length message) with `IBV_SEND_*`
     /// bits `flags` (`IBV_SEND_SIGNALED`, `IBV_SEND_INLINE`, ...).
     pub fn push_send(&mut self, wr_id: u64, sge: Option<ibv_sge>, flags: ffi::ibv_send_flags) {
-        let mut wr = zeroed_send_wr();
-        wr.wr_id = wr_id;
-        wr.opcode = ffi::IBV_WR_SEND;
-        wr.send_flags = flags;
-        wr.num_sge = c_int::from(sge.is_some());
-        self.wrs.push(wr);
-        self.sges.push(sge.unwrap_or_default());
+        self.push_request(wr_id, ffi::IBV_WR_SEND, sge, flags);
     }
 
     /// Appends an `IBV_WR_SEND_WITH_IMM` of `sge` (none: a zero-length message) carrying the
@@ -921,14 +915,8 @@ impl SendList {
         imm: u32,
         flags: ffi::ibv_send_flags,
     ) {
-        let mut wr = zeroed_send_wr();
-        wr.wr_id = wr_id;
-        wr.opcode = ffi::IBV_WR_SEND_WITH_IMM;
-        wr.send_flags = flags;
+        let wr = self.push_request(wr_id, ffi::IBV_WR_SEND_WITH_IMM, sge, flags);
         wr.imm_data = imm.to_be();
-        wr.num_sge = c_int::from(sge.is_some());
-        self.wrs.push(wr);
-        self.sges.push(sge.unwrap_or_default());
     }
 
     /// Appends an `IBV_WR_RDMA_WRITE` of `sge` (none: a zero-length write) to `remote_addr`
@@ -944,14 +932,27 @@ impl SendList {
         rkey: u32,
         flags: ffi::ibv_send_flags,
     ) {
+        let wr = self.push_request(wr_id, ffi::IBV_WR_RDMA_WRITE, sge, flags);
+        wr.wr.rdma = ffi::ibv_send_wr_rdma { remote_addr, rkey };
+    }
+
+    /// Appends a request of `opcode` with its entry and returns it for the opcode's fields.
+    fn push_request(
+        &mut self,
+        wr_id: u64,
+        opcode: ffi::ibv_wr_opcode,
+        sge: Option<ibv_sge>,
+        flags: ffi::ibv_send_flags,
+    ) -> &mut ibv_send_wr {
         let mut wr = zeroed_send_wr();
         wr.wr_id = wr_id;
-        wr.opcode = ffi::IBV_WR_RDMA_WRITE;
+        wr.opcode = opcode;
         wr.send_flags = flags;
         wr.num_sge = c_int::from(sge.is_some());
-        wr.wr.rdma = ffi::ibv_send_wr_rdma { remote_addr, rkey };
-        self.wrs.push(wr);
         self.sges.push(sge.unwrap_or_default());
+        self.wrs.push(wr);
+        let last = self.wrs.len() - 1;
+        &mut self.wrs[last]
     }
 
     /// Number of requests.
