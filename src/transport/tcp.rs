@@ -80,8 +80,6 @@ pub(crate) struct TcpTransport {
     /// (`SEND_FRAME_AT`), so that a message goes to the kernel in one `send` of one buffer.
     slots: Vec<Vec<u8>>,
     slot_size: usize,
-    /// Where the payload starts in a slot: `SEND_PAYLOAD_AT` on the sender, 0 on the receiver.
-    payload_at: usize,
     posted: VecDeque<RecvSlot>,
     rx: Vec<u8>,
     rx_start: usize,
@@ -107,10 +105,7 @@ impl TcpTransport {
     /// Allocates the slots and, on the bootstrap server, opens the data listener.
     pub(crate) fn new(params: &SetupParams) -> Result<Self> {
         let listener = data_listener(params.side, params.local_ip)?;
-        let payload_at = match params.role {
-            Role::Sender => SEND_PAYLOAD_AT,
-            Role::Receiver => 0,
-        };
+        let payload_at = payload_at(params.role);
         Ok(Self {
             role: params.role,
             side: params.side,
@@ -127,7 +122,6 @@ impl TcpTransport {
                     .collect()
             },
             slot_size: params.slot_size,
-            payload_at,
             posted: VecDeque::with_capacity(params.slots),
             rx: match params.role {
                 Role::Receiver => vec![0u8; READ_CHUNK],
@@ -541,7 +535,7 @@ impl DataPath for TcpTransport {
 
 impl SendPath for TcpTransport {
     fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
-        &mut self.slots[slot.index()][self.payload_at..]
+        &mut self.slots[slot.index()][payload_at(self.role)..]
     }
 
     fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
@@ -626,6 +620,15 @@ impl RecvPath for TcpTransport {
         self.stream
             .as_ref()
             .is_some_and(|s| matches!(s.peek(&mut probe), Ok(n) if n > 0))
+    }
+}
+
+/// Where the payload starts in a slot: after the room for the length header on the sender,
+/// at 0 on the receiver.
+fn payload_at(role: Role) -> usize {
+    match role {
+        Role::Sender => SEND_PAYLOAD_AT,
+        Role::Receiver => 0,
     }
 }
 
