@@ -332,6 +332,7 @@ impl RdmaSrc {
             }
             self.core.handle_timeout(now)?;
             self.control_readable = self.session.wait(
+                now,
                 self.core.poll_timeout(),
                 !self.core.control_closed(),
                 !self.core.data_closed(),

@@ -278,7 +278,7 @@ impl RdmaSink {
             let now = self.now_for_wait();
             stalled_since.get_or_insert(now);
             self.core.handle_timeout(now)?;
-            self.wait(true)?;
+            self.wait(now, true)?;
         }
     }
 
@@ -315,7 +315,7 @@ impl RdmaSink {
             }
             self.control_readable =
                 self.session
-                    .wait(until, !self.core.control_closed(), true, false)?;
+                    .wait(now, until, !self.core.control_closed(), true, false)?;
         }
         Ok(())
     }
@@ -333,11 +333,12 @@ impl RdmaSink {
 
     /// Sleeps until the transport or the control channel may have news, or the core's next
     /// deadline (`honor_stop`: the stop flag interrupts).
-    fn wait(&mut self, honor_stop: bool) -> Result<()> {
+    fn wait(&mut self, now: Instant, honor_stop: bool) -> Result<()> {
         // Lingering after Finish, the data path may be closed: only the control channel matters.
         // (Resumable, a break of the data path while Finish waits must still be seen.)
         let watch_data = !self.core.is_lingering() || self.session.resumes();
         self.control_readable = self.session.wait(
+            now,
             self.core.poll_timeout(),
             !self.core.control_closed(),
             watch_data,
@@ -426,7 +427,7 @@ impl RdmaSink {
             let now = self.now_for_wait();
             self.core.handle_timeout(now)?;
             if self.core.finish_step()? != FinishStep::Done {
-                self.wait(false)?;
+                self.wait(now, false)?;
             }
         }
     }

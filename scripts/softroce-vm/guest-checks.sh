@@ -20,7 +20,7 @@ PEER_LOST_RESUME=3 # seconds the peer-lost check's server waits for the killed c
 BENCH_SIZES=(2 4096 65536)
 declare -A BENCH_COUNT=([2]=2000 [4096]=1000 [65536]=500)
 BENCH_DEPTH=16
-LAT_SIZE=2 LAT_COUNT=500
+LAT_SIZE=2 LAT_COUNT=500 LAT_ROUNDS=5
 # System calls per message: two bench runs of 2 B messages under strace; the difference over
 # the difference in messages is the steady-state cost (set-up cancels out).
 SYSCALL_COUNTS=(300 1300)
@@ -856,6 +856,21 @@ syscall_classes() { # strace-log
 	' "$1"
 }
 
+# The "other" calls (see syscall_classes) by name, per message: the difference between two
+# runs' logs divided by `per`, the five most frequent, as "name rate, ...".
+other_calls_per() { # lo-log hi-log per
+	awk -v per="$3" '
+		/^[0-9]+ +(\+\+\+|---)/ || /resumed>/ { next }
+		/^[0-9]+ +(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6)\(/ { next }
+		/<(TCP|TCPv6):/ || /<\/dev\/infiniband\/|infinibandevent|uverbs/ { next }
+		match($0, /^[0-9]+ +[a-z_0-9]+\(/) {
+			name = substr($0, RSTART, RLENGTH - 1); sub(/^[0-9]+ +/, "", name)
+			n[name] += (FILENAME == ARGV[1] ? -1 : 1)
+		}
+		END { for (k in n) if (n[k] / per >= 0.03) printf "%.2f %s\n", n[k] / per, k }
+	' "$1" "$2" | sort -rn | head -5 | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1 } END { print "" }'
+}
+
 check_baseline() {
 	local size n p_bw p_rate o_bw o_rate p_lat='' o_lat='' pfail=() ofail=()
 	declare -A P_BW P_RATE O_BW O_RATE
@@ -883,10 +898,11 @@ check_baseline() {
 		fi
 	done
 	# latency: t_typical (field 5) of ib_send_lat and of bench --mode lat (both half a round
-	# trip), alternated twice (perftest, ours, perftest, ours) and each averaged: the host's
-	# noise drifts within a boot, and a single run of each could fall into different noise.
+	# trip), alternated $LAT_ROUNDS times (perftest, ours, perftest, ours, ...), and the median
+	# of each side taken: the host's noise comes in bursts that can double one short run of
+	# either tool, and the median of five alternated runs leaves a burst or two out.
 	local round lat_p=() lat_o=()
-	for round in 1 2; do
+	for ((round = 1; round <= LAT_ROUNDS; round++)); do
 		if perftest_measure "lat_perftest$round" 5 ib_send_lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
 			lat_p+=("$PERF_VALUE")
 		else
@@ -898,9 +914,9 @@ check_baseline() {
 			ofail+=("bench lat $LAT_COUNT x $LAT_SIZE B (round $round): $BENCH_FAIL")
 		fi
 	done
-	mean2() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a + b) / 2 }'; }
-	[ "${#lat_p[@]}" -eq 2 ] && p_lat=$(mean2 "${lat_p[@]}")
-	[ "${#lat_o[@]}" -eq 2 ] && o_lat=$(mean2 "${lat_o[@]}")
+	median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.2f", v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+	[ "${#lat_p[@]}" -eq "$LAT_ROUNDS" ] && p_lat=$(median "${lat_p[@]}")
+	[ "${#lat_o[@]}" -eq "$LAT_ROUNDS" ] && o_lat=$(median "${lat_o[@]}")
 
 	for size in "${BENCH_SIZES[@]}"; do
 		p_bw=${P_BW[$size]:-} o_bw=${O_BW[$size]:-} p_rate=${P_RATE[$size]:-} o_rate=${O_RATE[$size]:-}
@@ -909,8 +925,13 @@ check_baseline() {
 	done
 	bench_row latency "$LAT_SIZE" "$p_lat" "$o_lat" us
 	echo "SOFTROCE-BENCH-NOTE bandwidth/msg_rate: ib_send_bw -t $BENCH_DEPTH vs rdma-container bench --credits $BENCH_DEPTH (BW average, MsgRate), counts: $(for s in "${BENCH_SIZES[@]}"; do printf '%s B x %s; ' "$s" "${BENCH_COUNT[$s]}"; done)"
-	echo "SOFTROCE-BENCH-NOTE latency: t_typical of ib_send_lat vs bench --mode lat (half a round trip), $LAT_COUNT iterations, the mean of two alternated runs each (perftest ${lat_p[*]:-?}; ours ${lat_o[*]:-?}); lower is better (ratio > 1 = slower)"
+	echo "SOFTROCE-BENCH-NOTE latency: t_typical of ib_send_lat vs bench --mode lat (half a round trip), $LAT_COUNT iterations, the median of $LAT_ROUNDS alternated runs each (perftest ${lat_p[*]:-?}; ours ${lat_o[*]:-?}); lower is better (ratio > 1 = slower)"
 	echo "SOFTROCE-BENCH-NOTE under TCG only ratios within one boot mean anything"
+	# What a system call and a clock read cost here depends on these (a clock read is a system
+	# call unless the clocksource has a vDSO reader; page-table isolation makes every call dearer).
+	echo "SOFTROCE-BENCH-NOTE guest clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo '?');" \
+		"meltdown: $(cat /sys/devices/system/cpu/vulnerabilities/meltdown 2>/dev/null || echo '?');" \
+		"CPU flags: $(grep -m1 -owE 'constant_tsc|nonstop_tsc|rdtscp|tsc_known_freq|pcid|invpcid' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 
 	check_syscalls
 	PIN_SERVER=() PIN_CLIENT=()
@@ -964,6 +985,7 @@ check_syscalls() {
 		local role=sender
 		[ "$side" = server ] && role=receiver
 		echo "SOFTROCE-SYSCALLS $role control ${cls[0]} provider ${cls[1]} wait ${cls[2]} other ${cls[3]}"
+		echo "SOFTROCE-SYSCALLS $role other by name: $(other_calls_per "/tmp/sys$lo.$side.strace" "/tmp/sys$hi.$side.strace" $((hi - lo)))"
 		detail+="$role: control ${cls[0]}, provider ${cls[1]}, wait ${cls[2]}, other ${cls[3]} per message; "
 	done
 	echo "SOFTROCE-BENCH-NOTE syscalls: strace -f -yy of bench bw 2 B --credits $BENCH_DEPTH, ($hi - $lo runs) / $((hi - lo)) messages; control = our TCP sockets, provider = /dev/infiniband, wait = poll"
@@ -999,6 +1021,9 @@ lat_syscalls() {
 				cls+=("$(awk -v x="${a[$i]}" -v y="${b[$i]}" -v d=$((hi - lo)) 'BEGIN { printf "%.2f", (y - x) / d }')")
 			done
 			echo "SOFTROCE-LAT-SYSCALLS $tool $side control ${cls[0]} provider ${cls[1]} wait ${cls[2]} other ${cls[3]} per round trip"
+			local pre=lsys
+			[ "$tool" = perftest ] && pre=plsys
+			echo "SOFTROCE-LAT-SYSCALLS $tool $side other by name: $(other_calls_per "/tmp/$pre$lo.$side.strace" "/tmp/$pre$hi.$side.strace" $((hi - lo)))"
 		done
 	done
 	local f

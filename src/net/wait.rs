@@ -56,7 +56,7 @@ pub(crate) fn wait_any<const N: usize>(
         }
         PollFd::new(i.fd, flags)
     });
-    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let ms = poll_millis(timeout);
     if N == 0 {
         std::thread::sleep(Duration::from_millis(u64::from(ms)));
         return Ok(0);
@@ -88,7 +88,7 @@ pub(crate) fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Result
         .iter()
         .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
         .collect();
-    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let ms = poll_millis(timeout);
     match poll(&mut polled, PollTimeout::from(ms)) {
         Ok(_) => {}
         Err(nix::errno::Errno::EINTR) => return Ok(0),
@@ -108,9 +108,31 @@ pub(crate) fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Result
     Ok(ready)
 }
 
+/// `poll`'s timeout in whole milliseconds, rounded up (at most 65,535 ms): a wait of 0.3 ms
+/// truncated to 0 would return at once, and its caller would spin on system calls until
+/// the deadline. Zero stays zero (a look that does not sleep).
+fn poll_millis(timeout: Duration) -> u16 {
+    u16::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(u16::MAX)
+}
+
 /// Time left until `deadline`, or `None` when it has passed.
 pub(crate) fn remaining(deadline: Instant) -> Option<Duration> {
     deadline
         .checked_duration_since(Instant::now())
         .filter(|d| !d.is_zero())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_shorter_than_a_millisecond_sleeps_a_millisecond_instead_of_not_at_all() {
+        assert_eq!(poll_millis(Duration::ZERO), 0);
+        assert_eq!(poll_millis(Duration::from_micros(1)), 1);
+        assert_eq!(poll_millis(Duration::from_micros(300)), 1);
+        assert_eq!(poll_millis(Duration::from_millis(1)), 1);
+        assert_eq!(poll_millis(Duration::from_micros(1001)), 2);
+        assert_eq!(poll_millis(Duration::from_secs(3600)), u16::MAX);
+    }
 }

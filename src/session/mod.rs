@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::net::iface::PathInfo;
-use crate::net::wait::{remaining, wait_any, Interest};
+use crate::net::wait::{wait_any, Interest};
 use crate::net::{ControlChannel, Received};
 use crate::proto::{Checksum, Hello, Role, TransportKind};
 use crate::roce::DeviceChoice;
@@ -155,11 +155,14 @@ impl<P: RolePath + ?Sized> Session<P> {
 
     /// Sleeps until the control channel (when `watch_control`) or the transport (when
     /// `watch_data`) may have news, `until` passes, or a short slice has passed, whichever is
-    /// first. Returns whether the control channel may be readable. A descriptor at end of file
-    /// must not be watched (it is always readable): callers pass `false` for it. Returns
-    /// [`Error::Interrupted`] when the stop flag is set and `honor_stop` is.
+    /// first; `now` is the caller's reading of the clock just before (a clock read is a system
+    /// call on some machines: a wait costs one, not two). Returns whether the control channel
+    /// may be readable. A descriptor at end of file must not be watched (it is always
+    /// readable): callers pass `false` for it. Returns [`Error::Interrupted`] when the stop flag
+    /// is set and `honor_stop` is.
     pub(crate) fn wait(
         &mut self,
+        now: Instant,
         until: Option<Instant>,
         watch_control: bool,
         watch_data: bool,
@@ -172,7 +175,7 @@ impl<P: RolePath + ?Sized> Session<P> {
             return Err(resume::attempt_marker());
         }
         let slice = match until {
-            Some(t) => remaining(t).map_or(Duration::ZERO, |left| left.min(WAIT_SLICE)),
+            Some(t) => t.saturating_duration_since(now).min(WAIT_SLICE),
             None => WAIT_SLICE,
         };
         if slice.is_zero() {

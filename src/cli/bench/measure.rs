@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use rdma_container::{RdmaSink, RdmaSrc};
 
 use super::header::{BwMeasured, Header};
+use super::laps::Laps;
 use super::ops::Ticker;
 
 /// Ping-pongs before the timed ones.
@@ -155,12 +156,9 @@ pub fn ping_pong(
     for _ in 0..LAT_WARM_UP {
         ping()?;
     }
-    // One cycle-counter reading per round trip, as perftest's get_cycles per iteration: each
-    // round trip runs from the previous reading to the next. quanta reads the TSC where it is
-    // invariant (constant_tsc, nonstop_tsc; calibrated against the clock) and the monotonic
-    // clock elsewhere; the run's length and the interval rows read the clock every
-    // CLOCK_EVERY round trips.
-    let cycles = quanta::Clock::new();
+    // One cycle-counter reading per round trip, as perftest's get_cycles per iteration, and a
+    // clock reading per block of them (Laps: a clock read is a system call under emulation);
+    // the run's length and the interval rows use the block's clock reading.
     let started = Instant::now();
     let budget = Budget::start(h, started, run.stop);
     let mut ticker = run
@@ -168,26 +166,40 @@ pub fn ping_pong(
         .map(|every| Ticker::new(every, started, run.json, h.size));
     let mut window: Vec<u64> = Vec::new();
     let mut half_rtt_ns: Vec<u64> = Vec::with_capacity(h.iters.unwrap_or(100_000) as usize);
-    let mut done = 0u64;
-    let mut last = cycles.raw();
-    while !budget.spent(done, None) {
-        ping()?;
-        let now = cycles.raw();
-        let half = cycles.delta_as_nanos(last, now) / 2;
-        last = now;
-        done += 1;
+    let mut keep = |ns: u64, window: &mut Vec<u64>, ticking: bool| {
+        let half = ns / 2;
         if half_rtt_ns.len() < LAT_KEEP_MAX {
             half_rtt_ns.push(half);
         }
-        if let Some(ticker) = ticker.as_mut() {
+        if ticking {
             window.push(half);
-            if done.is_multiple_of(CLOCK_EVERY) && ticker.due(Instant::now(), done).is_some() {
+        }
+    };
+    let mut done = 0u64;
+    let mut laps = Laps::start(started, cycles_sys::read());
+    let mut block_end = None;
+    while !budget.spent(done, block_end.take()) {
+        ping()?;
+        done += 1;
+        if !laps.lap(cycles_sys::read()) {
+            continue;
+        }
+        let now = Instant::now();
+        let ticking = ticker.is_some();
+        laps.close(now, |ns| keep(ns, &mut window, ticking));
+        block_end = Some(now);
+        if let Some(ticker) = ticker.as_mut() {
+            if ticker.due(now, done).is_some() {
                 ticker.print_lat(&mut window);
                 window.clear();
                 // The printing is not part of the next round trip.
-                last = cycles.raw();
+                laps.restart(Instant::now(), cycles_sys::read());
             }
         }
+    }
+    if laps.is_pending() {
+        let ticking = ticker.is_some();
+        laps.close(Instant::now(), |ns| keep(ns, &mut window, ticking));
     }
     Ok(half_rtt_ns)
 }

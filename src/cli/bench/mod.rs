@@ -13,6 +13,7 @@
 
 mod client;
 mod header;
+mod laps;
 mod measure;
 mod ops;
 mod report;
