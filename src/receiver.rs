@@ -338,6 +338,9 @@ impl RdmaSrc {
                 !self.core.data_closed(),
                 true,
             )?;
+            // What arrives after the wait is stamped with this reading (re-stamped before the
+            // next wait): a wait costs one clock read.
+            self.stamp.prime(now);
         }
     }
 

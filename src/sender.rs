@@ -344,6 +344,9 @@ impl RdmaSink {
             watch_data,
             honor_stop,
         )?;
+        // Credits that come after the wait are stamped with this reading (re-stamped before
+        // the next wait): a wait costs one clock read.
+        self.stamp.prime(now);
         Ok(())
     }
 

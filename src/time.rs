@@ -24,22 +24,68 @@ pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant
 /// path that finds work ready reads no clock at all (under emulation a clock read is a system
 /// call; a ping-pong or a stream pays it per message otherwise).
 ///
-/// The reading may be old by the time it is used (it is taken at the first event after a
-/// wait), so it stamps only what the core measures idleness from; before each wait the driver
-/// takes [`Stamp::take`] and, when events were stamped, re-stamps the core with the time it
-/// reads then ([`crate::session_core`]'s `restamp_*`), so no deadline is ever computed from an
-/// old reading.
+/// After a wait the driver primes it with the reading it took before that wait
+/// ([`Stamp::prime`]), so a wait costs one clock read, not two; otherwise the reading is taken
+/// at the first event. Either way it may be old by the time it is used, so it stamps only what
+/// the core measures idleness from; before each wait the driver takes [`Stamp::take`] and,
+/// when events were stamped, re-stamps the core with the time it reads then
+/// ([`crate::session_core`]'s `restamp_*`), so no deadline is ever computed from an old
+/// reading.
 #[derive(Debug, Default)]
-pub(crate) struct Stamp(Option<Instant>);
+pub(crate) struct Stamp {
+    reading: Option<Instant>,
+    used: bool,
+}
 
 impl Stamp {
     /// The shared reading, taken now if there is none since the last wait.
     pub(crate) fn get(&mut self) -> Instant {
-        *self.0.get_or_insert_with(Instant::now)
+        self.used = true;
+        *self.reading.get_or_insert_with(Instant::now)
+    }
+
+    /// After a wait: `before` (the reading taken just before it) is the shared reading until
+    /// the next wait; nothing counts as stamped until [`Stamp::get`].
+    pub(crate) fn prime(&mut self, before: Instant) {
+        self.reading = Some(before);
     }
 
     /// Before a wait: whether anything was stamped since the last one (the reading is dropped).
     pub(crate) fn take(&mut self) -> bool {
-        self.0.take().is_some()
+        self.reading = None;
+        std::mem::take(&mut self.used)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_primed_stamp_gives_the_reading_from_before_the_wait_and_counts_only_when_used() {
+        let before = Instant::now() - Duration::from_millis(5);
+        let mut stamp = Stamp::default();
+        stamp.prime(before);
+        assert!(!stamp.take(), "primed but unused: nothing was stamped");
+        stamp.prime(before);
+        assert_eq!(stamp.get(), before);
+        assert_eq!(
+            stamp.get(),
+            before,
+            "one reading for every event until the next wait"
+        );
+        assert!(stamp.take());
+        assert!(!stamp.take(), "taking clears it");
+    }
+
+    #[test]
+    fn an_unprimed_stamp_reads_the_clock_at_the_first_event() {
+        let mut stamp = Stamp::default();
+        let start = Instant::now();
+        let first = stamp.get();
+        assert!(first >= start);
+        assert_eq!(stamp.get(), first);
+        assert!(stamp.take());
+        assert!(stamp.get() >= first, "a new reading after the wait");
     }
 }
