@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_fails_saying, assert_running, check_counting, client, free_port, messages_after, run,
-    server, test_ip, Proc, LONG, SHORT,
+    assert_fails_saying, assert_running, check_counting, client, free_port, long, messages_after,
+    run, server, test_ip, Proc, SHORT,
 };
 use nix::sys::signal::Signal;
 
@@ -77,9 +77,9 @@ fn wait_for(s: &mut Proc, what: &str, timeout: Duration, done: impl Fn(&Proc) ->
 
 /// Waits until `sessions` sessions have each printed at least 100 payloads.
 fn wait_until_sessions_print(s: &mut Proc, sessions: usize) {
-    // LONG: three debug clients registering their slots at once take more than SHORT on an
+    // long(): three debug clients registering their slots at once take more than SHORT on an
     // emulated host (the soft-RoCE VM runs this suite over verbs under TCG).
-    wait_for(s, &format!("{sessions} sessions printing"), LONG, |s| {
+    wait_for(s, &format!("{sessions} sessions printing"), long(), |s| {
         streams(&s.stdout())
             .is_ok_and(|m| m.len() >= sessions && m.values().all(|t| t.lines().count() >= 100))
     });
@@ -105,7 +105,7 @@ fn four_senders_at_once_each_stream_arrives_complete_and_in_order() {
         .map(|k| client(&format!("client {k}"), port, &[]))
         .collect();
     for c in &mut clients {
-        assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
+        assert_eq!(c.wait_code(long()), 0, "{}", c.report());
         assert_eq!(
             messages_after(&c.stderr(), "sent"),
             Some(10_000),
@@ -113,7 +113,7 @@ fn four_senders_at_once_each_stream_arrives_complete_and_in_order() {
             c.report()
         );
     }
-    wait_for(&mut s, "four summaries", LONG, |s| {
+    wait_for(&mut s, "four summaries", long(), |s| {
         summaries(&s.stderr()).len() == 4
     });
     s.wait_for_stdout_lines(40_000, SHORT);
@@ -155,7 +155,7 @@ fn a_client_beyond_max_sessions_is_told_busy_while_the_others_keep_sending() {
     let mut extra = client("fourth client", port, &["--count", "10"]);
     // Its own set-up may be slow beside three running sessions (a debug build under the
     // soft-RoCE VM's emulated CPUs took more than 10 s): the answer, not its speed, is tested.
-    assert_eq!(extra.wait_code(LONG), 4, "{}", extra.report());
+    assert_eq!(extra.wait_code(long()), 4, "{}", extra.report());
     assert!(
         extra
             .stderr()

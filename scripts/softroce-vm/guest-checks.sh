@@ -468,6 +468,8 @@ check_suite() {
 		# session: the library tests' 5 s handshake missed once with two tests at once (one
 		# prepares a 10 MiB x 2 endpoint); one at a time, and at least 20 s
 		# (RDMA_TEST_HANDSHAKE_FLOOR, read by tests/common's test_config).
+		# RDMA_TEST_TIME_SCALE=4: whole transfers get 4 x 60 s (test-support's long()); four
+		# sessions of 10,000 messages at 2 credits at once missed 60 s on a slow host.
 		local threads=2 handshake=10 floor=0
 		case $name in
 		process) threads=1 ;;
@@ -476,7 +478,7 @@ check_suite() {
 		esac
 		snapshot_counters "/tmp/suite_$name.counters"
 		timeout "$T_SUITE" ip netns exec "$NS_B" env RDMA_TEST_TRANSPORT=verbs RDMA_TEST_ADDR="$IP_B" \
-			RDMA_TEST_STRICT=1 RDMA_TEST_SOAK_SESSIONS=150 RDMA_CONTAINER_HANDSHAKE_TIMEOUT="$handshake" \
+			RDMA_TEST_STRICT=1 RDMA_TEST_SOAK_SESSIONS=150 RDMA_TEST_TIME_SCALE=4 RDMA_CONTAINER_HANDSHAKE_TIMEOUT="$handshake" \
 			RDMA_TEST_HANDSHAKE_FLOOR="$floor" RUST_BACKTRACE=0 "$exe" --test-threads="$threads" \
 			"${extra[@]}" >"$out" 2>&1
 		local rc=$?
@@ -856,6 +858,17 @@ syscall_classes() { # strace-log
 	' "$1"
 }
 
+# Writes to OUT the lines of an `strace -f` log made by its data-path thread: the thread with
+# the most provider calls. The other threads (the listener's acceptor, which wakes every
+# 200 ms) cost per second, not per message, and a longer run under strace would count them as
+# per-message costs.
+data_path_thread() { # strace-log out
+	local tid
+	tid=$(awk '/<\/dev\/infiniband\/|infinibandevent|uverbs/ { n[$1]++ }
+		END { for (t in n) if (n[t] > best) { best = n[t]; tid = t }; print tid }' "$1")
+	if [ -n "$tid" ]; then awk -v t="$tid" '$1 == t' "$1" >"$2"; else cp "$1" "$2"; fi
+}
+
 # The "other" calls (see syscall_classes) by name, per message: the difference between two
 # runs' logs divided by `per`, the five most frequent, as "name rate, ...".
 other_calls_per() { # lo-log hi-log per
@@ -967,6 +980,8 @@ check_syscalls() {
 		fi
 		for side in client server; do
 			COUNT[$n.$side]=$(syscall_classes "/tmp/sys$n.$side.strace")
+			data_path_thread "/tmp/sys$n.$side.strace" "/tmp/sys$n.$side.main.strace"
+			COUNT[$n.$side.main]=$(syscall_classes "/tmp/sys$n.$side.main.strace")
 		done
 	done
 	BENCH_SERVER_ARGS=()
@@ -986,6 +1001,13 @@ check_syscalls() {
 		[ "$side" = server ] && role=receiver
 		echo "SOFTROCE-SYSCALLS $role control ${cls[0]} provider ${cls[1]} wait ${cls[2]} other ${cls[3]}"
 		echo "SOFTROCE-SYSCALLS $role other by name: $(other_calls_per "/tmp/sys$lo.$side.strace" "/tmp/sys$hi.$side.strace" $((hi - lo)))"
+		read -r -a a <<<"${COUNT[$lo.$side.main]}"
+		read -r -a b <<<"${COUNT[$hi.$side.main]}"
+		local main=()
+		for i in 0 1 2 3; do
+			main+=("$(awk -v x="${a[$i]}" -v y="${b[$i]}" -v d=$((hi - lo)) 'BEGIN { printf "%.2f", (y - x) / d }')")
+		done
+		echo "SOFTROCE-SYSCALLS $role data-path thread only: control ${main[0]} provider ${main[1]} wait ${main[2]} other ${main[3]}; other by name: $(other_calls_per "/tmp/sys$lo.$side.main.strace" "/tmp/sys$hi.$side.main.strace" $((hi - lo)))"
 		detail+="$role: control ${cls[0]}, provider ${cls[1]}, wait ${cls[2]}, other ${cls[3]} per message; "
 	done
 	echo "SOFTROCE-BENCH-NOTE syscalls: strace -f -yy of bench bw 2 B --credits $BENCH_DEPTH, ($hi - $lo runs) / $((hi - lo)) messages; control = our TCP sockets, provider = /dev/infiniband, wait = poll"

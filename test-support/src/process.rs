@@ -15,6 +15,18 @@ pub const SHORT: Duration = Duration::from_secs(10);
 /// Bound for whole transfers (10,000 messages take about half a second in a debug build).
 pub const LONG: Duration = Duration::from_secs(60);
 
+/// [`LONG`] times `RDMA_TEST_TIME_SCALE` (a whole number; 1 when unset or not one): the
+/// soft-RoCE VM sets it for the suites it runs, where emulated CPUs make a whole transfer many
+/// times slower than on a host and the host's load moves that by another 2-4x.
+pub fn long() -> Duration {
+    let scale = std::env::var("RDMA_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(1);
+    LONG * scale
+}
+
 const POLL: Duration = Duration::from_millis(20);
 
 /// A running child whose stdout and stderr are collected by two threads.
