@@ -6,7 +6,8 @@
 //! nonce is new every time) or reflected (the labels differ). Comparisons are constant-time
 //! (`Mac::verify_slice`). The key never appears in logs, errors or `Debug` output.
 
-use std::os::unix::fs::PermissionsExt;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use hmac::{Hmac, Mac};
@@ -77,6 +78,13 @@ example: head -c 32 /dev/urandom | base64 > key; chmod 600 key)",
                 "cannot read the authentication key file {shown}: {e}"
             ))
         })?;
+        if !meta.is_file() {
+            return Err(Error::InvalidConfig(format!(
+                "the authentication key file {shown} is {}, not a regular file: a key is read \
+only from a regular file (symlinks are followed) of at most {MAX_KEY_LEN} bytes",
+                file_kind(&meta.file_type())
+            )));
+        }
         let mode = meta.permissions().mode();
         if mode & 0o077 != 0 {
             return Err(Error::InvalidConfig(format!(
@@ -85,17 +93,42 @@ run chmod 600 {shown}",
                 mode & 0o777
             )));
         }
+        let too_long = |len: u64| {
+            Error::InvalidConfig(format!(
+                "the authentication key file {shown} has {len} bytes or more; a key file has at \
+most {MAX_KEY_LEN}"
+            ))
+        };
         if meta.len() > MAX_KEY_LEN as u64 {
-            return Err(Error::InvalidConfig(format!(
-                "the authentication key file {shown} has {} bytes; a key has at most {MAX_KEY_LEN}",
-                meta.len()
-            )));
+            return Err(too_long(meta.len()));
         }
-        let contents = std::fs::read(path).map_err(|e| {
+        let cannot_read = |e: std::io::Error| {
             Error::InvalidConfig(format!(
                 "cannot read the authentication key file {shown}: {e}"
             ))
-        })?;
+        };
+        // Opened without blocking (a file swapped for a FIFO after the check above must not
+        // hang start-up) and read to one byte past the limit (one that grew must not be read
+        // without end).
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(cannot_read)?;
+        let opened = file.metadata().map_err(cannot_read)?;
+        if !opened.is_file() {
+            return Err(Error::InvalidConfig(format!(
+                "the authentication key file {shown} became {} while it was opened",
+                file_kind(&opened.file_type())
+            )));
+        }
+        let mut contents = Vec::with_capacity(MAX_KEY_LEN + 1);
+        file.take(MAX_KEY_LEN as u64 + 1)
+            .read_to_end(&mut contents)
+            .map_err(cannot_read)?;
+        if contents.len() > MAX_KEY_LEN {
+            return Err(too_long(contents.len() as u64));
+        }
         let end = contents
             .iter()
             .rposition(|b| !matches!(b, b'\n' | b'\r'))
@@ -174,6 +207,23 @@ pub(crate) fn fresh_nonce() -> Result<Nonce> {
     Ok(nonce)
 }
 
+/// What a file that is not a regular file is, in words.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +268,68 @@ mod tests {
             same.is_client_proof(&k.client_proof(&c, &s), &c, &s),
             "the trailing newline is not part of the key"
         );
+    }
+
+    fn private_file(dir: &Path, name: &str, contents: &[u8]) -> std::path::PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, contents).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        path
+    }
+
+    #[test]
+    fn key_files_that_are_not_regular_files_are_refused_at_once_naming_what_they_are() {
+        let dir = tempfile::tempdir().expect("dir");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
+        // Read, this FIFO would block start-up for ever: no writer ever opens it.
+        let e = AuthKey::from_file(&fifo).unwrap_err().to_string();
+        assert!(
+            e.contains("FIFO") && e.contains("not a regular file"),
+            "{e}"
+        );
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).expect("mkdir");
+        std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let e = AuthKey::from_file(&sub).unwrap_err().to_string();
+        assert!(e.contains("a directory"), "{e}");
+        // /dev/zero is endless; its mode (666) is not what refuses it here.
+        let e = AuthKey::from_file(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a character device"), "{e}");
+        // A symlink to a private regular file is followed.
+        let real = private_file(dir.path(), "real", b"a-secret-of-enough-length\n");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        AuthKey::from_file(&link).expect("a symlink to a key file");
+        let to_fifo = dir.path().join("to-fifo");
+        std::os::unix::fs::symlink(&fifo, &to_fifo).expect("symlink");
+        let e = AuthKey::from_file(&to_fifo).unwrap_err().to_string();
+        assert!(e.contains("FIFO"), "{e}");
+    }
+
+    #[test]
+    fn key_files_hold_16_to_4096_bytes() {
+        let dir = tempfile::tempdir().expect("dir");
+        let p = private_file(dir.path(), "k15", &[b'k'; 15]);
+        let e = AuthKey::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("at least 16"), "{e}");
+        AuthKey::from_file(&private_file(dir.path(), "k16", &[b'k'; 16])).expect("16 bytes");
+        AuthKey::from_file(&private_file(dir.path(), "k4096", &[b'k'; 4096])).expect("4 KiB");
+        let p = private_file(dir.path(), "k4097", &[b'k'; 4097]);
+        let e = AuthKey::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("at most 4096"), "{e}");
+        // A huge (sparse) file is refused from its size, never read.
+        let huge = private_file(dir.path(), "huge", b"");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&huge)
+            .and_then(|f| f.set_len(64 << 30))
+            .expect("a sparse 64 GiB file");
+        let e = AuthKey::from_file(&huge).unwrap_err().to_string();
+        assert!(e.contains("at most 4096"), "{e}");
     }
 
     #[test]

@@ -9,14 +9,14 @@
 //! the server last saw them, and the sysfs counters of every RDMA port a session used
 //! ([`read_port_counters`]).
 //!
-//! The HTTP side is one thread that answers one connection at a time and closes it: a request
-//! head of at most [`MAX_REQUEST`] bytes, read and answered within [`IO_TIMEOUT`]. `GET` (or
+//! The HTTP side (`metrics_http.rs`) is one thread that serves every connection at once, each
+//! with a whole-request deadline, at most a few open: a request head of at most
+//! [`MAX_REQUEST`] bytes. `GET` (or
 //! `HEAD`) `/metrics` gets the OpenMetrics text that Prometheus scrapes; any other path 404,
 //! another method 405, anything unreadable 400 (431 when too long).
 
 use std::collections::BTreeSet;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -36,8 +36,6 @@ use super::server::SessionEnd;
 
 /// The longest request head the metrics server reads; a longer one gets 431.
 pub const MAX_REQUEST: usize = 8 * 1024;
-/// How long one metrics connection may take to send its request and take the answer.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// What `GET /metrics` answers with: the OpenMetrics text format (Prometheus' own).
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -396,7 +394,9 @@ pub fn start(addr: Option<SocketAddr>, sysfs_root: &Path) -> Result<()> {
     }
     std::thread::Builder::new()
         .name("metrics".into())
-        .spawn(move || serve(&listener, &registry))
+        .spawn(move || {
+            super::metrics_http::serve(&listener, &|head| answer_for(head, &registry));
+        })
         .context("cannot start the metrics thread")?;
     if local.ip().is_loopback() {
         log::info!("metrics: serving http://{local}/metrics");
@@ -507,64 +507,17 @@ pub fn client_session_ended(result: &Result<u8>) {
     session_ended(outcome);
 }
 
-/// Answers metrics connections, one at a time, for the rest of the process.
-fn serve(listener: &TcpListener, registry: &Registry) {
-    for conn in listener.incoming() {
-        match conn {
-            Ok(stream) => {
-                if let Err(e) = answer(stream, registry) {
-                    log::debug!("metrics: a request failed: {e}");
-                }
-            }
-            Err(e) => {
-                log::warn!("metrics: accept failed: {e}");
-                // Out of descriptors or memory: do not spin.
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-}
-
-/// Reads one request, writes its answer, closes.
-fn answer(mut stream: TcpStream, registry: &Registry) -> io::Result<()> {
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
-    stream.set_write_timeout(Some(IO_TIMEOUT))?;
-    let reply = match read_head(&mut stream)? {
-        Some(head) => route(&head),
+/// The answer to a request head (`None`: longer than [`MAX_REQUEST`]).
+fn answer_for(head: Option<&[u8]>, registry: &Registry) -> Vec<u8> {
+    let reply = match head {
+        Some(head) => route(head),
         None => Reply::TooLarge,
     };
-    stream.write_all(&response(reply, registry))?;
-    stream.flush()?;
-    // Tell the client we are done; it may already be gone.
-    let _ = stream.shutdown(Shutdown::Write);
-    Ok(())
-}
-
-/// The request head: the bytes up to and including the blank line (or whatever came before
-/// the client stopped sending); `None` when it is longer than [`MAX_REQUEST`].
-fn read_head(r: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    loop {
-        let n = match r.read(&mut buf) {
-            Ok(0) => return Ok(Some(head)),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        head.extend_from_slice(&buf[..n]);
-        if let Some(end) = find_blank_line(&head) {
-            head.truncate(end);
-            return Ok(Some(head));
-        }
-        if head.len() > MAX_REQUEST {
-            return Ok(None);
-        }
-    }
+    response(reply, registry)
 }
 
 /// Where the head ends: just past the first blank line (`\r\n\r\n` or `\n\n`).
-fn find_blank_line(bytes: &[u8]) -> Option<usize> {
+pub(super) fn find_blank_line(bytes: &[u8]) -> Option<usize> {
     let crlf = bytes
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -823,23 +776,6 @@ mod tests {
         ] {
             assert_eq!(route(garbage), Reply::BadRequest, "{garbage:?}");
         }
-    }
-
-    #[test]
-    fn a_request_head_longer_than_the_limit_is_not_read_to_its_end() {
-        let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(MAX_REQUEST * 4));
-        let mut reader = long.as_bytes();
-        assert_eq!(read_head(&mut reader).expect("reads"), None);
-        assert!(
-            reader.len() > MAX_REQUEST * 2,
-            "it read far past the limit: {} bytes left",
-            reader.len()
-        );
-        let mut short = &b"GET /metrics HTTP/1.1\r\n\r\nbody"[..];
-        assert_eq!(
-            read_head(&mut short).expect("reads"),
-            Some(b"GET /metrics HTTP/1.1\r\n\r\n".to_vec())
-        );
     }
 
     #[test]

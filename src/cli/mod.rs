@@ -6,6 +6,7 @@ pub mod client;
 pub mod demo;
 pub mod doctor;
 pub mod metrics;
+pub mod metrics_http;
 pub mod output;
 pub mod probe;
 pub mod result;
