@@ -92,7 +92,7 @@ pub enum Error {
     },
 
     /// The peer refused the session and said why.
-    #[error("peer rejected the session: {0}")]
+    #[error("peer rejected the session: {}", crate::log_text::peer_text(.0))]
     Rejected(String),
 
     /// We refused the peer's hello (the reason was sent to the peer too).

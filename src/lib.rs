@@ -45,6 +45,7 @@ pub mod doctor;
 pub mod duplex;
 mod error;
 mod listener;
+pub mod log_text;
 pub(crate) mod net;
 pub(crate) mod proto;
 mod receiver;

@@ -32,6 +32,7 @@ use crate::net::bootstrap;
 use crate::net::wait::{wait_any, Interest};
 use crate::proto::Role;
 use crate::session::handshake::{read_hello, Opening};
+use crate::log_text::RateLimitedLog;
 use crate::session::resume::{route_attempt, ResumeRegistry};
 use crate::session::{PendingHello, Session};
 use crate::time::deadline_after;
@@ -46,8 +47,6 @@ const SLICE: Duration = Duration::from_millis(200);
 /// How often [`Listener::accept`] asks the configuration whether to stop (Ctrl-C is seen within
 /// this time).
 const ACCEPT_SLICE: Duration = Duration::from_millis(100);
-/// Repeated acceptor problems are logged at most this often.
-const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Listens for clients on one address.
 ///
@@ -115,6 +114,9 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
             closed: closed.clone(),
             pending: Arc::new(Mutex::new(HandshakeTable::default())),
             unauthenticated: unauthenticated.clone(),
+            ignored: Arc::new(Mutex::new(RateLimitedLog::new(
+                "ignored a connection whose handshake failed",
+            ))),
             busy_refusals: busy_refusals.clone(),
         };
         std::thread::Builder::new()
@@ -149,7 +151,7 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
     /// Clients refused so far because they did not prove the pre-shared key (no key, another
     /// key, a replayed proof), with a key set (for metrics).
     pub fn auth_refusals(&self) -> u64 {
-        lock(&self.unauthenticated).count
+        lock(&self.unauthenticated).count()
     }
 
     /// Waits for the next client with a valid hello.
@@ -350,6 +352,9 @@ struct Acceptor {
     pending: Arc<Mutex<HandshakeTable>>,
     /// Who tried without the key, logged at most once per second.
     unauthenticated: Arc<Mutex<RateLimitedLog>>,
+    /// Connections whose handshake failed otherwise (a stranger's garbage, a Reject, a
+    /// timeout), logged at most once per second with the count.
+    ignored: Arc<Mutex<RateLimitedLog>>,
     busy_refusals: Arc<AtomicU64>,
 }
 
@@ -420,36 +425,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Counts a repeated problem and logs it at most once per [`LOG_INTERVAL`].
-#[derive(Debug)]
-struct RateLimitedLog {
-    what: &'static str,
-    count: u64,
-    last: Option<Instant>,
-}
-
-impl RateLimitedLog {
-    fn new(what: &'static str) -> Self {
-        Self {
-            what,
-            count: 0,
-            last: None,
-        }
-    }
-
-    fn hit(&mut self, detail: &dyn std::fmt::Display) {
-        self.count += 1;
-        let now = Instant::now();
-        if self
-            .last
-            .is_none_or(|t| now.duration_since(t) >= LOG_INTERVAL)
-        {
-            log::warn!("{} ({detail}; {} time(s) so far)", self.what, self.count);
-            self.last = Some(now);
-        }
-    }
-}
-
 impl Acceptor {
     fn run(self) {
         let mut backoff = Duration::from_millis(10);
@@ -513,11 +488,12 @@ impl Acceptor {
         };
         let (id, authenticated) = lock(&self.pending).add(peer, handle);
         let resumes = self.resumes.clone();
-        let (config, queue, pending, unauthenticated, busy_refusals) = (
+        let (config, queue, pending, unauthenticated, ignored, busy_refusals) = (
             self.config.clone(),
             self.queue.clone(),
             self.pending.clone(),
             self.unauthenticated.clone(),
+            self.ignored.clone(),
             self.busy_refusals.clone(),
         );
         let spawned = std::thread::Builder::new()
@@ -554,7 +530,7 @@ impl Acceptor {
                     Err(e) if config.auth_key.is_some() && failed_to_authenticate(&e) => {
                         lock(&unauthenticated).hit(&format_args!("{peer}: {e}"));
                     }
-                    Err(e) => log::warn!("ignored connection from {peer}: {}", e.chain()),
+                    Err(e) => lock(&ignored).hit(&format_args!("{peer}: {}", e.chain())),
                 }
             });
         if let Err(e) = spawned {

@@ -173,9 +173,10 @@ fn explain(
         Error::Rejected(reason) => (
             "rejected",
             format!(
-                "the server rejected the probe: {reason} (a transport mismatch means the server \
+                "the server rejected the probe: {} (a transport mismatch means the server \
                  runs another transport: start it with the same --transport, or check doctor \
-                 --peer on it)"
+                 --peer on it)",
+                rdma_container::log_text::peer_text(reason)
             ),
         ),
         Error::PeerLost { .. } => (

@@ -485,6 +485,10 @@ client without one"
             }
             (Error::AuthenticationFailed(_), _) => "authentication failed".to_owned(),
             (Error::Decode(d), Stage::ClientHello) => format!("invalid hello: {d}"),
+            // Before the key is proven too: the stranger learns only that its frame was bad.
+            (Error::Decode(d), Stage::ClientChallenge | Stage::ClientProof) => {
+                format!("invalid authentication message: {d}")
+            }
             // Their own end, or nobody to tell, or already told (Refused).
             (
                 Error::Rejected(_)
@@ -683,6 +687,18 @@ pub(crate) mod tests {
                 "checksum mismatch: one end checks messages with none, the other with crc32c"
             ),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn an_undecodable_frame_before_the_key_is_proven_is_answered_with_a_reject() {
+        let now = Instant::now();
+        let deadline = now + std::time::Duration::from_secs(5);
+        let mut h = Handshake::server(now, deadline, auth(1, 2));
+        h.fail(&Error::Decode(crate::proto::DecodeError::UnknownKind(0x7f)));
+        assert!(
+            matches!(&drain(&mut h)[..], [HandshakeAction::Reject(r)] if r.starts_with("invalid authentication message")),
+            "a garbled first frame gets a Reject, not a silent close"
         );
     }
 

@@ -249,7 +249,7 @@ impl ResumeHandshake {
                 other.name()
             )))),
             (_, Message::Reject { reason }) => Err(self.failure(
-                format!("the peer refused: {reason}"),
+                format!("the peer refused: {}", crate::log_text::peer_text(&reason)),
                 Error::Rejected(reason),
             )),
             (Stage::Challenge, Message::ResumeChallenge { nonce, proof }) => {

@@ -12,9 +12,7 @@
 //! back to back are batched into segments by the kernel, not by us, so nothing ever waits in
 //! our buffers for a later call.
 
-use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
-use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -26,6 +24,7 @@ use super::{
     Arrived, BootstrapSide, CreditRoute, DataPath, RecvPath, RecvSlot, SendEvent, SendPath,
     SetupParams, SetupStep, StagingSlot, WaitHandle,
 };
+use crate::log_text::RateLimitedLog;
 use crate::net::bootstrap::tune_stream;
 use crate::net::wait::remaining;
 use crate::proto::{Role, TransportKind};
@@ -71,6 +70,8 @@ pub(crate) struct TcpTransport {
     /// Our address toward the peer (a new data listener binds it after a resume).
     local_ip: Ipv4Addr,
     token: [u8; TOKEN_LEN],
+    /// Data connections dropped at the data port, logged at most once a second with a count.
+    dropped: RateLimitedLog,
     listener: Option<TcpListener>,
     /// Server side, during set-up: data connections that have not shown the token yet (kept
     /// across a `connect` that stopped because the control connection spoke).
@@ -111,7 +112,8 @@ impl TcpTransport {
             side: params.side,
             peer_ip: params.peer_ip,
             local_ip: params.local_ip,
-            token: random_token(),
+            token: random_token()?,
+            dropped: RateLimitedLog::new("tcp transport: dropped a data connection"),
             listener,
             pending: Vec::new(),
             stream: None,
@@ -148,10 +150,13 @@ impl TcpTransport {
             })
     }
 
-    /// One step of accepting the client's data connection: takes every connection waiting on
-    /// the data port and reads, without blocking, what each sent of the session token; the one
-    /// that presents it is the data connection, so a slow or silent one cannot delay the real
-    /// one. `None`: not yet (the driver waits on [`DataPath::setup_fds`] and keeps the
+    /// One step of accepting the client's data connection (docs/design.md, "The tcp data
+    /// port's admission rule"): takes every connection waiting on the data port and reads,
+    /// without blocking, what each sent of the session token; the one that presents it is the
+    /// data connection. Only connections from the control connection's peer address are kept;
+    /// at most [`MAX_PENDING_DATA`] wait for their token, the oldest closed for a new one, and
+    /// none longer than [`TOKEN_DEADLINE`]: silent or slow strangers cannot keep the real one
+    /// out. `None`: not yet (the driver waits on [`DataPath::setup_fds`] and keeps the
     /// handshake's deadline).
     fn accept_step(&mut self) -> Result<Option<TcpStream>> {
         let listener = self
@@ -161,20 +166,34 @@ impl TcpTransport {
                 transport: NAME,
                 detail: "no data listener".to_owned(),
             })?;
+        let now = Instant::now();
         let pending = &mut self.pending;
         loop {
             match listener.accept() {
                 Ok((stream, from)) => {
-                    if pending.len() >= MAX_PENDING_DATA {
-                        log::warn!("tcp transport: dropped a data connection from {from}: {MAX_PENDING_DATA} are already waiting for their token");
+                    if from.ip() != std::net::IpAddr::V4(self.peer_ip) {
+                        self.dropped.hit(&{
+                            format!("from {from}: not the peer's address")
+                        });
                         continue;
                     }
                     stream
                         .set_nonblocking(true)
                         .map_err(io_err("set non-blocking"))?;
+                    if pending.len() >= MAX_PENDING_DATA {
+                        let oldest = pending.remove(0);
+                        self.dropped.hit(&{
+                            format!(
+                                "a silent one from {}: {MAX_PENDING_DATA} waited for their token, \
+the oldest goes",
+                                oldest.from
+                            )
+                        });
+                    }
                     pending.push(PendingData {
                         stream,
                         from,
+                        since: now,
                         token: [0; TOKEN_LEN],
                         got: 0,
                     });
@@ -193,19 +212,32 @@ impl TcpTransport {
         let mut i = 0;
         while i < pending.len() {
             match pending[i].read_token() {
-                TokenRead::Incomplete => i += 1,
-                TokenRead::Complete if pending[i].token == self.token => {
-                    let p = pending.swap_remove(i);
+                TokenRead::Complete if same_token(&pending[i].token, &self.token) => {
+                    let p = pending.remove(i);
                     pending.clear();
                     self.listener = None;
                     return Ok(Some(p.stream));
                 }
+                TokenRead::Incomplete
+                    if now.saturating_duration_since(pending[i].since) < TOKEN_DEADLINE =>
+                {
+                    i += 1;
+                }
+                TokenRead::Incomplete => {
+                    let p = pending.remove(i);
+                    self.dropped.hit(&{
+                        format!(
+                            "from {}: no token within {} ms",
+                            p.from,
+                            TOKEN_DEADLINE.as_millis()
+                        )
+                    });
+                }
                 TokenRead::Complete | TokenRead::Failed => {
-                    let p = pending.swap_remove(i);
-                    log::warn!(
-                        "tcp transport: dropped a data connection from {} without the session token",
-                        p.from
-                    );
+                    let p = pending.remove(i);
+                    self.dropped.hit(&{
+                        format!("from {}: not the session token", p.from)
+                    });
                 }
             }
         }
@@ -519,7 +551,7 @@ impl DataPath for TcpTransport {
             SendEvent::Credits(_) => None,
         }));
         reclaimed.extend(self.sends.drain(..).map(|send| send.slot));
-        self.token = random_token();
+        self.token = random_token()?;
         self.listener = data_listener(self.side, self.local_ip)?;
         Ok(())
     }
@@ -674,14 +706,19 @@ fn data_listener(side: BootstrapSide, local_ip: Ipv4Addr) -> Result<Option<TcpLi
     }
 }
 
-/// Data connections that may wait for their token at once; more are closed on arrival.
+/// Data connections that may wait for their token at once; a new one closes the oldest.
 const MAX_PENDING_DATA: usize = 8;
+/// How long a data connection may take, from its accept, to present the token (the real
+/// client writes it right after connecting).
+const TOKEN_DEADLINE: Duration = Duration::from_secs(2);
 
 /// A data connection that has not presented its token yet.
 #[derive(Debug)]
 struct PendingData {
     stream: TcpStream,
     from: SocketAddr,
+    /// When we accepted it.
+    since: Instant,
     token: [u8; TOKEN_LEN],
     got: usize,
 }
@@ -712,14 +749,21 @@ impl PendingData {
     }
 }
 
-/// 16 unpredictable bytes from std's per-process random hasher keys (no extra dependency).
-fn random_token() -> [u8; TOKEN_LEN] {
+/// 16 bytes from the operating system's random source.
+fn random_token() -> Result<[u8; TOKEN_LEN]> {
     let mut token = [0u8; TOKEN_LEN];
-    for (i, chunk) in token.chunks_mut(8).enumerate() {
-        let v = RandomState::new().hash_one((i, std::process::id(), Instant::now()));
-        chunk.copy_from_slice(&v.to_le_bytes());
-    }
-    token
+    getrandom::fill(&mut token).map_err(|e| Error::TransportIo {
+        transport: NAME,
+        what: "draw the data connection's token",
+        source: io::Error::other(e.to_string()),
+    })?;
+    Ok(token)
+}
+
+/// Whether two tokens are equal, in time that does not depend on where they differ.
+fn same_token(a: &[u8; TOKEN_LEN], b: &[u8; TOKEN_LEN]) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 fn io_err(what: &'static str) -> impl Fn(io::Error) -> Error {
