@@ -28,11 +28,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
+use crate::log_text::RateLimitedLog;
 use crate::net::bootstrap;
 use crate::net::wait::{wait_any, Interest};
 use crate::proto::Role;
 use crate::session::handshake::{read_hello, Opening};
-use crate::log_text::RateLimitedLog;
 use crate::session::resume::{route_attempt, ResumeRegistry};
 use crate::session::{PendingHello, Session};
 use crate::time::deadline_after;

@@ -260,6 +260,43 @@ fn a_kill_while_the_sender_waits_after_finish_resumes_and_the_stream_ends_cleanl
     }
 }
 
+/// Issue 33, item 2: a server whose application does not call `recv` for a while (here 6 s)
+/// while the client's attempts keep breaking (each new control connection killed ~300 ms
+/// after it appears, a dozen times) still resumes once the application comes back: attempts
+/// whose client gave up leave the session's queue, the newest pushes out the oldest, and a
+/// full queue is never a final "resume refused" (before, the fifth attempt ended the session).
+#[test]
+fn a_stalled_server_application_still_resumes_after_many_broken_attempts() {
+    if !have_ss_kill() {
+        return;
+    }
+    let port = free_port();
+    let stall = [("RDMA_CONTAINER_TEST_RECV_STALL", "3000:6000")];
+    let mut s = server(port, &["--json", "--resume-timeout", "30"], &stall);
+    let mut c = client(port, 100, &["--resume-timeout", "30"]);
+    let pid = c.pid().as_raw() as u32;
+    s.wait_for_stdout_lines(3_000, LONG);
+    let mut killed = 0;
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < until {
+        if try_kill(pid, port, Conn::Control).is_ok() {
+            killed += 1;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        killed >= 6,
+        "only {killed} control connection(s) found to kill: the test did not flap enough\n{}",
+        c.report()
+    );
+    assert_clean_end_after_resumes(&mut s, &mut c, 1);
+    assert!(
+        !c.stderr().contains("resume refused"),
+        "a busy session is never a final refusal\n{}",
+        c.report()
+    );
+}
+
 #[test]
 fn a_restarted_receiver_cannot_resume_and_the_sender_ends_with_its_count_after_the_timeout() {
     let port = free_port();

@@ -184,6 +184,22 @@ impl ControlChannel {
         let _ = self.stream.shutdown(Shutdown::Write);
     }
 
+    /// Whether the peer has closed (or reset) the connection, looking without blocking and
+    /// without taking anything it sent.
+    pub(crate) fn peer_gone(&self) -> bool {
+        if self.eof || self.reset.is_some() {
+            return true;
+        }
+        match self.stream.peek(&mut [0u8; 1]) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ),
+        }
+    }
+
     /// Sends a Reject (best effort), then half-closes.
     pub(crate) fn reject(&mut self, reason: &str) {
         if let Err(e) = self.send(&Message::reject(reason)) {

@@ -5,6 +5,7 @@
 //! Set-up lives beside it: [`handshake`] drives the core's handshake state machine over the
 //! bootstrap connection, [`choice`] picks the transport.
 
+mod attempt_queue;
 mod choice;
 pub(crate) mod handshake;
 pub(crate) mod resume;

@@ -17,10 +17,10 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::attempt_queue::{AttemptQueue, Waiting};
 use super::{Session, WAIT_SLICE};
 use crate::auth::{fresh_nonce, Nonce};
 use crate::net::bootstrap;
@@ -29,13 +29,10 @@ use crate::net::{ControlChannel, Received};
 use crate::proto::{Counts, Hello, Role};
 use crate::session_core::resume::{Parked, Reconnect, ReconnectStep, ResumeTicket, SessionId};
 use crate::session_core::resume_handshake::{
-    ResumeAction, ResumeFailure, ResumeHandshake, ResumeSetup, Resumed, RESUME_REFUSED,
+    ResumeAction, ResumeFailure, ResumeHandshake, ResumeSetup, Resumed, RESUME_BUSY, RESUME_REFUSED,
 };
 use crate::transport::{RolePath, SetupStep, StagingSlot};
 use crate::{Error, Result};
-
-/// Resume attempts waiting for one session, beyond which a new one is refused.
-const MAX_WAITING_ATTEMPTS: usize = 4;
 
 /// The server's sessions that can be resumed, by id: what the listener needs to check an
 /// attempt's proof, and where it hands a proven one.
@@ -47,7 +44,7 @@ pub(crate) struct Registered {
     ticket: ResumeTicket,
     role: Role,
     credits: u32,
-    attempts: SyncSender<ProvenAttempt>,
+    attempts: AttemptQueue<ProvenAttempt>,
 }
 
 /// An attempt whose client proved the session's secret, on the listener's thread: the session
@@ -150,12 +147,25 @@ pub(crate) fn route_attempt(
         control,
         handshake: Box::new(handshake),
     };
-    match entry.attempts.try_send(proven) {
-        Ok(()) => log::debug!("a proven resume from {peer} handed to its session"),
-        Err(TrySendError::Full(mut proven) | TrySendError::Disconnected(mut proven)) => {
-            log::warn!("refused a proven resume from {peer}: its session is gone or busy");
-            proven.control.reject(RESUME_REFUSED);
-        }
+    log::debug!("a proven resume from {peer} handed to its session");
+    entry.attempts.offer(proven);
+}
+
+impl Waiting for ProvenAttempt {
+    fn client_gone(&mut self) -> bool {
+        self.control.peer_gone()
+    }
+
+    fn tell_busy(mut self) {
+        self.control.reject(RESUME_BUSY);
+    }
+
+    fn tell_refused(mut self) {
+        log::warn!(
+            "refused a proven resume from {}: its session is gone",
+            self.control.peer_addr()
+        );
+        self.control.reject(RESUME_REFUSED);
     }
 }
 
@@ -168,11 +178,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) struct Registration {
     registry: ResumeRegistry,
     id: SessionId,
+    attempts: AttemptQueue<ProvenAttempt>,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
         lock(&self.registry).remove(&self.id);
+        self.attempts.close();
     }
 }
 
@@ -216,7 +228,7 @@ enum Side {
     Client { server: SocketAddr },
     /// The listener hands us the client's attempts.
     Server {
-        attempts: Receiver<ProvenAttempt>,
+        attempts: AttemptQueue<ProvenAttempt>,
         /// An attempt that arrived while the session ran.
         pending: Option<Box<ProvenAttempt>>,
         _registration: Registration,
@@ -290,7 +302,7 @@ impl Resumption {
         role: Role,
         credits: u32,
     ) -> Self {
-        let (tx, attempts) = std::sync::mpsc::sync_channel(MAX_WAITING_ATTEMPTS);
+        let attempts = AttemptQueue::new();
         let id = *ticket.id();
         lock(&registry).insert(
             id,
@@ -298,16 +310,20 @@ impl Resumption {
                 ticket: ticket.clone(),
                 role,
                 credits,
-                attempts: tx,
+                attempts: attempts.clone(),
             },
         );
         Self {
             ticket,
             timeout,
             side: Side::Server {
-                attempts,
+                attempts: attempts.clone(),
                 pending: None,
-                _registration: Registration { registry, id },
+                _registration: Registration {
+                    registry,
+                    id,
+                    attempts,
+                },
             },
             counters: ResumeCounters::default(),
             stalled: None,
@@ -323,7 +339,7 @@ impl Resumption {
                 attempts, pending, ..
             } => {
                 if pending.is_none() {
-                    *pending = attempts.try_recv().ok().map(Box::new);
+                    *pending = attempts.take(None).map(Box::new);
                 }
                 pending.is_some()
             }
@@ -594,14 +610,13 @@ impl<P: RolePath + ?Sized> Session<P> {
             let Some(left) = remaining(parked.poll_timeout()) else {
                 return Ok(None);
             };
-            match attempts.recv_timeout(left.min(WAIT_SLICE)) {
-                Ok(mut attempt) if !parked.admits(Instant::now()) => {
-                    attempt.control.reject(RESUME_REFUSED);
+            match attempts.take(Some(Instant::now() + left.min(WAIT_SLICE))) {
+                Some(attempt) if !parked.admits(Instant::now()) => {
+                    attempt.tell_refused();
                     return Ok(None);
                 }
-                Ok(attempt) => return Ok(Some(attempt)),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+                Some(attempt) => return Ok(Some(attempt)),
+                None => {}
             }
         }
     }
@@ -845,7 +860,7 @@ fn gave_up(
     last: Option<String>,
 ) -> Error {
     let detail = format!(
-        "not resumed within {:.1} s ({attempts} attempt(s){})",
+        "this end gave up: not resumed within {:.1} s, the resume timeout ({attempts} attempt(s){})",
         timeout.as_secs_f64(),
         last.map(|l| format!("; the last: {l}")).unwrap_or_default()
     );
@@ -954,14 +969,14 @@ mod tests {
     fn attempt_with(proof_with: &ResumeTicket, ticket: &ResumeTicket) -> (Message, bool) {
         use std::io::Write;
         let registry = ResumeRegistry::default();
-        let (tx, session) = std::sync::mpsc::sync_channel(1);
+        let session = AttemptQueue::new();
         lock(&registry).insert(
             *ticket.id(),
             Registered {
                 ticket: ticket.clone(),
                 role: Role::Receiver,
                 credits: 2,
-                attempts: tx,
+                attempts: session.clone(),
             },
         );
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -977,7 +992,7 @@ mod tests {
             };
             let deadline = Instant::now() + Duration::from_secs(5);
             route_attempt(&registry, &id, attempt, deadline);
-            session.try_recv().is_ok()
+            session.take(None).is_some()
         });
         let mut ours = ControlChannel::new(client.try_clone().unwrap()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -1030,7 +1045,10 @@ mod tests {
         let text = e.to_string();
         assert!(
             matches!(e, Error::PeerLost { messages: 7, .. })
-                && text.contains("not resumed within 10.0 s (3 attempt(s); the last: refused)"),
+                && text.contains(
+                    "this end gave up: not resumed within 10.0 s, the resume timeout (3 attempt(s); \
+the last: refused)"
+                ),
             "{text}"
         );
         let marker = gave_up(attempt_marker(), 9, 1, Duration::from_secs(10), None);

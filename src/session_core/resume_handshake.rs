@@ -41,6 +41,11 @@ use crate::{Error, ProtocolViolation, Result};
 
 /// What a failed proof is told, on either end.
 pub(crate) const RESUME_REFUSED: &str = "resume refused";
+/// What a server tells a proven client whose attempt its session cannot take now (a newer one
+/// pushed it out of the session's queue): a wire constant the client takes as the end of this
+/// attempt only, never of the session, even after the server's proof.
+pub(crate) const RESUME_BUSY: &str =
+    "resume busy: the session is not taking this attempt; try again";
 
 /// What the driver must do for the resume handshake.
 #[derive(Debug, PartialEq, Eq)]
@@ -248,6 +253,9 @@ impl ResumeHandshake {
                 "{} handed to a finished resume handshake",
                 other.name()
             )))),
+            (_, Message::Reject { reason }) if reason == RESUME_BUSY => Err(
+                ResumeFailure::Attempt("the server's session was busy with a newer attempt".into()),
+            ),
             (_, Message::Reject { reason }) => Err(self.failure(
                 format!("the peer refused: {}", crate::log_text::peer_text(&reason)),
                 Error::Rejected(reason),
@@ -803,6 +811,30 @@ mod tests {
         assert!(matches!(
             c.on_message(Message::reject("the sender aborted")),
             Err(ResumeFailure::Session(Error::Rejected(_)))
+        ));
+    }
+
+    #[test]
+    fn a_busy_session_ends_only_the_attempt_even_after_the_servers_proof() {
+        let ticket = ResumeTicket::random().unwrap();
+        let (mut c, nonce) = client(&ticket, Role::Receiver, counts(3, 3));
+        let mut s = server(&ticket, Role::Sender, nonce);
+        for m in sent(&mut s, counts(3, 3)) {
+            c.on_message(m).unwrap();
+        }
+        assert!(matches!(
+            c.on_message(Message::reject(RESUME_BUSY)),
+            Err(ResumeFailure::Attempt(why)) if why.contains("busy")
+        ));
+        // "resume refused" from a proven server stays final: its session is gone.
+        let (mut c, nonce) = client(&ticket, Role::Receiver, counts(3, 3));
+        let mut s = server(&ticket, Role::Sender, nonce);
+        for m in sent(&mut s, counts(3, 3)) {
+            c.on_message(m).unwrap();
+        }
+        assert!(matches!(
+            c.on_message(Message::reject(RESUME_REFUSED)),
+            Err(ResumeFailure::Session(_))
         ));
     }
 

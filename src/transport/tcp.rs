@@ -172,9 +172,8 @@ impl TcpTransport {
             match listener.accept() {
                 Ok((stream, from)) => {
                     if from.ip() != std::net::IpAddr::V4(self.peer_ip) {
-                        self.dropped.hit(&{
-                            format!("from {from}: not the peer's address")
-                        });
+                        self.dropped
+                            .hit(&{ format!("from {from}: not the peer's address") });
                         continue;
                     }
                     stream
@@ -235,9 +234,8 @@ the oldest goes",
                 }
                 TokenRead::Complete | TokenRead::Failed => {
                     let p = pending.remove(i);
-                    self.dropped.hit(&{
-                        format!("from {}: not the session token", p.from)
-                    });
+                    self.dropped
+                        .hit(&{ format!("from {}: not the session token", p.from) });
                 }
             }
         }
