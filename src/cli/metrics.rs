@@ -90,10 +90,11 @@ impl From<&SessionEnd> for Outcome {
 }
 
 /// The `kind` labels of `rdma_container_errors_total`, in the order docs/metrics.md lists them.
-const ERROR_KINDS: [&str; 6] = [
+const ERROR_KINDS: [&str; 7] = [
     "peer_lost",
     "rejected",
     "protocol_violation",
+    "checksum",
     "timeout",
     "transport",
     "other",
@@ -181,7 +182,7 @@ impl Metrics {
         }
         registry.register(
             "errors",
-            "Session errors by kind (peer_lost, rejected, protocol_violation, timeout, transport, other)",
+            "Session errors by kind (peer_lost, rejected, protocol_violation, checksum, timeout, transport, other)",
             errors.clone(),
         );
         let scraped = Arc::new(Scraped {
@@ -711,6 +712,7 @@ mod tests {
             "rdma_container_messages_total{direction=\"received\"} 2",
             "rdma_container_messages_total{direction=\"sent\"} 0",
             "rdma_container_errors_total{kind=\"peer_lost\"} 0",
+            "rdma_container_errors_total{kind=\"checksum\"} 0",
             "rdma_container_errors_total{kind=\"other\"} 0",
             "rdma_container_sessions_active 0",
             "rdma_container_credit_wait_seconds_total 0.0",

@@ -16,6 +16,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
+
 use rdma_container::Config;
 
 use args::SessionArgs;
@@ -23,9 +24,37 @@ use args::SessionArgs;
 /// Exit status after Ctrl-C, as shells report SIGINT.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// Exit status of a command line or configuration the program refuses before doing anything
+/// (clap's own usage errors exit 2 too).
+pub const EXIT_USAGE: u8 = 2;
+
+/// A flag, variable or file named on the command line that cannot be used: exit
+/// [`EXIT_USAGE`].
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
 /// Builds the library configuration from the command line (`bench` too, through
-/// [`args::BenchArgs::session_args`]).
+/// [`args::BenchArgs::session_args`]); what cannot be used is a [`UsageError`].
 pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
+    config_from_args(args, stop).map_err(|e| {
+        anyhow::Error::new(UsageError(
+            e.chain()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(": "),
+        ))
+    })
+}
+
+fn config_from_args(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
     let config = Config::default()
         .with_credits(args.credits)
         .with_transport(args.transport)

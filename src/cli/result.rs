@@ -81,6 +81,9 @@ impl Ending {
 /// The exit status for a failure the program reports: the first library error in the chain
 /// decides (peer lost, rejected, RDMA required), anything else is 1.
 pub fn exit_status_of(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.is::<super::UsageError>()) {
+        return super::EXIT_USAGE;
+    }
     e.chain()
         .find_map(|c| c.downcast_ref::<Error>())
         .map_or(1, |e| Ending::of(e).exit_status())
