@@ -44,8 +44,10 @@ SMP=2
 KERNEL_SUITE=${SOFTROCE_VM_KERNEL_SUITE:-trixie-backports}
 # The kernel, pinned so that every CI run boots the same one (docs/softroce-vm.md says how to
 # move the pin). "latest" = whatever linux-image-amd64 of the suite depends on today.
-KERNEL_PKG_PINNED=linux-image-7.3.4+deb13-amd64
+# SOFTROCE_VM_KERNEL_PIN replaces the pin (the fallback's test names one the archive never had).
+KERNEL_PKG_PINNED=${SOFTROCE_VM_KERNEL_PIN:-linux-image-7.3.4+deb13-amd64}
 KERNEL_PKG=${SOFTROCE_VM_KERNEL_PKG:-$KERNEL_PKG_PINNED}
+PREPARE_KERNEL_ONLY=0
 CACHE=${SOFTROCE_VM_CACHE:-$REPO_ROOT/target/softroce-vm}
 CONSOLE_COPY=
 QUIET=0
@@ -121,6 +123,11 @@ Options:
   --kernel-pkg NAME  the linux-image-* package to boot (default, pinned: $KERNEL_PKG_PINNED;
                      env SOFTROCE_VM_KERNEL_PKG); 'latest' = what linux-image-amd64 of the
                      suite depends on today
+                     When the pin is gone from the archive (and no other package was asked
+                     for), the newest kernel with rdma_rxe is booted instead, with a warning
+                     naming both
+  --prepare-kernel-only
+                     resolve, download and bundle the kernel, print "kernel PACKAGE", exit
   --console FILE     also copy the guest console log to FILE
   --quiet            do not stream the guest console; print only the results
   --shell            interactive: open a shell in the guest after the checks (exit to power off)
@@ -179,6 +186,7 @@ parse_args() {
 		--kernel-pkg) KERNEL_PKG=$2; shift 2 ;;
 		--console) CONSOLE_COPY=$2; shift 2 ;;
 		--quiet) QUIET=1; shift ;;
+		--prepare-kernel-only) PREPARE_KERNEL_ONLY=1; shift ;;
 		--shell) SHELL_AT_END=1; shift ;;
 		-h | --help) usage; exit 0 ;;
 		*) usage_error "unknown option: $1" ;;
@@ -455,9 +463,21 @@ prepare_kernel() {
 	if [ "$(cat "$KERNEL_DIR/modules.wanted" 2>/dev/null)" != "${GUEST_MODULES[*]}" ] &&
 		! known_package "$KERNEL_PKG"; then
 		apt_update
-		known_package "$KERNEL_PKG" || die "$KERNEL_PKG is not in ${KERNEL_SUITE} (any more): move the pin" \
-			"(KERNEL_PKG_PINNED in scripts/softroce-vm.sh) to what '--kernel-pkg latest' boots, as" \
-			"docs/softroce-vm.md says under 'Moving the kernel pin'"
+		if ! known_package "$KERNEL_PKG"; then
+			[ "$KERNEL_PKG" = "$KERNEL_PKG_PINNED" ] ||
+				die "$KERNEL_PKG is not in ${KERNEL_SUITE}: --kernel-pkg / SOFTROCE_VM_KERNEL_PKG names" \
+					"a package the archive does not have"
+			local newest
+			newest=$(resolve_kernel_pkg)
+			[ -n "$newest" ] || die "the pinned $KERNEL_PKG is not in ${KERNEL_SUITE} any more, and" \
+				"linux-image-amd64 resolves to nothing there"
+			log "WARNING: the pinned kernel $KERNEL_PKG is not in ${KERNEL_SUITE} any more; booting" \
+				"the newest one instead, $newest (it must have rdma_rxe). Move the pin" \
+				"(KERNEL_PKG_PINNED in scripts/softroce-vm.sh) as docs/softroce-vm.md says under" \
+				"'Moving the kernel pin'"
+			KERNEL_PKG=$newest
+			KERNEL_DIR=$CACHE/kernel/$KERNEL_PKG
+		fi
 	fi
 	mkdir -p "$CACHE/kernel"
 	# one builder at a time; the others wait and then reuse the bundle
@@ -766,6 +786,12 @@ main() {
 	T_START=$(now)
 	mkdir -p "$CACHE/runs"
 	ensure_host_packages
+	if [ "$PREPARE_KERNEL_ONLY" = 1 ]; then
+		prepare_kernel
+		log "kernel $KERNEL_PKG ($KERNEL_RELEASE) ready (cache $CACHE)"
+		echo "kernel $KERNEL_PKG"
+		exit 0
+	fi
 	prepare_binary
 	prepare_test_binary
 	prepare_suite

@@ -530,7 +530,11 @@ impl Acceptor {
                     Err(e) if config.auth_key.is_some() && failed_to_authenticate(&e) => {
                         lock(&unauthenticated).hit(&format_args!("{peer}: {e}"));
                     }
-                    Err(e) => lock(&ignored).hit(&format_args!("{peer}: {}", e.chain())),
+                    Err(e) => {
+                        // Each one at debug level; at warning level, one line a second.
+                        log::debug!("ignored connection from {peer}: {}", e.chain());
+                        lock(&ignored).hit(&format_args!("{peer}: {}", e.chain()));
+                    }
                 }
             });
         if let Err(e) = spawned {

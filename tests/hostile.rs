@@ -547,7 +547,11 @@ fn errors_do_not_repeat_their_cause() {
         "client",
         &["--client", "127.0.0.1:1", "--max-msg-size", "0"],
     );
-    assert_eq!(p.wait_code(SHORT), 1);
+    assert_eq!(
+        p.wait_code(SHORT),
+        2,
+        "a value out of range is a usage error"
+    );
     let err = p.stderr();
     let line = err
         .lines()

@@ -264,7 +264,14 @@ fn garbage_gets_a_reject_or_a_close_and_the_server_keeps_serving() {
     // length under the limit) is closed within the test's wait, and above a verbs set-up of a
     // debug build on an emulated host (2 s was not: the VM's suite saw the good client's
     // handshake time out).
-    let mut s = server("server", port, &["--once", "--handshake-timeout", "6"]);
+    // Debug level: every ignored connection is logged there (at warning level, one line a
+    // second with a count: stranger floods are rate-limited).
+    let mut s = server_logging(
+        "server",
+        port,
+        &["--once", "--handshake-timeout", "6"],
+        "debug",
+    );
     let random = random_bytes();
     let garbage: [(&str, &[u8]); 2] = [
         ("HTTP request", b"GET / HTTP/1.0\r\n\r\n"),
@@ -319,7 +326,7 @@ fn silent_connection_does_not_block_a_real_client_and_times_out() {
 #[test]
 fn truncated_hello_does_not_hurt_the_server() {
     let port = free_port();
-    let mut s = server("server", port, &["--once"]);
+    let mut s = server_logging("server", port, &["--once"], "debug");
     let frame = hello_frame();
     assert!(frame.len() > 10);
     let mut t = connect(port);

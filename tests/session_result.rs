@@ -202,7 +202,10 @@ fn require_rdma_refuses_the_tcp_fallback_with_the_reason_and_status_5() {
         ],
         SHORT,
     );
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        code, 2,
+        "a contradictory command line is a usage error: {err}"
+    );
     assert!(
         err.contains("--require-rdma cannot be combined with --transport tcp"),
         "{err}"

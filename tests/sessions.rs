@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     assert_fails_saying, assert_running, check_counting, client, free_port, long, messages_after,
-    run, server, test_ip, Proc, SHORT,
+    run, server, test_ip, Proc, LONG, SHORT,
 };
 use nix::sys::signal::Signal;
 
@@ -105,7 +105,7 @@ fn four_senders_at_once_each_stream_arrives_complete_and_in_order() {
         .map(|k| client(&format!("client {k}"), port, &[]))
         .collect();
     for c in &mut clients {
-        assert_eq!(c.wait_code(long()), 0, "{}", c.report());
+        assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
         assert_eq!(
             messages_after(&c.stderr(), "sent"),
             Some(10_000),
@@ -155,7 +155,7 @@ fn a_client_beyond_max_sessions_is_told_busy_while_the_others_keep_sending() {
     let mut extra = client("fourth client", port, &["--count", "10"]);
     // Its own set-up may be slow beside three running sessions (a debug build under the
     // soft-RoCE VM's emulated CPUs took more than 10 s): the answer, not its speed, is tested.
-    assert_eq!(extra.wait_code(long()), 4, "{}", extra.report());
+    assert_eq!(extra.wait_code(LONG), 4, "{}", extra.report());
     assert!(
         extra
             .stderr()

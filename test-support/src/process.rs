@@ -15,16 +15,32 @@ pub const SHORT: Duration = Duration::from_secs(10);
 /// Bound for whole transfers (10,000 messages take about half a second in a debug build).
 pub const LONG: Duration = Duration::from_secs(60);
 
-/// [`LONG`] times `RDMA_TEST_TIME_SCALE` (a whole number; 1 when unset or not one): the
-/// soft-RoCE VM sets it for the suites it runs, where emulated CPUs make a whole transfer many
-/// times slower than on a host and the host's load moves that by another 2-4x.
-pub fn long() -> Duration {
-    let scale = std::env::var("RDMA_TEST_TIME_SCALE")
+/// The one setting every test bound scales with: `RDMA_TEST_TIME_SCALE` (a whole number; 1
+/// when unset or not one). The soft-RoCE VM sets it for the suites it runs, where emulated
+/// CPUs make a whole transfer many times slower than on a host; a slow or loaded host may set
+/// it too. Every [`Proc`] wait scales the bound it is given, so tests pass [`SHORT`] and
+/// [`LONG`] as they are; a test's own deadline uses [`scaled`] (or [`short`], [`long`]).
+pub fn time_scale() -> u32 {
+    std::env::var("RDMA_TEST_TIME_SCALE")
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())
         .filter(|&n| n >= 1)
-        .unwrap_or(1);
-    LONG * scale
+        .unwrap_or(1)
+}
+
+/// `bound` times [`time_scale`].
+pub fn scaled(bound: Duration) -> Duration {
+    bound * time_scale()
+}
+
+/// [`SHORT`], scaled: for a test's own deadlines (a [`Proc`] wait scales by itself).
+pub fn short() -> Duration {
+    scaled(SHORT)
+}
+
+/// [`LONG`], scaled: for a test's own deadlines (a [`Proc`] wait scales by itself).
+pub fn long() -> Duration {
+    scaled(LONG)
 }
 
 const POLL: Duration = Duration::from_millis(20);
@@ -116,8 +132,10 @@ impl Proc {
         self.status
     }
 
-    /// Waits at most `timeout` for the child to exit; kills it and fails the test otherwise.
+    /// Waits at most `timeout` ([`scaled`]) for the child to exit; kills it and fails the test
+    /// otherwise.
     pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let timeout = scaled(timeout);
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.try_status() {
@@ -163,6 +181,7 @@ impl Proc {
     }
 
     fn wait_until(&mut self, timeout: Duration, what: &str, done: impl Fn(&Proc) -> bool) {
+        let timeout = scaled(timeout);
         let deadline = Instant::now() + timeout;
         loop {
             if done(self) {
