@@ -562,3 +562,81 @@ fn resource_shortage(e: &io::Error) -> bool {
         Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    /// A connected pair on loopback: (the table's server end, the client's end).
+    fn pair(l: &TcpListener) -> (TcpStream, TcpStream) {
+        let client = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (server, _) = l.accept().expect("accept");
+        (server, client)
+    }
+
+    fn closed(client: &mut TcpStream) -> bool {
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        matches!(client.read(&mut [0u8; 1]), Ok(0) | Err(_))
+    }
+
+    fn filled(n: usize) -> (HandshakeTable, Vec<(u64, Arc<AtomicBool>, TcpStream)>) {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut table = HandshakeTable::default();
+        let mut clients = Vec::new();
+        for _ in 0..n {
+            let (server, client) = pair(&l);
+            let peer = client.local_addr().expect("addr");
+            let (id, auth) = table.add(peer, server);
+            clients.push((id, auth, client));
+        }
+        (table, clients)
+    }
+
+    #[test]
+    fn a_flood_evicts_the_oldest_stranger_and_closes_it() {
+        let (mut table, mut clients) = filled(3);
+        let (evicted, _) = table.evict_one().expect("one evicted");
+        assert_eq!(evicted, clients[0].2.local_addr().expect("addr"));
+        assert!(
+            closed(&mut clients[0].2),
+            "the evicted connection is closed"
+        );
+        assert_eq!(table.len(), 2);
+    }
+
+    #[test]
+    fn a_client_that_proved_the_key_outlasts_every_stranger() {
+        let (mut table, clients) = filled(4);
+        // The oldest connection is the real client, and it has authenticated.
+        clients[0].1.store(true, Ordering::Relaxed);
+        let order: Vec<SocketAddr> = (0..3)
+            .filter_map(|_| table.evict_one().map(|(peer, _)| peer))
+            .collect();
+        let addr = |i: usize| clients[i].2.local_addr().expect("addr");
+        assert_eq!(
+            order,
+            vec![addr(1), addr(2), addr(3)],
+            "strangers first, oldest first"
+        );
+        assert_eq!(table.len(), 1);
+        assert_eq!(
+            table.evict_one().map(|(peer, _)| peer),
+            Some(addr(0)),
+            "only when every one left has authenticated does the oldest go"
+        );
+    }
+
+    #[test]
+    fn a_connection_done_with_its_handshake_is_never_evicted() {
+        let (mut table, clients) = filled(3);
+        table.remove(clients[0].0);
+        let (evicted, _) = table.evict_one().expect("one evicted");
+        assert_eq!(evicted, clients[1].2.local_addr().expect("addr"));
+        table.remove(clients[2].0);
+        assert!(table.evict_one().is_none());
+    }
+}

@@ -10,8 +10,9 @@
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
-/// Characters of peer text shown; the rest is counted.
-pub const MAX_SHOWN: usize = 200;
+/// Characters of peer text shown; the rest is counted. As long as the longest Reject reason
+/// the wire carries (512 bytes), so that our own server's explanations arrive whole.
+pub const MAX_SHOWN: usize = 512;
 /// At most one line per this interval for one kind of repeated event.
 pub(crate) const LOG_INTERVAL: Duration = Duration::from_secs(1);
 

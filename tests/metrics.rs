@@ -19,8 +19,8 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::{
-    free_port, messages_after, run, test_config, test_ip, test_listen_addr, transport_args,
-    FakeSysfs, Proc, SHORT,
+    free_port, messages_after, run, skip_or_fail, test_config, test_ip, test_listen_addr,
+    transport_args, FakeSysfs, Proc, SHORT,
 };
 use nix::sys::signal::Signal;
 use rdma_container::{Config, Error, Listener, RdmaSink};
@@ -52,6 +52,12 @@ fn metrics_addr(p: &mut Proc) -> SocketAddr {
 
 /// One HTTP request for `path`: (status line, body).
 fn get(addr: SocketAddr, path: &str) -> (String, String) {
+    let (status, _, body) = get_with_head(addr, path);
+    (status, body)
+}
+
+/// One HTTP request for `path`: (status line, the whole head, body).
+fn get_with_head(addr: SocketAddr, path: &str) -> (String, String, String) {
     let mut stream = TcpStream::connect(addr).expect("connect to the metrics server");
     stream.set_read_timeout(Some(SHORT)).expect("SO_RCVTIMEO");
     write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").expect("send the request");
@@ -63,7 +69,7 @@ fn get(addr: SocketAddr, path: &str) -> (String, String) {
         .split_once("\r\n\r\n")
         .unwrap_or_else(|| panic!("no end of the head in {response:?}"));
     let status = head.lines().next().unwrap_or_default().to_owned();
-    (status, body.to_owned())
+    (status, head.to_owned(), body.to_owned())
 }
 
 /// The metrics text from `addr`.
@@ -337,4 +343,242 @@ fn concurrent_sessions_are_each_counted_active_and_ended() {
     assert_eq!(sample(&after, END_OF_STREAM), 2.0, "{after}");
     assert_eq!(sample(&after, ACTIVE), 0.0, "{after}");
     assert_eq!(sample(&after, RECEIVED), received as f64, "{after}");
+}
+
+/// `text` parsed by a real OpenMetrics parser (the `prometheus_client` Python package's, which
+/// also checks the format: HELP and TYPE before samples, label syntax, `# EOF`): a map from
+/// family name to (type, help, samples as (name, labels, value)). `None` when the parser is
+/// not installed (a skip, or a failure under RDMA_TEST_STRICT).
+fn parsed(text: &str) -> Option<serde_json::Value> {
+    let script = "import json, sys\n\
+                  from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
+                  out = {}\n\
+                  for f in text_string_to_metric_families(sys.stdin.read()):\n\
+                  \x20   out[f.name] = {'type': f.type, 'help': f.documentation,\n\
+                  \x20       'samples': [[s.name, s.labels, s.value] for s in f.samples]}\n\
+                  print(json.dumps(out))\n";
+    // Debian's python3-prometheus-client lives in the system's Python (another python3 may
+    // come first on PATH, such as a pyenv shim).
+    let python = if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    let mut child = match std::process::Command::new(python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(_) => {
+            skip_or_fail("python3 is missing: the scrape is not parsed by an OpenMetrics parser");
+            return None;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("feed the parser");
+    let out = child.wait_with_output().expect("the parser runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("No module named") {
+        skip_or_fail(
+            "python3-prometheus-client is missing (apt-get install python3-prometheus-client): \
+the scrape is not parsed by an OpenMetrics parser",
+        );
+        return None;
+    }
+    assert!(
+        out.status.success(),
+        "the OpenMetrics parser refused the scrape: {err}\n{text}"
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("the parser's JSON"))
+}
+
+/// The value of the family's sample with exactly these labels.
+fn parsed_sample(families: &serde_json::Value, family: &str, labels: &[(&str, &str)]) -> f64 {
+    let samples = families[family]["samples"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no family {family} in {families}"));
+    samples
+        .iter()
+        .find(|s| {
+            let got = s[1].as_object().expect("labels");
+            got.len() == labels.len()
+                && labels
+                    .iter()
+                    .all(|(k, v)| got.get(*k).and_then(|x| x.as_str()) == Some(*v))
+        })
+        .and_then(|s| s[2].as_f64())
+        .unwrap_or_else(|| panic!("no sample {family}{labels:?} in {}", families[family]))
+}
+
+/// Every family of the documented set, with its type and a help text, as a parser reads it;
+/// the label sets are the documented ones, each present from the first scrape.
+fn assert_documented_families(families: &serde_json::Value) {
+    for (family, kind) in [
+        ("rdma_container_sessions", "counter"),
+        ("rdma_container_messages", "counter"),
+        ("rdma_container_bytes", "counter"),
+        ("rdma_container_errors", "counter"),
+        ("rdma_container_handshakes_refused", "counter"),
+        ("rdma_container_sessions_active", "gauge"),
+    ] {
+        let f = &families[family];
+        assert_eq!(f["type"], kind, "{family}: {f}");
+        assert!(
+            f["help"].as_str().is_some_and(|h| h.len() > 10),
+            "{family} has no help text: {f}"
+        );
+    }
+    for outcome in ["end_of_stream", "interrupted", "failed", "refused"] {
+        parsed_sample(families, "rdma_container_sessions", &[("outcome", outcome)]);
+    }
+    for kind in [
+        "peer_lost",
+        "rejected",
+        "protocol_violation",
+        "checksum",
+        "timeout",
+        "transport",
+        "other",
+    ] {
+        parsed_sample(families, "rdma_container_errors", &[("kind", kind)]);
+    }
+    for direction in ["sent", "received"] {
+        parsed_sample(
+            families,
+            "rdma_container_messages",
+            &[("direction", direction)],
+        );
+    }
+}
+
+/// The local address of the listening socket on `port` (from /proc/net/tcp).
+fn listening_on(port: u16) -> Option<std::net::Ipv4Addr> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (local, state) = (cols.get(1)?, cols.get(3)?);
+        let (ip, p) = local.split_once(':')?;
+        let p = u16::from_str_radix(p, 16).ok()?;
+        (*state == "0A" && p == port).then(|| {
+            let raw = u32::from_str_radix(ip, 16).unwrap_or(0);
+            std::net::Ipv4Addr::from(raw.to_le_bytes())
+        })
+    })
+}
+
+#[test]
+fn a_scrape_is_openmetrics_to_a_real_parser_with_every_series_and_the_content_type() {
+    let port = free_port();
+    let mut server = start("server", "--server", port, &["--metrics", "0"]);
+    server.wait_for_stderr("listening on", SHORT);
+    let addr = metrics_addr(&mut server);
+    // "--metrics 0" (a port alone) binds loopback: on the socket itself, not only in the log.
+    assert_eq!(
+        listening_on(addr.port()),
+        Some(std::net::Ipv4Addr::LOCALHOST),
+        "the metrics socket is bound to loopback\n{}",
+        server.report()
+    );
+    let (status, head, body) = get_with_head(addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        head.lines().any(
+            |l| l == "Content-Type: application/openmetrics-text; version=1.0.0; charset=utf-8"
+        ),
+        "{head}"
+    );
+    let Some(families) = parsed(&body) else {
+        return;
+    };
+    assert_documented_families(&families);
+    assert_eq!(
+        parsed_sample(&families, "rdma_container_sessions_active", &[]),
+        0.0
+    );
+}
+
+#[test]
+fn refused_and_failed_sessions_and_errors_by_kind_are_scraped_and_parsed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = dir.path().join("key");
+    std::fs::write(&key, "metrics-scrape-key-0123456789abcdef\n").expect("key");
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let key = key.to_str().expect("utf-8");
+    let port = free_port();
+    let mut server = start(
+        "server",
+        "--server",
+        port,
+        &["--metrics", "0", "--auth-key-file", key],
+    );
+    server.wait_for_stderr("listening on", SHORT);
+    let addr = metrics_addr(&mut server);
+
+    // A client without the key: refused for it.
+    let mut stranger = start(
+        "keyless client",
+        "--client",
+        port,
+        &["--connect-timeout", "10", "--count", "1"],
+    );
+    assert_eq!(stranger.wait_code(SHORT), 4, "{}", stranger.report());
+    // A keyed client killed mid-stream (no resumption): the server's session fails, peer lost.
+    let mut lost = start(
+        "killed client",
+        "--client",
+        port,
+        &[
+            "--connect-timeout",
+            "10",
+            "--count",
+            ENDLESS,
+            "--auth-key-file",
+            key,
+            "--resume-timeout",
+            "0",
+        ],
+    );
+    server.wait_for_stdout_lines(50, SHORT);
+    lost.signal(Signal::SIGKILL);
+    let _ = lost.wait(SHORT);
+    server.wait_for_stderr("peer lost", SHORT);
+    // Give the session's end its summary line (counted before it is logged).
+    server.wait_for_stderr("failed", SHORT);
+    let Some(families) = parsed(&scrape(addr)) else {
+        return;
+    };
+    assert_documented_families(&families);
+    assert!(
+        parsed_sample(
+            &families,
+            "rdma_container_handshakes_refused",
+            &[("by", "authentication")]
+        ) >= 1.0,
+        "{families}"
+    );
+    assert_eq!(
+        parsed_sample(
+            &families,
+            "rdma_container_sessions",
+            &[("outcome", "failed")]
+        ),
+        1.0,
+        "{families}\n{}",
+        server.report()
+    );
+    assert_eq!(
+        parsed_sample(&families, "rdma_container_errors", &[("kind", "peer_lost")]),
+        1.0,
+        "{families}"
+    );
+    server.signal(Signal::SIGINT);
+    let _ = server.wait(SHORT);
 }

@@ -138,11 +138,11 @@ pub struct SessionArgs {
     pub count: u64,
 
     /// Client: make every payload exactly BYTES long (the counter, padded or cut).
-    #[arg(long, env = "RDMA_CONTAINER_SIZE", value_name = "BYTES")]
+    #[arg(long, env = "RDMA_CONTAINER_SIZE", value_name = "BYTES", value_parser = payload_size)]
     pub size: Option<usize>,
 
     /// Largest message: the receiver's slot size, the sender's limit (bytes).
-    #[arg(long, env = "RDMA_CONTAINER_MAX_MSG_SIZE",
+    #[arg(long, env = "RDMA_CONTAINER_MAX_MSG_SIZE", value_parser = message_size,
           default_value_t = rdma_container::config::DEFAULT_MAX_MSG_SIZE, value_name = "BYTES")]
     pub max_msg_size: usize,
 
@@ -280,7 +280,8 @@ pub struct BenchArgs {
         long,
         env = "RDMA_CONTAINER_BENCH_SIZE",
         value_name = "BYTES",
-        conflicts_with = "all"
+        conflicts_with = "all",
+        value_parser = message_size
     )]
     pub size: Option<usize>,
 
@@ -294,7 +295,8 @@ pub struct BenchArgs {
         long,
         env = "RDMA_CONTAINER_BENCH_ITERS",
         value_name = "N",
-        conflicts_with = "duration"
+        conflicts_with = "duration",
+        value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub iters: Option<u64>,
 
@@ -626,6 +628,33 @@ impl std::str::FromStr for SecondsOrOff {
             .map(|seconds| SecondsOrOff(seconds.0))
             .map_err(|e| e.replace("a positive number", "0 or a positive number"))
     }
+}
+
+/// The largest message size the wire can state (a u32).
+const MAX_MESSAGE_SIZE: u64 = u32::MAX as u64;
+
+/// A byte count from `min` to [`MAX_MESSAGE_SIZE`].
+fn bytes_from(s: &str, min: u64) -> Result<usize, String> {
+    let v: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number of bytes"))?;
+    if !(min..=MAX_MESSAGE_SIZE).contains(&v) {
+        return Err(format!(
+            "must be between {min} and {MAX_MESSAGE_SIZE} bytes, got {s}"
+        ));
+    }
+    usize::try_from(v).map_err(|_| format!("{s} bytes do not fit this machine's address space"))
+}
+
+/// A message size: 1 byte to 4 GiB - 1.
+fn message_size(s: &str) -> Result<usize, String> {
+    bytes_from(s, 1)
+}
+
+/// A payload size: 0 (empty messages are data too) to 4 GiB - 1.
+fn payload_size(s: &str) -> Result<usize, String> {
+    bytes_from(s, 0)
 }
 
 fn long_version() -> &'static str {

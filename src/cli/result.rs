@@ -81,7 +81,11 @@ impl Ending {
 /// The exit status for a failure the program reports: the first library error in the chain
 /// decides (peer lost, rejected, RDMA required), anything else is 1.
 pub fn exit_status_of(e: &anyhow::Error) -> u8 {
-    if e.chain().any(|c| c.is::<super::UsageError>()) {
+    let usage = e.chain().any(|c| {
+        c.is::<super::UsageError>()
+            || matches!(c.downcast_ref::<Error>(), Some(Error::InvalidConfig(_)))
+    });
+    if usage {
         return super::EXIT_USAGE;
     }
     e.chain()

@@ -55,6 +55,10 @@ pub fn receive_all(
         if let Some((at, pause)) = stall {
             if src.received() == at {
                 printer.flush();
+                log::info!(
+                    "test hook: stalling {} ms after {at} message(s)",
+                    pause.as_millis()
+                );
                 std::thread::sleep(pause);
             }
         }

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 pub use rdma_test_support::*;
 
+pub mod ss;
+
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_rdma-container");
 

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Plants one-line bugs in a scratch copy of the repository, one at a time, and runs the tests
+# that should catch each: "caught" when they fail, "MISSED" when they still pass. Each bug is
+# the bug an issue's gap describes (issues 32 and 33), found by its text, never by line number,
+# so the list survives edits; a bug whose text is not there exactly once is "stale" (fix the
+# list); so is one that does not build.
+#
+#   scripts/mutants.sh              every mutant
+#   scripts/mutants.sh data-port    the mutants whose name contains "data-port"
+#
+# First it runs every listed test command on the unchanged copy: they must pass, else the
+# figures would mean nothing. Not run by CI (a build per mutant); the figures go in the session
+# note. Run as root: some tests break connections with ss -K.
+# Environment: MUTANTS_DIR (scratch, default /tmp/rdma-container-mutants), MUTANTS_TARGET_DIR
+# (cargo's target dir, default inside it), MUTANTS_TIMEOUT (seconds per test run, default 900).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+exec python3 - "$repo" "${1:-}" <<'PY'
+import os, shutil, subprocess, sys
+
+repo, wanted = sys.argv[1], sys.argv[2]
+work = os.environ.get("MUTANTS_DIR", "/tmp/rdma-container-mutants")
+copy = os.path.join(work, "repo")
+env = dict(os.environ, CARGO_TARGET_DIR=os.environ.get("MUTANTS_TARGET_DIR", os.path.join(work, "target")))
+timeout = int(os.environ.get("MUTANTS_TIMEOUT", "900"))
+
+# (name, file, text found exactly once, its replacement, the test command that must fail)
+MUTANTS = [
+    ("data-port-keeps-the-oldest-waiters", "src/transport/tcp.rs",
+     "                    if pending.len() >= MAX_PENDING_DATA {\n",
+     "                    if pending.len() >= MAX_PENDING_DATA { continue; }\n                    if false {\n",
+     "cargo test --locked --test strangers holding"),
+    ("data-port-admits-any-address", "src/transport/tcp.rs",
+     "if from.ip() != std::net::IpAddr::V4(self.peer_ip) {", "if false {",
+     "cargo test --locked --test strangers another_address"),
+    ("resume-queue-keeps-attempts-whose-client-left", "src/session/attempt_queue.rs",
+     "            state.waiting.retain_mut(|a| !a.client_gone());\n            while",
+     "            while",
+     "cargo test --locked --lib attempt_queue"),
+    ("resume-queue-full-is-a-final-refusal", "src/session/attempt_queue.rs",
+     "            while state.waiting.len() >= MAX_WAITING_ATTEMPTS {",
+     "            if state.waiting.len() >= MAX_WAITING_ATTEMPTS { drop(state); attempt.tell_refused(); return; }\n            while state.waiting.len() >= MAX_WAITING_ATTEMPTS {",
+     "cargo test --locked --features test-hooks --test resume a_stalled_server"),
+    ("resume-busy-ends-the-session", "src/session_core/resume_handshake.rs",
+     "if reason == RESUME_BUSY =>", "if reason == \"never\" =>",
+     "cargo test --locked --lib busy_session"),
+    ("resume-resent-not-counted", "src/session/resume.rs",
+     "r.counters.count(resent(&outcome, P::ROLE));", "r.counters.count(0);",
+     "cargo test --locked --features test-hooks --test resume_combined 64_kib"),
+    ("resume-attempt-routed-to-another-session", "src/session/resume.rs",
+     "    let entry = lock(registry).get(id).cloned();",
+     "    let entry = lock(registry).values().next().cloned();",
+     "cargo test --locked --features test-hooks --test resume_combined four_keyed"),
+    ("peer-text-not-escaped", "src/log_text.rs",
+     "        if c.is_control() ||", "        if false &&",
+     "cargo test --locked --test strangers stranger_text"),
+    ("stranger-events-not-rate-limited", "src/log_text.rs",
+     ".is_none_or(|t| now.saturating_duration_since(t) >= LOG_INTERVAL);", ".is_none_or(|_| true);",
+     "cargo test --locked --test strangers stranger_text"),
+    ("metrics-without-a-request-deadline", "src/cli/metrics_http.rs",
+     "if now.saturating_duration_since(c.accepted) >= REQUEST_DEADLINE {", "if false {",
+     "cargo test --locked --bin rdma-container metrics_http"),
+    ("metrics-one-connection-at-a-time", "src/cli/metrics_http.rs",
+     "        if self.conns.len() >= MAX_CONNECTIONS {", "        if !self.conns.is_empty() {",
+     "cargo test --locked --bin rdma-container metrics_http"),
+    ("metrics-checksum-series-missing", "src/cli/metrics.rs",
+     "    \"checksum\",\n    \"timeout\",", "    \"timeout\",",
+     "cargo test --locked --test metrics openmetrics"),
+    ("key-file-fifo-is-read", "src/auth.rs",
+     "        if !meta.is_file() {", "        if meta.is_dir() {",
+     "cargo test --locked --test strangers key_files"),
+    ("usage-errors-exit-1", "src/cli/result.rs",
+     "        return super::EXIT_USAGE;", "        return 1;",
+     "cargo test --locked --test hostile errors_do_not_repeat"),
+    ("handshake-table-evicts-an-authenticated-client", "src/listener.rs",
+     ".position(|e| !e.authenticated.load(Ordering::Relaxed))", ".position(|_| true)",
+     "cargo test --locked --lib listener::tests"),
+    ("garbled-frame-before-auth-gets-no-reject", "src/session_core/handshake.rs",
+     "(Error::Decode(d), Stage::ClientChallenge | Stage::ClientProof) => {",
+     "(Error::Decode(d), Stage::Failed) => {",
+     "cargo test --locked --lib undecodable_frame"),
+    ("manifest-variable-renamed", "src/cli/args.rs",
+     "env = \"RDMA_CONTAINER_REQUIRE_RDMA\"", "env = \"RDMA_CONTAINER_REQUIRE_RDMA_X\"",
+     "cargo test --locked --test env_names"),
+]
+
+def log(msg):
+    print(f"mutants: {msg}", file=sys.stderr, flush=True)
+
+selected = [m for m in MUTANTS if wanted in m[0]]
+if not selected:
+    log(f"no mutant matches {wanted!r}")
+    sys.exit(2)
+
+os.makedirs(work, exist_ok=True)
+log(f"copying the repository to {copy} (target dir {env['CARGO_TARGET_DIR']})")
+shutil.rmtree(copy, ignore_errors=True)
+files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                       cwd=repo, check=True, capture_output=True).stdout.split(b"\0")
+for f in filter(None, files):
+    src, dst = os.path.join(repo, f.decode()), os.path.join(copy, f.decode())
+    if os.path.isfile(src):
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst)
+
+def passes(cmd):
+    with open(os.path.join(work, "last.log"), "w") as out:
+        try:
+            return subprocess.run(["bash", "-c", cmd], cwd=copy, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, timeout=timeout).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+
+log("baseline: every listed test passes on the unchanged copy")
+for cmd in dict.fromkeys(m[4] for m in selected):
+    if not passes(cmd):
+        log(f"baseline FAILED: {cmd} (see {work}/last.log): fix the tests first")
+        sys.exit(1)
+
+counts = {"caught": 0, "MISSED": 0, "stale": 0}
+for name, rel, find, repl, cmd in selected:
+    path = os.path.join(copy, rel)
+    original = open(path).read()
+    if original.count(find) != 1:
+        verdict = "stale"
+    else:
+        open(path, "w").write(original.replace(find, repl))
+        try:
+            verdict = "MISSED" if passes(cmd) else "caught"
+            if verdict == "caught" and "could not compile" in open(os.path.join(work, "last.log")).read():
+                verdict = "stale"  # a bug that does not build proves nothing
+        finally:
+            open(path, "w").write(original)
+    counts[verdict] += 1
+    print(f"{verdict:7} {name}: {cmd}", flush=True)
+
+print(f"mutants: {counts['caught']} caught, {counts['MISSED']} missed, {counts['stale']} stale "
+      f"(of {len(selected)})")
+sys.exit(0 if counts["MISSED"] == 0 and counts["stale"] == 0 else 1)
+PY

@@ -1,0 +1,81 @@
+//! Breaking a session's connections from outside, as a dying middlebox or a flapping link
+//! would: `ss -K` destroys the client's socket and the kernel resets the server's.
+
+use std::process::Command;
+use std::time::Duration;
+
+use rdma_test_support::{on_path, skip_or_fail};
+
+/// Which of a session's connections to kill.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Conn {
+    Data,
+    Control,
+}
+
+/// `ss` with `-K` (socket destroy), or why the test cannot run.
+pub fn have_ss_kill() -> bool {
+    if on_path("ss").is_none() {
+        skip_or_fail("ss (iproute2) is not installed: the tests break connections with ss -K");
+        return false;
+    }
+    true
+}
+
+/// Kills (`ss -K`) the client's end of its established connection of kind `which` with the
+/// server on `port`: the client's socket is destroyed and the server's is reset. Only sockets
+/// of the client process `client_pid` on 127.0.0.1 are touched. Returns the killed socket's
+/// "local peer" pair.
+pub fn kill(client_pid: u32, port: u16, which: Conn) -> String {
+    // A connection being replaced (a resume under way) shows up within moments.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match try_kill(client_pid, port, which) {
+            Ok(pair) => return pair,
+            Err(listing) if std::time::Instant::now() >= deadline => {
+                panic!("no {which:?} connection of pid {client_pid} in:\n{listing}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// One try of [`kill`]: `Err` with the listing when there is no such connection yet.
+pub fn try_kill(client_pid: u32, port: u16, which: Conn) -> Result<String, String> {
+    let listing = Command::new("ss")
+        .args(["-tnpH", "state", "established"])
+        .output()
+        .expect("ss runs");
+    let text = String::from_utf8_lossy(&listing.stdout);
+    let owner = format!("pid={client_pid},");
+    let server_port = format!("127.0.0.1:{port}");
+    let pair = text
+        .lines()
+        .filter(|l| l.contains(&owner))
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            // Recv-Q Send-Q Local Peer Process (the state column is left out with `state`).
+            let (local, peer) = (cols.get(2)?, cols.get(3)?);
+            let control = *peer == server_port;
+            let wanted = match which {
+                Conn::Control => control,
+                Conn::Data => !control && peer.starts_with("127.0.0.1:"),
+            };
+            wanted.then(|| (local.to_string(), peer.to_string()))
+        })
+        .next();
+    let Some(pair) = pair else {
+        return Err(text.into_owned());
+    };
+    let filter = format!("src {} and dst {}", pair.0, pair.1);
+    let out = Command::new("ss")
+        .args(["-K", "-tn", &filter])
+        .output()
+        .expect("ss -K runs");
+    assert!(
+        out.status.success(),
+        "ss -K {filter} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(format!("{} {}", pair.0, pair.1))
+}
