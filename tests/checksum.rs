@@ -59,6 +59,44 @@ fn a_check_on_one_end_only_is_refused_on_both_with_the_reason() {
     }
 }
 
+/// Checksummed messages exactly at `--max-msg-size` (the trailer must not cost the
+/// application a byte of its maximum) with a wide window, on the transport under test.
+#[test]
+fn checksummed_messages_at_the_maximum_size_arrive_whole() {
+    const SIZE: &str = "262144";
+    let port = free_port();
+    let both = [
+        "--checksum",
+        "crc32c",
+        "--max-msg-size",
+        SIZE,
+        "--credits",
+        "64",
+    ];
+    let mut server_args = vec!["--once"];
+    server_args.extend_from_slice(&both);
+    let mut s = server("server", port, &server_args);
+    let mut client_args = vec!["--size", SIZE, "--count", "300"];
+    client_args.extend_from_slice(&both);
+    let mut c = client("client", port, &client_args);
+    assert_eq!(c.wait_code(common::LONG), 0, "{}", c.report());
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    let out = s.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 300, "{}", s.report());
+    for (i, line) in lines.iter().enumerate() {
+        let digits = i.to_string();
+        let pad: String = (0..262_144 - digits.len())
+            .map(|k| char::from(b'a' + (k % 26) as u8))
+            .collect();
+        assert!(
+            line.len() == 262_144 && line.starts_with(&digits) && line[digits.len()..] == pad,
+            "message {i} is not what was sent ({} bytes)",
+            line.len()
+        );
+    }
+}
+
 /// Needs a test build: `cargo test --features test-hooks --test checksum` (CI runs it so).
 #[cfg(feature = "test-hooks")]
 #[test]

@@ -77,8 +77,29 @@ at line {first_bad} ({:?} where {:?} was due)\n{}",
     }
 }
 
-/// Both ended cleanly, both logged `resumes` resumes, and the server's JSON counts them.
+/// [`assert_clean_end`], and each resume was quick.
 fn assert_clean_end_after_resumes(s: &mut Proc, c: &mut Proc, resumes: usize) {
+    assert_clean_end(s, c, resumes);
+    // Each resume took what a loopback reconnection takes, far below one attempt's 3 s bound
+    // (ATTEMPT_TIMEOUT): a resume that only succeeds after waiting an attempt out is a bug.
+    for p in [&*s, &*c] {
+        for took in p
+            .stderr()
+            .lines()
+            .filter_map(|l| l.split("session resumed in ").nth(1))
+            .filter_map(|rest| rest.split(' ').next()?.parse::<f64>().ok())
+        {
+            assert!(
+                took < 2.5 * f64::from(common::time_scale()),
+                "a resume took {took} s: it waited an attempt out\n{}",
+                p.report()
+            );
+        }
+    }
+}
+
+/// Both ended cleanly, both logged `resumes` resumes, and the server's JSON counts them.
+fn assert_clean_end(s: &mut Proc, c: &mut Proc, resumes: usize) {
     assert_eq!(c.wait_code(LONG), 0, "client\n{}", c.report());
     assert_eq!(s.wait_code(LONG), 0, "server\n{}", s.report());
     assert_every_message_once_in_order(s);
@@ -216,10 +237,42 @@ fn a_stalled_server_application_still_resumes_after_many_broken_attempts() {
         "only {killed} control connection(s) found to kill: the test did not flap enough\n{}",
         c.report()
     );
-    assert_clean_end_after_resumes(&mut s, &mut c, 1);
+    assert_clean_end(&mut s, &mut c, 1);
     assert!(
         !c.stderr().contains("resume refused"),
         "a busy session is never a final refusal\n{}",
+        c.report()
+    );
+}
+
+/// The default resume timeout is 10 s, kept to its bound: a client whose server died for good
+/// says it resumes "for up to 10.0 s" and gives up no sooner than 10 s after the break, and
+/// not much later.
+#[test]
+fn the_default_resume_timeout_is_ten_seconds_measured_at_its_bound() {
+    let port = free_port();
+    let mut s = server(port, &[], &[]);
+    let mut c = client(port, 300, &[]);
+    s.wait_for_stdout_lines(1_000, LONG);
+    s.kill();
+    let killed = std::time::Instant::now();
+    let code = c.wait_code(LONG);
+    let took = killed.elapsed();
+    assert_eq!(code, 3, "the sender reports the peer lost\n{}", c.report());
+    assert!(
+        c.stderr().contains("resuming (for up to 10.0 s)"),
+        "the default is 10 s\n{}",
+        c.report()
+    );
+    assert!(
+        took >= Duration::from_millis(9_900),
+        "gave up after {took:?}, before the 10 s resume timeout\n{}",
+        c.report()
+    );
+    let slack = Duration::from_secs(4) * common::time_scale();
+    assert!(
+        took <= Duration::from_secs(10) + slack,
+        "gave up {took:?} after the break: the timeout is 10 s\n{}",
         c.report()
     );
 }

@@ -15,6 +15,16 @@ pub enum Conn {
 
 /// `ss` with `-K` (socket destroy), or why the test cannot run.
 pub fn have_ss_kill() -> bool {
+    // These tests break the tcp transport's connections on loopback; the default pass runs
+    // them. A pass for another transport (RDMA_TEST_TRANSPORT=doca, verbs) has nothing to add.
+    if let Ok(t) = std::env::var("RDMA_TEST_TRANSPORT") {
+        if !t.is_empty() && t != "tcp" {
+            eprintln!(
+                "not run in the {t} pass: it breaks tcp connections (the default pass runs it)"
+            );
+            return false;
+        }
+    }
     if on_path("ss").is_none() {
         skip_or_fail("ss (iproute2) is not installed: the tests break connections with ss -K");
         return false;
