@@ -342,3 +342,56 @@ fn a_client_that_proved_the_key_keeps_its_place_while_strangers_flood_the_table(
         "the flood evicted nobody: {log}"
     );
 }
+
+/// The server's hello to a raw client that asks to resume (resume timeout 10 s in its hello):
+/// (session id, resume secret) as the wire carries them.
+fn resume_fields_of_the_servers_hello(port: u16, key: Option<&[u8]>) -> ([u8; 16], [u8; 32]) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(SHORT)).expect("timeout");
+    if let Some(key) = key {
+        wire::authenticate(&mut s, key, &[7u8; 32], true).expect("authenticate");
+    }
+    let mut hello = wire::hello(wire::ROLE_SENDER, 1024, &[]);
+    // The frame's 4-byte length, then the body: kind, magic, version, role, transport, max
+    // message size, credits, GID, checksum, and the resume timeout in milliseconds.
+    let at = 4 + 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16 + 1;
+    hello[at..at + 4].copy_from_slice(&10_000u32.to_le_bytes());
+    s.write_all(&hello).expect("send hello");
+    let body = read_frame(&mut s).expect("the server's hello");
+    assert_eq!(body[0], wire::KIND_HELLO, "a hello, not {body:?}");
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16 + 1;
+    assert_ne!(
+        &body[at..at + 4],
+        &[0u8; 4],
+        "the server resumes (its hello's resume timeout)"
+    );
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&body[at + 4..at + 20]);
+    let mut secret = [0u8; 32];
+    secret.copy_from_slice(&body[at + 20..at + 52]);
+    (id, secret)
+}
+
+/// What a keyed hello carries (issue 32): with a pre-shared key the resume secret never
+/// travels (both ends derive it from the key and the handshake's nonces); without one it is in
+/// the server's hello, the only place the client can learn it.
+#[test]
+fn a_keyed_servers_hello_carries_a_session_id_but_never_the_resume_secret() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key = key_file(dir.path(), "key", KEY, 0o600);
+    let port = free_port();
+    let s = server(port, Some(&key));
+    let (id, secret) = resume_fields_of_the_servers_hello(port, Some(KEY.as_bytes()));
+    assert_ne!(id, [0u8; 16], "a resumable session has an id");
+    assert_eq!(secret, [0u8; 32], "the secret is derived, never sent, with a key");
+    let (other_id, _) = resume_fields_of_the_servers_hello(port, Some(KEY.as_bytes()));
+    assert_ne!(id, other_id, "each session has its own id");
+    stop(s);
+
+    let port = free_port();
+    let s = server(port, None);
+    let (id, secret) = resume_fields_of_the_servers_hello(port, None);
+    assert_ne!(id, [0u8; 16]);
+    assert_ne!(secret, [0u8; 32], "without a key the secret travels in the hello");
+    stop(s);
+}
