@@ -383,7 +383,10 @@ fn a_keyed_servers_hello_carries_a_session_id_but_never_the_resume_secret() {
     let s = server(port, Some(&key));
     let (id, secret) = resume_fields_of_the_servers_hello(port, Some(KEY.as_bytes()));
     assert_ne!(id, [0u8; 16], "a resumable session has an id");
-    assert_eq!(secret, [0u8; 32], "the secret is derived, never sent, with a key");
+    assert_eq!(
+        secret, [0u8; 32],
+        "the secret is derived, never sent, with a key"
+    );
     let (other_id, _) = resume_fields_of_the_servers_hello(port, Some(KEY.as_bytes()));
     assert_ne!(id, other_id, "each session has its own id");
     stop(s);
@@ -392,6 +395,9 @@ fn a_keyed_servers_hello_carries_a_session_id_but_never_the_resume_secret() {
     let s = server(port, None);
     let (id, secret) = resume_fields_of_the_servers_hello(port, None);
     assert_ne!(id, [0u8; 16]);
-    assert_ne!(secret, [0u8; 32], "without a key the secret travels in the hello");
+    assert_ne!(
+        secret, [0u8; 32],
+        "without a key the secret travels in the hello"
+    );
     stop(s);
 }

@@ -269,7 +269,7 @@ fn garbage_gets_a_reject_or_a_close_and_the_server_keeps_serving() {
     let mut s = server_logging(
         "server",
         port,
-        &["--once", "--handshake-timeout", "6"],
+        &["--once", "--handshake-timeout", &common::scaled_secs(6)],
         "debug",
     );
     let random = random_bytes();
@@ -293,7 +293,13 @@ fn silent_connection_does_not_block_a_real_client_and_times_out() {
     let port = free_port();
     // Debug level, to see when the server has accepted the silent connection. The handshake
     // timeout leaves the real client room even on an emulated machine (the VM's suite).
-    let mut s = server_logging("server", port, &["--handshake-timeout", "8"], "debug");
+    let handshake = common::scaled_secs(8);
+    let mut s = server_logging(
+        "server",
+        port,
+        &["--handshake-timeout", &handshake],
+        "debug",
+    );
 
     let mut silent = connect(port);
     let local = silent.local_addr().expect("local addr");

@@ -38,7 +38,7 @@ PIN_SERVER=() PIN_CLIENT=()
 declare -gA CHECK_RESULTS=(
 	[messages]="messages_10k session_line rxe_traffic messages_64k messages_content"
 	[peer-lost]="peer_lost"
-	[link-flap]="link_flap"
+	[link-flap]="link_flap link_flap_64k_crc control_kill finish_break"
 	[doctor]="doctor_text doctor_json doctor_probe"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[container]="container_load container_session container_nodev container_nonroot"
@@ -632,44 +632,78 @@ check_peer_lost() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# link-flap: the link under the server's rxe device goes down long enough for the sender's RC
-# retries to run out (its QP fails), then up again: the session resumes on a new QP and every
-# one of the 10,000 messages arrives exactly once, in order (docs/design.md, "Resuming a session")
+# link-flap: sessions broken mid-stream over verbs must resume and deliver every message exactly
+# once, in order (docs/design.md, "Resuming a session"):
+#   link_flap          the link under the server's rxe device goes down long enough for the
+#                      sender's RC retries to run out (its QP fails), then up: 10,000 messages
+#   link_flap_64k_crc  the same with 1,000 x 64 KiB messages, --checksum crc32c, 16 credits
+#   control_kill       the client's control connection killed (ss -K) mid-stream
+#   finish_break       the control connection killed while the sender waits after Finish (a
+#                      test build's receiver stalls with one message to go)
 # ---------------------------------------------------------------------------------------------
 LINK_DOWN_SECS=4
-check_link_flap() {
-	local cpid i lines=0 crc server_rc t0 secs resumed
-	if [ -n "$HUNG" ]; then
-		result link_flap FAIL "not run: $HUNG hung"
-		return
-	fi
-	if ! start_server link_flap --resume-timeout 60; then
-		show "$SERVER_ERR"
-		result link_flap FAIL "server did not start: $(why "$SERVER_ERR")"
-		return
-	fi
-	CLIENT_ERR=/tmp/link_flap.client.err
-	timeout "$T_RUN" ip netns exec "$NS_A" "${PIN_CLIENT[@]}" "$BIN" --client "$IP_B:$PORT" --transport "$TRANSPORT" \
-		--count 10000 --resume-timeout 60 >/dev/null 2>"$CLIENT_ERR" &
-	cpid=$!
-	for ((i = 0; i < T_STEP * 10; i++)); do
-		lines=$(wc -l <"$SERVER_OUT")
-		[ "$lines" -ge 2000 ] && break
-		kill -0 "$cpid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if [ "$lines" -lt 2000 ] || ! kill -0 "$cpid" 2>/dev/null; then
-		kill "$cpid" 2>/dev/null
-		wait_pid "$SERVER_PID" 1
-		show "$SERVER_ERR" "$CLIENT_ERR"
-		result link_flap FAIL "the stream was not running when the link was to go down ($lines messages arrived): $(why "$SERVER_ERR" "$CLIENT_ERR")"
-		return
-	fi
-	echo "taking vB (under $RXE_B) down for ${LINK_DOWN_SECS}s after $lines messages"
-	t0=$(uptime_s)
+
+# How a resume check breaks its session once the stream runs.
+break_link() {
+	echo "taking vB (under $RXE_B) down for ${LINK_DOWN_SECS}s"
 	ip -n "$NS_B" link set vB down
 	sleep "$LINK_DOWN_SECS"
 	ip -n "$NS_B" link set vB up
+}
+break_control() {
+	echo "killing the client's control connection to $IP_B:$PORT (ss -K in $NS_A)"
+	ip netns exec "$NS_A" ss -K -tn dst "$IP_B" dport = ":$PORT" | sed 's/^/  | /'
+}
+# Once the last message but one arrived, the sender sends the last one and its Finish at once,
+# then waits: a second later the break lands during that wait.
+break_control_after_finish() {
+	sleep 1
+	break_control
+}
+
+# One resume check: NAME, how to break (a function), when (messages on the server's stdout),
+# the expected stdout (a file), then the arguments both ends get. Uses $BIN for both ends, the
+# server's environment from RESUME_SERVER_ENV and the client's from RESUME_CLIENT_ENV (VAR=value
+# words).
+RESUME_SERVER_ENV=() RESUME_CLIENT_ENV=()
+resume_check() { # name break-function after expected-file [args for both ends...]
+	local name=$1 breaker=$2 after=$3 expected=$4 cpid i lines=0 crc server_rc t0 secs resumed
+	shift 4
+	if [ -n "$HUNG" ]; then
+		result "$name" FAIL "not run: $HUNG hung"
+		return
+	fi
+	next_port
+	SERVER_OUT=/tmp/$name.server.out SERVER_ERR=/tmp/$name.server.err
+	ip netns exec "$NS_B" env "${RESUME_SERVER_ENV[@]}" "$BIN" --server "$IP_B:$PORT" --once --transport "$TRANSPORT" \
+		--resume-timeout 60 "$@" >"$SERVER_OUT" 2>"$SERVER_ERR" &
+	SERVER_PID=$!
+	if ! wait_listening "$NS_B" "$PORT" "$SERVER_PID"; then
+		wait_pid "$SERVER_PID" 1
+		show "$SERVER_ERR"
+		result "$name" FAIL "server did not start: $(why "$SERVER_ERR")"
+		return
+	fi
+	CLIENT_ERR=/tmp/$name.client.err
+	timeout "$T_RUN" ip netns exec "$NS_A" env "${RESUME_CLIENT_ENV[@]}" "${PIN_CLIENT[@]}" "$BIN" --client "$IP_B:$PORT" \
+		--transport "$TRANSPORT" --count "$(wc -l <"$expected")" --resume-timeout 60 "$@" >/dev/null 2>"$CLIENT_ERR" &
+	cpid=$!
+	for ((i = 0; i < T_RUN * 10; i++)); do
+		lines=$(wc -l <"$SERVER_OUT")
+		[ "$lines" -ge "$after" ] && break
+		kill -0 "$cpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [ "$lines" -lt "$after" ] || ! kill -0 "$cpid" 2>/dev/null; then
+		kill "$cpid" 2>/dev/null
+		wait_pid "$SERVER_PID" 1
+		show "$SERVER_ERR" "$CLIENT_ERR"
+		result "$name" FAIL "the stream was not running when it was to break ($lines messages arrived): $(why "$SERVER_ERR" "$CLIENT_ERR")"
+		return
+	fi
+	echo "$name: breaking the session after $lines messages"
+	t0=$(uptime_s)
+	"$breaker"
 	wait "$cpid"
 	crc=$?
 	wait_pid "$SERVER_PID" "$T_STEP"
@@ -678,17 +712,42 @@ check_link_flap() {
 	show "$SERVER_ERR" "$CLIENT_ERR"
 	resumed=$(grep -m 1 'session resumed' "$CLIENT_ERR" | sed 's/^\[[^]]*\] //')
 	if [ "$crc" = 124 ] || [ "$server_rc" = 124 ]; then
-		HUNG=link_flap
-		result link_flap FAIL "hung after the flap: client $(status_text "$crc" "$T_RUN"), server $(status_text "$server_rc" "$T_STEP")"
+		HUNG=$name
+		result "$name" FAIL "hung after the break: client $(status_text "$crc" "$T_RUN"), server $(status_text "$server_rc" "$T_STEP")"
 	elif [ "$crc" != 0 ] || [ "$server_rc" != 0 ]; then
-		result link_flap FAIL "client exit $crc, server exit $server_rc after the flap: $(why "$SERVER_ERR" "$CLIENT_ERR")"
-	elif ! seq 0 9999 | cmp -s - "$SERVER_OUT"; then
-		result link_flap FAIL "server stdout ($(wc -l <"$SERVER_OUT") lines) differs from seq 0 9999: $(seq 0 9999 | cmp - "$SERVER_OUT" 2>&1 | head -n 1)"
+		result "$name" FAIL "client exit $crc, server exit $server_rc after the break: $(why "$SERVER_ERR" "$CLIENT_ERR")"
+	elif ! cmp -s "$expected" "$SERVER_OUT"; then
+		result "$name" FAIL "server stdout ($(wc -l <"$SERVER_OUT") lines) differs from what was sent: $(cmp "$expected" "$SERVER_OUT" 2>&1 | head -n 1)"
 	elif [ -z "$resumed" ] || ! grep -q 'session resumed' "$SERVER_ERR"; then
-		result link_flap FAIL "every message arrived, but the ends did not both log a resume: did the QP fail? $(grep -h 'broke' "$SERVER_ERR" "$CLIENT_ERR" | head -n 2)"
+		result "$name" FAIL "every message arrived, but the ends did not both log a resume: did the path fail? $(grep -h 'broke' "$SERVER_ERR" "$CLIENT_ERR" | head -n 2)"
 	else
-		result link_flap PASS "vB down ${LINK_DOWN_SECS}s after $lines messages; done ${secs}s after the flap; server stdout = seq 0 9999; client: $resumed"
+		result "$name" PASS "broken after $lines messages; done ${secs}s later; every byte of every message once, in order; client: $resumed"
 	fi
+}
+
+check_link_flap() {
+	seq 0 9999 >/tmp/expected.10k
+	resume_check link_flap break_link 2000 /tmp/expected.10k
+	resume_check control_kill break_control 3000 /tmp/expected.10k
+	local hooks=/usr/local/bin/rdma-container-test-hooks
+	if [ ! -x "$hooks" ]; then
+		result link_flap_64k_crc FAIL "no test-hooks build in the guest (scripts/softroce-vm.sh --test-binary)"
+		result finish_break FAIL "no test-hooks build in the guest (scripts/softroce-vm.sh --test-binary)"
+		return
+	fi
+	local BIN=$hooks
+	# 64 KiB messages run faster than the check can count them: the test build paces the
+	# sender (5 ms a message), so that the flap lands mid-stream.
+	expected_payloads 65536 1000 >/tmp/expected.64k
+	RESUME_CLIENT_ENV=(RDMA_CONTAINER_TEST_SEND_PACE_US=5000)
+	resume_check link_flap_64k_crc break_link 200 /tmp/expected.64k \
+		--size 65536 --max-msg-size 65536 --credits 16 --checksum crc32c
+	RESUME_CLIENT_ENV=()
+	# The receiver stalls 8 s with one message to go: the sender has sent everything and its
+	# Finish, and waits to be let go when its control connection breaks.
+	RESUME_SERVER_ENV=(RDMA_CONTAINER_TEST_RECV_STALL=9999:8000)
+	resume_check finish_break break_control_after_finish 9999 /tmp/expected.10k
+	RESUME_SERVER_ENV=()
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,12 @@ pub fn scaled(bound: Duration) -> Duration {
     bound * time_scale()
 }
 
+/// `secs` seconds, scaled, as a command-line value (a handshake timeout a test gives the
+/// binary, which must grow with the test's own bounds on a slow machine).
+pub fn scaled_secs(secs: u64) -> String {
+    (secs * u64::from(time_scale())).to_string()
+}
+
 /// [`SHORT`], scaled: for a test's own deadlines (a [`Proc`] wait scales by itself).
 pub fn short() -> Duration {
     scaled(SHORT)
