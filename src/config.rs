@@ -214,6 +214,28 @@ impl Default for Config {
 }
 
 impl Config {
+    /// An explicit device, port or GID index asks for RDMA: whether each exists in the GID
+    /// table, checked before anything listens or connects (the CLI does at start-up). Nothing
+    /// to check without one, or with [`TransportChoice::Tcp`].
+    ///
+    /// # Errors
+    /// [`Error::RdmaRequired`] naming what was asked, what is missing and what is present.
+    pub fn check_device_request(&self) -> crate::Result<()> {
+        let Some(asked) = self.overrides.requested() else {
+            return Ok(());
+        };
+        if self.transport == TransportChoice::Tcp {
+            return Ok(());
+        }
+        let table = crate::roce::GidTable::read(&self.sysfs_root).unwrap_or_default();
+        crate::roce::check_overrides(&table, &self.overrides).map_err(|e| {
+            crate::Error::RdmaRequired {
+                asked,
+                reason: e.to_string(),
+            }
+        })
+    }
+
     /// Test and tooling hook, not part of the stable API (hidden from the documentation; it
     /// may change or go in any release): where sysfs is mounted (default `/sys`), for the RDMA
     /// device and GID lookup. Tests point it at a fixture tree; the CLI's `--sysfs-root` and

@@ -244,10 +244,16 @@ pub enum Error {
         table: String,
     },
 
-    /// RDMA was required (`--require-rdma`, [`crate::Config::require_rdma`]) and `auto` could not
-    /// use it here: it would have fallen back to TCP. The reason says why RDMA was not possible.
-    #[error("RDMA is required (--require-rdma) but not possible here: {0}")]
-    RdmaRequired(String),
+    /// RDMA was required (`--require-rdma`, [`crate::Config::require_rdma`], or an explicit
+    /// device, port or GID index) and `auto` could not use it here: it would have fallen back to
+    /// TCP. `asked` says what required it, `reason` why RDMA was not possible.
+    #[error("RDMA is required ({asked}) but not possible here: {reason}")]
+    RdmaRequired {
+        /// `--require-rdma`, or the explicit device, port or GID index given.
+        asked: String,
+        /// Why RDMA cannot be used.
+        reason: String,
+    },
 
     /// A Kubernetes device plugin's resource (a `PCIDEVICE_*` variable, a Multus network) names
     /// several usable RDMA devices, or none: the choice is not guessed.

@@ -53,6 +53,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Bench(args)) => cli::bench::run(&args, stop),
         None => {
             let config = cli::config_from(&cli.session, &stop)?;
+            cli::check_rdma_request(&config)?;
             let metrics = cli.metrics.map(|m| m.0);
             let reporter =
                 cli::result::Reporter::new(cli.session.json, cli.session.out_json.as_deref())?;

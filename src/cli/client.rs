@@ -82,6 +82,7 @@ fn stream(
     sent?;
     let interrupted = stop.load(Ordering::Relaxed);
     let bytes = sink.bytes_sent();
+    let transport = sink.info().transport.name();
     let sent = sink.finish().context("ending the stream failed")?;
     let ending = if interrupted {
         Ending::Interrupted
@@ -92,7 +93,7 @@ fn stream(
     log::info!(
         "{}: sent {}",
         if interrupted { "interrupted" } else { "done" },
-        summary_line(sent, bytes, started.elapsed())
+        summary_line(sent, bytes, started.elapsed(), transport)
     );
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }

@@ -54,6 +54,14 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
     })
 }
 
+/// An explicit device, port or GID index (flag or variable) asks for RDMA: at start-up, before
+/// anything listens or connects, each must exist in the GID table, or the program ends with
+/// exit status 5 naming what is missing and what is present (never a silent TCP session).
+/// Nothing to check with `--transport tcp`, which uses no device.
+pub fn check_rdma_request(config: &Config) -> Result<()> {
+    Ok(config.check_device_request()?)
+}
+
 fn config_from_args(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
     let config = Config::default()
         .with_credits(args.credits)

@@ -134,10 +134,11 @@ pub fn summarize(payload: &[u8]) -> String {
 }
 
 /// One-line summary: messages, bytes, seconds, rates.
-pub fn summary_line(messages: u64, bytes: u64, elapsed: Duration) -> String {
+/// `transport` is named at the end: a summary never leaves open whether RDMA ran.
+pub fn summary_line(messages: u64, bytes: u64, elapsed: Duration, transport: &str) -> String {
     let secs = elapsed.as_secs_f64().max(1e-9);
     format!(
-        "{messages} messages, {bytes} bytes in {:.3} s ({:.0} msg/s, {:.2} MiB/s, {:.3} Gb/s)",
+        "{messages} messages, {bytes} bytes in {:.3} s ({:.0} msg/s, {:.2} MiB/s, {:.3} Gb/s) over {transport}",
         elapsed.as_secs_f64(),
         messages as f64 / secs,
         bytes as f64 / secs / (1024.0 * 1024.0),

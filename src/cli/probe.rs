@@ -133,9 +133,9 @@ fn explain(
                        the RoCE network, that both GIDs are RoCE v2 (doctor --peer IP on each end), \
                        and that UDP port 4791 is not blocked";
     match e {
-        Error::RdmaRequired(reason) => (
+        Error::RdmaRequired { asked, reason } => (
             "rdma_not_possible",
-            format!("RDMA is not possible toward {peer} from here: {reason}"),
+            format!("RDMA is not possible toward {peer} from here ({asked}): {reason}"),
         ),
         Error::Connect { .. } => (
             "not_listening",
@@ -210,7 +210,15 @@ mod tests {
         let (kind, text) = explain(&retry(), false, Some(1024), peer());
         assert_eq!(kind, "gid_unreachable");
         assert!(text.contains("UDP port 4791"), "{text}");
-        let (kind, _) = explain(&Error::RdmaRequired("no GID".into()), false, None, peer());
+        let (kind, _) = explain(
+            &Error::RdmaRequired {
+                asked: "--require-rdma".into(),
+                reason: "no GID".into(),
+            },
+            false,
+            None,
+            peer(),
+        );
         assert_eq!(kind, "rdma_not_possible");
         let (kind, text) = explain(
             &Error::Rejected("transport mismatch".into()),

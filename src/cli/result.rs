@@ -32,7 +32,7 @@ pub enum Ending {
     PeerLost { messages: u64, reason: String },
     /// The session was refused or rejected, by the peer or by us.
     Rejected { reason: String },
-    /// `--require-rdma`: RDMA was not possible here.
+    /// `--require-rdma` or an explicit device, port or GID index: RDMA was not possible here.
     RdmaRequired { reason: String },
     /// Ctrl-C.
     Interrupted,
@@ -56,8 +56,8 @@ impl Ending {
             | Error::AuthenticationFailed(reason) => Ending::Rejected {
                 reason: reason.clone(),
             },
-            Error::RdmaRequired(reason) => Ending::RdmaRequired {
-                reason: reason.clone(),
+            Error::RdmaRequired { asked, reason } => Ending::RdmaRequired {
+                reason: format!("required by {asked}: {reason}"),
             },
             other => Ending::Failed {
                 error: other.chain(),
@@ -290,7 +290,11 @@ mod tests {
             EXIT_REJECTED
         );
         assert_eq!(
-            Ending::of(&Error::RdmaRequired("no GID".into())).exit_status(),
+            Ending::of(&Error::RdmaRequired {
+                asked: "--require-rdma".into(),
+                reason: "no GID".into()
+            })
+            .exit_status(),
             EXIT_RDMA_REQUIRED
         );
         assert_eq!(

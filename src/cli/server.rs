@@ -98,7 +98,12 @@ pub fn receive_all(
     };
     log::info!(
         "{label}: {how}: received {}",
-        summary_line(src.received(), src.bytes_received(), started.elapsed())
+        summary_line(
+            src.received(),
+            src.bytes_received(),
+            started.elapsed(),
+            src.info().transport.name()
+        )
     );
     if end == SessionEnd::Interrupted {
         src.abort("the server was interrupted (Ctrl-C)");

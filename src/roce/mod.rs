@@ -19,7 +19,7 @@ use serde::{Serialize, Serializer};
 
 pub use gid::{gid_from_ipv4, gid_string, parse_gid};
 pub use render::render_table;
-pub use select::{select, DeviceChoice, Overrides, Selection};
+pub use select::{check_overrides, select, DeviceChoice, Overrides, Selection};
 pub use table::{GidTable, PortInfo};
 
 /// The RoCE version (GID type) of one GID table entry, from `gid_attrs/types/<i>`.

@@ -17,6 +17,66 @@ pub struct Overrides {
     pub gid_index: Option<u32>,
 }
 
+impl Overrides {
+    /// What the overrides ask for, as the command line names it (`-d/--ib-dev mlx5_0`,
+    /// `-i/--ib-port 1`, `-x/--gid-index 3`); `None` when none is set. An explicit device, port
+    /// or GID index asks for RDMA: a session never falls back to TCP with one
+    /// (docs/design.md, "Device and GID choice").
+    pub fn requested(&self) -> Option<String> {
+        let mut asked = Vec::new();
+        if let Some(d) = &self.device {
+            asked.push(format!("--ib-dev {d}"));
+        }
+        if let Some(p) = self.port {
+            asked.push(format!("--ib-port {p}"));
+        }
+        if let Some(x) = self.gid_index {
+            asked.push(format!("--gid-index {x}"));
+        }
+        (!asked.is_empty()).then(|| asked.join(" "))
+    }
+}
+
+/// Whether `overrides` name a device, port and GID index that exist in `table`: the check a
+/// program makes at start-up, before anything connects. The error names what is missing and
+/// what is present.
+///
+/// # Errors
+/// [`Error::BadOverride`].
+pub fn check_overrides(table: &GidTable, overrides: &Overrides) -> Result<()> {
+    validate_overrides(table, overrides)?;
+    if let Some(index) = overrides.gid_index {
+        let exists = table.entries.iter().any(|e| {
+            e.gid_index == index
+                && in_scope(
+                    e,
+                    &Overrides {
+                        gid_index: None,
+                        ..overrides.clone()
+                    },
+                )
+        });
+        if !exists {
+            let present: Vec<String> = table
+                .entries
+                .iter()
+                .filter(|e| overrides.device.as_deref().is_none_or(|d| e.device == d))
+                .filter(|e| overrides.port.is_none_or(|p| e.port == p))
+                .map(|e| format!("{} port {} index {}", e.device, e.port, e.gid_index))
+                .collect();
+            return Err(Error::BadOverride(format!(
+                "GID index {index} not found (GIDs present: {})",
+                if present.is_empty() {
+                    "none".to_owned()
+                } else {
+                    present.join(", ")
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The device, port and GID this side will use: the chosen row of the GID table.
 pub type DeviceChoice = GidEntry;
 

@@ -26,11 +26,22 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
     params: SetupParams,
 ) -> Result<Created<P>> {
     let iface = path.interface.as_deref().unwrap_or("unknown interface");
-    // The TCP fallback, `why` it is taken; refused when RDMA is required.
+    // RDMA is required by --require-rdma, and asked for by an explicit device, port or GID
+    // index: either way `auto` never falls back to TCP then.
+    let required = if config.require_rdma {
+        Some("--require-rdma".to_owned())
+    } else {
+        config.overrides.requested()
+    };
+    // The TCP fallback, `why` it is taken (a warning); refused when RDMA is required.
     let fallback = |params: &SetupParams, why: String| -> Result<Created<P>> {
-        if config.require_rdma {
-            return Err(Error::RdmaRequired(why));
+        if let Some(asked) = &required {
+            return Err(Error::RdmaRequired {
+                asked: asked.clone(),
+                reason: why,
+            });
         }
+        log::warn!("{why}; using the TCP transport");
         P::create(TransportKind::Tcp, params).map(|t| (t, None, Some(why)))
     };
     let wanted = match config.transport {
@@ -107,9 +118,6 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
                 }
             }
             let why = failed.join("; ");
-            if !config.require_rdma {
-                log::warn!("{owner}, but {why}; using the TCP transport");
-            }
             fallback(&params, format!("{owner}, but {why}"))
         }
         (Ok(sel), None) => {
@@ -120,9 +128,6 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
                 sel.choice.port,
                 path.source
             );
-            if !config.require_rdma {
-                log::info!("{why}: using the TCP transport");
-            }
             fallback(&params, why)
         }
         (Err(Error::NoRoceGid { hint, table, .. }), _) => {
@@ -130,9 +135,6 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
                 "no RoCE v2 GID for source {} ({iface}): {hint}",
                 path.source
             );
-            if !config.require_rdma {
-                log::info!("{why}; using the TCP transport");
-            }
             log::debug!("GID table:\n{table}");
             fallback(&params, why)
         }
@@ -141,9 +143,6 @@ pub(super) fn create_transport<P: RolePath + ?Sized>(
                 "RDMA device selection failed for source {} ({iface}): {e}",
                 path.source
             );
-            if !config.require_rdma {
-                log::info!("{why}; using the TCP transport");
-            }
             fallback(&params, why)
         }
     }

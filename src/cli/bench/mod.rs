@@ -41,6 +41,7 @@ pub fn run(args: &BenchArgs, stop: Arc<AtomicBool>) -> Result<u8> {
         stop.clone()
     };
     let config = super::config_from(&args.session_args(), &library_stop)?;
+    super::check_rdma_request(&config)?;
     match (args.server, args.client) {
         (Some(addr), None) => serve::serve(addr, config),
         (None, Some(addr)) => client::run(addr, config, args, &stop),
