@@ -128,7 +128,7 @@ pub fn send_all(
             log::info!("Ctrl-C: stopping after {i} message(s)");
             return Ok(());
         }
-        let payload = payloads.message(i);
+        let payload = payloads.message(i)?;
         match sink.send(payload) {
             Ok(()) => metrics::message_sent(payload.len(), sink.credit_wait()),
             Err(Error::Interrupted) => {

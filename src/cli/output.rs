@@ -165,14 +165,18 @@ impl Payloads {
     /// Messages of exactly `size` bytes, or just the counter with `None`.
     pub fn new(size: Option<usize>) -> Self {
         Self {
-            buf: Vec::with_capacity(size.unwrap_or(20)),
+            // The first message sizes it (fallibly: see `message`); the counter needs 20.
+            buf: Vec::with_capacity(20),
             size,
             digits: 0,
         }
     }
 
     /// Message `i`.
-    pub fn message(&mut self, i: u64) -> &[u8] {
+    ///
+    /// # Errors
+    /// The buffer for `size` bytes cannot be allocated.
+    pub fn message(&mut self, i: u64) -> anyhow::Result<&[u8]> {
         let mut text = [0u8; 20];
         let digits = decimal(i, &mut text);
         match self.size {
@@ -183,6 +187,14 @@ impl Payloads {
             Some(size) => {
                 if self.digits != digits.len() {
                     self.buf.clear();
+                    // --size is bounded by --max-msg-size, which the session's slots already
+                    // took: a failure here is memory the machine no longer has.
+                    self.buf.try_reserve_exact(size).map_err(|_| {
+                        anyhow::anyhow!(
+                            "cannot allocate a {size}-byte message buffer (--size): the machine \
+                             has not that much memory left"
+                        )
+                    })?;
                     self.buf.resize(size, 0);
                     let start = digits.len().min(size);
                     for (k, b) in self.buf[start..].iter_mut().enumerate() {
@@ -194,7 +206,7 @@ impl Payloads {
                 self.buf[..shown].copy_from_slice(&digits[..shown]);
             }
         }
-        &self.buf
+        Ok(&self.buf)
     }
 }
 
@@ -254,11 +266,15 @@ mod tests {
             let mut p = Payloads::new(size);
             let counters = (0..120).chain([999, 1000, 1001, 99_999, 100_000, u64::MAX]);
             for i in counters {
-                assert_eq!(p.message(i), reference_payload(i, size), "{i} {size:?}");
+                assert_eq!(
+                    p.message(i).expect("a buffer"),
+                    reference_payload(i, size),
+                    "{i} {size:?}"
+                );
             }
         }
         assert_eq!(
-            Payloads::new(Some(30)).message(7),
+            Payloads::new(Some(30)).message(7).expect("a buffer"),
             b"7abcdefghijklmnopqrstuvwxyzabc"
         );
     }

@@ -211,10 +211,12 @@ pub fn run(
     }
     let listener = Listener::bind(addr, &config)?;
     log::info!(
-        "listening on {addr} (transport {}, credits {}, max message {} bytes)",
+        "listening on {addr} (transport {}, credits {}, max message {} bytes, slot memory {} MiB \
+a session)",
         config.transport,
         config.credits,
-        config.max_msg_size
+        config.max_msg_size,
+        (usize::from(config.credits).saturating_mul(config.max_msg_size)) >> 20
     );
     if options.max_sessions > 1 {
         log::info!(

@@ -58,6 +58,29 @@ pub(crate) fn check_slot_memory(count: usize, size: usize, pinned: bool) -> Resu
             )));
         }
     }
+    if let Some((limit, used)) = address_space_left() {
+        if (total as u64).saturating_add(used) > limit {
+            return Err(Error::InvalidConfig(format!(
+                "{} do not fit the address-space limit (RLIMIT_AS, ulimit -v) of {} MiB, of which \
+this process uses {} MiB: lower --credits or --max-msg-size, or raise the limit",
+                what(),
+                limit >> 20,
+                used >> 20
+            )));
+        }
+    }
+    if let Some((limit, used)) = cgroup_memory_left() {
+        if (total as u64).saturating_add(used) > limit {
+            return Err(Error::InvalidConfig(format!(
+                "{} do not fit the memory limit of this container (cgroup: {} MiB, of which {} MiB \
+are in use): lower --credits or --max-msg-size (RDMA_CONTAINER_CREDITS, \
+RDMA_CONTAINER_MAX_MSG_SIZE), or raise the pod's limits.memory",
+                what(),
+                limit >> 20,
+                used >> 20
+            )));
+        }
+    }
     if pinned && crate::doctor::has_cap_ipc_lock() != Some(true) {
         if let Some(limit) = crate::doctor::memlock_limit() {
             if total as u64 > limit {
@@ -72,6 +95,76 @@ in effect; lower --credits or --max-msg-size, or raise the limit (in a container
         }
     }
     Ok(total)
+}
+
+/// `n` zeroed bytes, or an error instead of the allocator's abort.
+pub(crate) fn zeroed(n: usize) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(n).map_err(|_| {
+        Error::InvalidConfig(format!(
+            "cannot allocate {n} bytes of slot memory: lower --credits or --max-msg-size"
+        ))
+    })?;
+    bytes.resize(n, 0);
+    Ok(bytes)
+}
+
+/// The address-space limit (`RLIMIT_AS`) and what this process maps now (`VmSize`), in
+/// bytes; `None` without a limit.
+fn address_space_left() -> Option<(u64, u64)> {
+    let (soft, _) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS).ok()?;
+    if soft == nix::sys::resource::RLIM_INFINITY {
+        return None;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let used_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some((soft, used_kib.saturating_mul(1024)))
+}
+
+/// This process's cgroup memory limit and usage, in bytes (v2 `memory.max`/`memory.current`,
+/// v1 `memory.limit_in_bytes`/`memory.usage_in_bytes`); `None` without a limit.
+fn cgroup_memory_left() -> Option<(u64, u64)> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    cgroup_limit_from(&cgroups, std::path::Path::new("/sys/fs/cgroup"))
+}
+
+/// [`cgroup_memory_left`] from `/proc/self/cgroup`'s text and the cgroup mount.
+fn cgroup_limit_from(cgroups: &str, mount: &std::path::Path) -> Option<(u64, u64)> {
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok();
+    let number = |t: Option<String>| t.and_then(|t| t.trim().parse::<u64>().ok());
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let path = path.trim_start_matches('/');
+        if controllers.is_empty() {
+            let dir = mount.join(path);
+            // "max" (no limit) does not parse: None.
+            let limit = number(read(dir.join("memory.max")))?;
+            let used = number(read(dir.join("memory.current"))).unwrap_or(0);
+            return Some((limit, used));
+        }
+        if controllers.split(',').any(|c| c == "memory") {
+            let dir = mount.join("memory").join(path);
+            let limit = number(read(dir.join("memory.limit_in_bytes")))?;
+            // v1 writes a huge page-rounded number when there is no limit.
+            if limit >= 1 << 62 {
+                return None;
+            }
+            let used = number(read(dir.join("memory.usage_in_bytes"))).unwrap_or(0);
+            return Some((limit, used));
+        }
+    }
+    None
 }
 
 /// `MemAvailable` from /proc/meminfo, in bytes (`None` where it cannot be read).
@@ -219,6 +312,36 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
+
+    #[test]
+    fn a_cgroup_memory_limit_is_read_from_v2_and_v1_and_no_limit_is_none() {
+        let dir = tempfile::tempdir().expect("dir");
+        let v2 = dir.path().join("kubepods/pod1");
+        std::fs::create_dir_all(&v2).expect("mkdir");
+        std::fs::write(v2.join("memory.max"), "1073741824\n").expect("write");
+        std::fs::write(v2.join("memory.current"), "104857600\n").expect("write");
+        assert_eq!(
+            cgroup_limit_from("0::/kubepods/pod1\n", dir.path()),
+            Some((1 << 30, 100 << 20))
+        );
+        std::fs::write(v2.join("memory.max"), "max\n").expect("write");
+        assert_eq!(cgroup_limit_from("0::/kubepods/pod1\n", dir.path()), None);
+        let v1 = dir.path().join("memory/docker/abc");
+        std::fs::create_dir_all(&v1).expect("mkdir");
+        std::fs::write(v1.join("memory.limit_in_bytes"), "536870912\n").expect("write");
+        std::fs::write(v1.join("memory.usage_in_bytes"), "0\n").expect("write");
+        let v1_lines = "12:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n";
+        assert_eq!(cgroup_limit_from(v1_lines, dir.path()), Some((512 << 20, 0)));
+        std::fs::write(v1.join("memory.limit_in_bytes"), "9223372036854771712\n").expect("write");
+        assert_eq!(cgroup_limit_from(v1_lines, dir.path()), None);
+    }
+
+    #[test]
+    fn zeroed_slot_memory_beyond_what_can_be_had_is_an_error_not_an_abort() {
+        let e = zeroed(usize::MAX / 2).expect_err("no machine has that");
+        assert!(e.to_string().contains("lower --credits"), "{e}");
+        assert_eq!(zeroed(16).expect("small").len(), 16);
+    }
 
     #[test]
     fn each_token_reaches_only_its_own_slot() {

@@ -120,8 +120,8 @@ impl TcpTransport {
             slots: {
                 super::slots::check_slot_memory(params.slots, params.slot_size, false)?;
                 (0..params.slots)
-                    .map(|_| vec![0u8; payload_at + params.slot_size])
-                    .collect()
+                    .map(|_| super::slots::zeroed(payload_at + params.slot_size))
+                    .collect::<Result<Vec<_>>>()?
             },
             slot_size: params.slot_size,
             posted: VecDeque::with_capacity(params.slots),

@@ -165,7 +165,9 @@ pub fn ping_pong(
         .interval
         .map(|every| Ticker::new(every, started, run.json, h.size));
     let mut window: Vec<u64> = Vec::new();
-    let mut half_rtt_ns: Vec<u64> = Vec::with_capacity(h.iters.unwrap_or(100_000) as usize);
+    // The count comes from the client's header: room for at most what is kept, never more.
+    let expected = h.iters.unwrap_or(100_000).min(LAT_KEEP_MAX as u64) as usize;
+    let mut half_rtt_ns: Vec<u64> = Vec::with_capacity(expected);
     let mut keep = |ns: u64, window: &mut Vec<u64>, ticking: bool| {
         let half = ns / 2;
         if half_rtt_ns.len() < LAT_KEEP_MAX {

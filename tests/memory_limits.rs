@@ -1,0 +1,101 @@
+//! Slot memory a limit forbids is refused with the figures and the flags that change them,
+//! never an allocator abort (issue 35, item 3): `--credits 1024` with 10 MiB slots (10 GiB)
+//! under an address-space limit, on the server and on the client.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+
+use common::{free_port, Proc, SHORT};
+
+/// A command for the binary under test that runs with `RLIMIT_AS` = `bytes`.
+fn limited(args: &[&str], bytes: u64) -> std::process::Command {
+    let mut cmd = common::command(args);
+    // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe and
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_AS, bytes, bytes)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd
+}
+
+const TWO_GIB: u64 = 2 << 30;
+
+#[test]
+fn a_server_whose_slots_exceed_its_address_space_limit_refuses_with_the_figures() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut s = Proc::spawn(
+        "server",
+        limited(
+            &["--server", &addr, "--once", "--transport", "tcp", "--credits", "1024"],
+            TWO_GIB,
+        ),
+    );
+    s.wait_for_stderr("listening on", SHORT);
+    let mut c = common::start(
+        "client",
+        &["--client", &addr, "--transport", "tcp", "--count", "3", "--connect-timeout", "10"],
+    );
+    let client_code = c.wait_code(SHORT);
+    let server_status = s.wait(SHORT);
+    assert!(
+        server_status.code().is_some(),
+        "the server died by a signal (an abort): {server_status}\n{}",
+        s.report()
+    );
+    let err = s.stderr();
+    assert!(
+        err.contains("RLIMIT_AS") && err.contains("lower --credits or --max-msg-size"),
+        "the refusal names the limit and the flags\n{}",
+        s.report()
+    );
+    assert!(!err.contains("memory allocation of"), "{}", s.report());
+    assert_eq!(client_code, 4, "the client is told\n{}", c.report());
+    assert!(c.stderr().contains("RLIMIT_AS"), "{}", c.report());
+}
+
+#[test]
+fn a_client_whose_slots_exceed_its_address_space_limit_refuses_with_the_figures() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut s = common::start(
+        "server",
+        &["--server", &addr, "--once", "--transport", "tcp"],
+    );
+    s.wait_for_stderr("listening on", SHORT);
+    let mut c = Proc::spawn(
+        "client",
+        limited(
+            &[
+                "--client",
+                &addr,
+                "--transport",
+                "tcp",
+                "--credits",
+                "1024",
+                "--count",
+                "3",
+                "--connect-timeout",
+                "10",
+            ],
+            TWO_GIB,
+        ),
+    );
+    let status = c.wait(SHORT);
+    assert!(
+        status.code().is_some_and(|c| c != 0),
+        "the client fails with a status, not a signal: {status}\n{}",
+        c.report()
+    );
+    let err = c.stderr();
+    assert!(
+        !err.contains("memory allocation of") && err.contains("lower --credits"),
+        "{}",
+        c.report()
+    );
+    s.kill();
+}
