@@ -146,3 +146,34 @@ fn completions_and_man_page_name_the_perftest_flags() {
         "man page lacks the env names"
     );
 }
+
+/// perftest's and iperf3's habits (issue 35, item 6): a bare number where IP:PORT goes points
+/// at `--size`; an address without a port says so; a host name is resolved (IPv4) and logged,
+/// and a whole session runs with it.
+#[test]
+fn server_and_client_addresses_take_host_names_and_explain_perftest_habits() {
+    let (code, _, err) = common::run(&["--client", "127.0.0.1:9", "-s", "65536"], SHORT);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is a number, not IP:PORT") && err.contains("--size"),
+        "{err}"
+    );
+    let (code, _, err) = common::run(&["--server", "10.0.0.2"], SHORT);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no port"), "{err}");
+    let port = common::free_port();
+    let by_name = format!("localhost:{port}");
+    let mut s = common::start(
+        "server",
+        &["--server", &by_name, "--once", "--transport", "tcp"],
+    );
+    s.wait_for_stderr("listening on 127.0.0.1", SHORT);
+    let (code, _, err) = common::run(
+        &["--client", &by_name, "--transport", "tcp", "--count", "5"],
+        SHORT,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("localhost resolved to 127.0.0.1"), "{err}");
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    assert_eq!(s.stdout(), "0\n1\n2\n3\n4\n");
+}

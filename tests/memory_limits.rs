@@ -31,14 +31,31 @@ fn a_server_whose_slots_exceed_its_address_space_limit_refuses_with_the_figures(
     let mut s = Proc::spawn(
         "server",
         limited(
-            &["--server", &addr, "--once", "--transport", "tcp", "--credits", "1024"],
+            &[
+                "--server",
+                &addr,
+                "--once",
+                "--transport",
+                "tcp",
+                "--credits",
+                "1024",
+            ],
             TWO_GIB,
         ),
     );
     s.wait_for_stderr("listening on", SHORT);
     let mut c = common::start(
         "client",
-        &["--client", &addr, "--transport", "tcp", "--count", "3", "--connect-timeout", "10"],
+        &[
+            "--client",
+            &addr,
+            "--transport",
+            "tcp",
+            "--count",
+            "3",
+            "--connect-timeout",
+            "10",
+        ],
     );
     let client_code = c.wait_code(SHORT);
     let server_status = s.wait(SHORT);

@@ -228,7 +228,8 @@ fn a_second_ctrl_c_exits_at_once_while_the_first_waits_for_a_frozen_peer() {
     s.kill();
 }
 
-/// Bootstrap over IPv6 (::1): refused at once by both ends, each in one clear line (exit 1),
+/// Bootstrap over IPv6 (::1): refused at once by both ends, each in one clear line (exit 2,
+/// a usage error),
 /// before anything listens or connects: every transport bootstraps over IPv4.
 #[test]
 fn an_ipv6_bootstrap_is_refused_at_once_in_one_clear_line() {
@@ -240,7 +241,7 @@ fn an_ipv6_bootstrap_is_refused_at_once_in_one_clear_line() {
     ] {
         let started = Instant::now();
         let (code, _, err) = run(&args, SHORT);
-        assert_eq!(code, 1, "{role}: {err}");
+        assert_eq!(code, 2, "{role}: {err}");
         let errors: Vec<&str> = err.lines().filter(|l| l.contains("ERROR")).collect();
         assert!(
             errors.len() == 1 && errors[0].contains("IPv6") && errors[0].contains("IPv4"),
@@ -279,7 +280,7 @@ fn slot_memory_beyond_the_machine_is_refused_naming_credits_and_size() {
     ];
     client_args.extend(transport.iter().map(String::as_str));
     let (code, _, err) = run(&client_args, SHORT);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "a configuration the machine cannot hold: {err}");
     assert!(
         err.contains("1024 slots of 1073741824 bytes")
             && err.contains("--credits or --max-msg-size"),

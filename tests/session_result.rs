@@ -6,10 +6,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use common::{client, free_port, on_path, server, skip_or_fail, Proc, LONG, SHORT};
+use common::{client, free_port, server, Proc, LONG, SHORT};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
@@ -30,41 +29,9 @@ fn result_of(p: &Proc) -> Value {
     v
 }
 
-/// Validates `v` against docs/session-result.schema.json with Python's `jsonschema`.
+/// Validates `v` against docs/session-result.schema.json.
 fn validate(v: &Value) {
-    let Some(python) = on_path("python3") else {
-        skip_or_fail(
-            "python3 is not installed: the session result is not checked against its schema",
-        );
-        return;
-    };
-    let probe = Command::new(&python)
-        .args(["-c", "import jsonschema"])
-        .output()
-        .expect("run python3");
-    if !probe.status.success() {
-        skip_or_fail("python3's jsonschema module is missing (apt-get install python3-jsonschema): the schema is not checked");
-        return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let instance = dir.path().join("result.json");
-    std::fs::write(&instance, v.to_string()).expect("write");
-    let schema = common::repo().join("docs/session-result.schema.json");
-    let script = "import json, sys, jsonschema\n\
-                  schema = json.load(open(sys.argv[1]))\n\
-                  jsonschema.Draft202012Validator.check_schema(schema)\n\
-                  jsonschema.Draft202012Validator(schema).validate(json.load(open(sys.argv[2])))\n";
-    let out = Command::new(&python)
-        .args(["-c", script])
-        .arg(&schema)
-        .arg(&instance)
-        .output()
-        .expect("run python3");
-    assert!(
-        out.status.success(),
-        "the session result does not match docs/session-result.schema.json:\n{v}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::validate_json("docs/session-result.schema.json", v);
 }
 
 fn read_lines(path: &Path) -> Vec<Value> {

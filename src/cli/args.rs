@@ -50,7 +50,8 @@ pub struct Cli {
         long,
         env = "RDMA_CONTAINER_SERVER",
         value_name = "IP:PORT",
-        conflicts_with = "client"
+        conflicts_with = "client",
+        value_parser = endpoint
     )]
     pub server: Option<SocketAddr>,
 
@@ -59,7 +60,8 @@ pub struct Cli {
         short = 'c',
         long,
         env = "RDMA_CONTAINER_CLIENT",
-        value_name = "IP:PORT"
+        value_name = "IP:PORT",
+        value_parser = endpoint
     )]
     pub client: Option<SocketAddr>,
 
@@ -262,12 +264,13 @@ pub struct BenchArgs {
         env = "RDMA_CONTAINER_BENCH_SERVER",
         value_name = "IP:PORT",
         conflicts_with = "client",
-        required_unless_present = "client"
+        required_unless_present = "client",
+        value_parser = endpoint
     )]
     pub server: Option<SocketAddr>,
 
     /// Run the benchmark against the server at IP:PORT and print the results.
-    #[arg(long, env = "RDMA_CONTAINER_BENCH_CLIENT", value_name = "IP:PORT")]
+    #[arg(long, env = "RDMA_CONTAINER_BENCH_CLIENT", value_name = "IP:PORT", value_parser = endpoint)]
     pub client: Option<SocketAddr>,
 
     /// bw: one-way stream (like ib_send_bw); lat: ping-pong (like ib_send_lat).
@@ -628,6 +631,43 @@ impl std::str::FromStr for SecondsOrOff {
             .map(|seconds| SecondsOrOff(seconds.0))
             .map_err(|e| e.replace("a positive number", "0 or a positive number"))
     }
+}
+
+/// `--server`/`--client`: IP:PORT, or HOST:PORT resolved to its first IPv4 address (logged).
+/// What perftest and iperf3 users type instead gets words that point at our flags.
+fn endpoint(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "'{s}' is a number, not IP:PORT: --server and --client take IP:PORT (with perftest's \
+habits: the message size is --size, the port goes after the address, e.g. 10.0.0.2:{s})"
+        ));
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!(
+            "'{s}' has no port: give IP:PORT (or HOST:PORT), e.g. {s}:18515"
+        ));
+    };
+    if port.parse::<u16>().is_err() {
+        return Err(format!("'{port}' in '{s}' is not a port (1-65535)"));
+    }
+    let resolved = std::net::ToSocketAddrs::to_socket_addrs(&s)
+        .map_err(|e| format!("cannot resolve '{host}': {e}"))?;
+    let addrs: Vec<SocketAddr> = resolved.collect();
+    let Some(v4) = addrs.iter().find(|a| a.is_ipv4()) else {
+        return Err(format!(
+            "'{host}' has no IPv4 address (it resolves to {addrs:?}); RoCE v2 discovery needs IPv4"
+        ));
+    };
+    log::info!(
+        "{host} resolved to {} (the first IPv4 address of {})",
+        v4.ip(),
+        addrs.len()
+    );
+    Ok(*v4)
 }
 
 /// The largest message size the wire can state (a u32).

@@ -112,8 +112,7 @@ pub(crate) fn zeroed(n: usize) -> Result<Vec<u8>> {
 /// The address-space limit (`RLIMIT_AS`) and what this process maps now (`VmSize`), in
 /// bytes; `None` without a limit.
 fn address_space_left() -> Option<(u64, u64)> {
-    let (soft, _) =
-        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS).ok()?;
+    let (soft, _) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS).ok()?;
     if soft == nix::sys::resource::RLIM_INFINITY {
         return None;
     }
@@ -331,7 +330,10 @@ mod tests {
         std::fs::write(v1.join("memory.limit_in_bytes"), "536870912\n").expect("write");
         std::fs::write(v1.join("memory.usage_in_bytes"), "0\n").expect("write");
         let v1_lines = "12:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n";
-        assert_eq!(cgroup_limit_from(v1_lines, dir.path()), Some((512 << 20, 0)));
+        assert_eq!(
+            cgroup_limit_from(v1_lines, dir.path()),
+            Some((512 << 20, 0))
+        );
         std::fs::write(v1.join("memory.limit_in_bytes"), "9223372036854771712\n").expect("write");
         assert_eq!(cgroup_limit_from(v1_lines, dir.path()), None);
     }

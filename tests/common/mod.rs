@@ -3,9 +3,10 @@
 //! skips) is the `rdma-test-support` crate, re-exported.
 #![allow(dead_code, unused_imports)] // each test crate uses a different subset
 
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::Command;
-use std::sync::Mutex;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 pub use rdma_test_support::*;
@@ -219,4 +220,102 @@ pub fn assert_exits_saying(p: &mut Proc, code: i32, words: &[&str], expected: &s
 /// Asserts that `p` has not exited; `what` names it in the failure.
 pub fn assert_running(p: &mut Proc, what: &str) {
     assert!(p.try_status().is_none(), "{what} exited\n{}", p.report());
+}
+
+/// A Python 3 with the `jsonschema` module, looked for once: Debian's `/usr/bin/python3` first
+/// (python3-jsonschema installs there, and another python3 may come first on PATH, such as a
+/// pyenv shim without Debian's packages), then `python3` on PATH.
+fn python_with_jsonschema() -> Option<PathBuf> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let system = PathBuf::from("/usr/bin/python3");
+            [system.exists().then_some(system), on_path("python3")]
+                .into_iter()
+                .flatten()
+                .find(|python| {
+                    Command::new(python)
+                        .args(["-c", "import jsonschema"])
+                        .output()
+                        .is_ok_and(|o| o.status.success())
+                })
+        })
+        .clone()
+}
+
+/// The exit status of the validator script when the instance does not match (any other
+/// failure, such as a schema that is not a valid Draft 2020-12 schema, is the harness's).
+const DOES_NOT_MATCH: i32 = 3;
+
+/// Checks `value` against the JSON schema `schema_file` (relative to the repository, e.g.
+/// `docs/session-result.schema.json`) with Python's `jsonschema` (Draft 2020-12; the schema is
+/// checked first): `Some(Ok(()))` when it matches, `Some(Err(what is wrong))` when it does not,
+/// `None` when no python3 with `jsonschema` is here (said with [`skip_or_fail`]). A broken
+/// schema or validator fails the test.
+pub fn check_json(schema_file: &str, value: &serde_json::Value) -> Option<Result<(), String>> {
+    let Some(python) = python_with_jsonschema() else {
+        skip_or_fail(
+            "no python3 with the jsonschema module (apt-get install python3-jsonschema): \
+             JSON outputs are not checked against their schemas",
+        );
+        return None;
+    };
+    let schema = repo().join(schema_file);
+    // Every error with where it is; a oneOf's error with its branches' errors (cut short).
+    let script = format!(
+        "import json, sys, jsonschema\n\
+         schema = json.load(open(sys.argv[1]))\n\
+         jsonschema.Draft202012Validator.check_schema(schema)\n\
+         validator = jsonschema.Draft202012Validator(schema)\n\
+         errors = list(validator.iter_errors(json.load(sys.stdin)))\n\
+         where = lambda e: '/' + '/'.join(str(p) for p in e.absolute_path)\n\
+         for e in errors:\n\
+         \x20   print(where(e) + ': ' + e.message[:300])\n\
+         \x20   for c in (e.context or [])[:12]:\n\
+         \x20       print('  branch ' + str(list(c.schema_path)[:1]) + ' ' + where(c) + ': ' + c.message[:200])\n\
+         sys.exit({DOES_NOT_MATCH} if errors else 0)\n"
+    );
+    let mut child = Command::new(&python)
+        .args(["-c", &script])
+        .arg(&schema)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(value.to_string().as_bytes())
+        .expect("feed the validator");
+    let out = child.wait_with_output().expect("the validator runs");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    match out.status.code() {
+        Some(0) => Some(Ok(())),
+        Some(DOES_NOT_MATCH) => Some(Err(said)),
+        _ => panic!(
+            "the validator failed on {schema_file} ({}):\n{said}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// Asserts that `value` matches the JSON schema `schema_file` (see [`check_json`]; passes
+/// without checking, after [`skip_or_fail`], where no python3 with `jsonschema` is).
+#[track_caller]
+pub fn validate_json(schema_file: &str, value: &serde_json::Value) {
+    if let Some(Err(why)) = check_json(schema_file, value) {
+        panic!("this does not match {schema_file}:\n{value}\n{why}");
+    }
+}
+
+/// Asserts that the validator refuses `value` (a real output made wrong on purpose, `what`
+/// says how): the proof that [`validate_json`] can fail at all.
+#[track_caller]
+pub fn assert_schema_refuses(schema_file: &str, value: &serde_json::Value, what: &str) {
+    if let Some(Ok(())) = check_json(schema_file, value) {
+        panic!("{schema_file} accepts an output with {what}:\n{value}");
+    }
 }
