@@ -14,7 +14,18 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_timestamp_millis()
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            let hint = cli::args::habit_hint(&args).filter(|_| e.use_stderr());
+            let _ = e.print();
+            if let Some(hint) = hint {
+                eprintln!("{hint}");
+            }
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

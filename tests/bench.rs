@@ -351,3 +351,19 @@ round trips",
         LONG_RUN - SHORT_RUN
     );
 }
+
+/// `--json` is JSON lines only (issue 35, item 8): the report is one line, as each interval
+/// report before it, so `jq -c`, a log shipper or a line reader takes stdout as it is.
+#[test]
+fn json_output_is_one_object_per_line() {
+    for extra in [&["-n", "200"][..], &["--mode", "lat", "-n", "200"]] {
+        let mut args = vec!["-s", "64", "--json"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = against_server(&args);
+        assert_eq!(code, 0, "{err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 1, "one report line for {extra:?}:\n{out}");
+        let v: serde_json::Value = serde_json::from_str(lines[0]).expect("a JSON line");
+        assert!(v["results"].is_array(), "{v}");
+    }
+}

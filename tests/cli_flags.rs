@@ -177,3 +177,69 @@ fn server_and_client_addresses_take_host_names_and_explain_perftest_habits() {
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
     assert_eq!(s.stdout(), "0\n1\n2\n3\n4\n");
 }
+
+/// perftest's and iperf3's spellings: aliases where the meaning is ours too (`-t` credits,
+/// `--report_gbits`, `--out_json`, `--run_infinitely`), a one-line pointer where it is not.
+#[test]
+fn perftest_and_iperf3_spellings_are_aliases_or_point_at_our_flags() {
+    let help = |args: &[&str]| common::run(args, SHORT);
+    for (args, words) in [
+        (
+            &["--client", "127.0.0.1:9", "-p", "18515"][..],
+            "there is no -p",
+        ),
+        (&["--client", "127.0.0.1:9", "-q", "2"], "one queue pair"),
+        (&["--client", "127.0.0.1:9", "-P", "4"], "--max-sessions"),
+    ] {
+        let (code, _, err) = help(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(words), "{args:?}: no {words:?} in\n{err}");
+    }
+    // Accepted spellings: they parse (the run itself fails to connect, status 1, not 2).
+    for args in [
+        &[
+            "--client",
+            "127.0.0.1:9",
+            "-t",
+            "64",
+            "--connect-timeout",
+            "0.1",
+        ][..],
+        &[
+            "--client",
+            "127.0.0.1:9",
+            "--out_json",
+            "/dev/null",
+            "--connect-timeout",
+            "0.1",
+        ],
+        &[
+            "bench",
+            "--client",
+            "127.0.0.1:9",
+            "--report_gbits",
+            "--connect-timeout",
+            "0.1",
+        ],
+        &[
+            "bench",
+            "--client",
+            "127.0.0.1:9",
+            "--run_infinitely",
+            "--connect-timeout",
+            "0.1",
+        ],
+        &[
+            "bench",
+            "--client",
+            "127.0.0.1:9",
+            "-t",
+            "8",
+            "--connect-timeout",
+            "0.1",
+        ],
+    ] {
+        let (code, _, err) = help(args);
+        assert_eq!(code, 1, "{args:?} parses: {err}");
+    }
+}

@@ -438,14 +438,15 @@ fn device_message_size_cap_lowers_the_negotiated_maximum() {
     assert_eq!(case.assert_no_leaks(), 2);
 }
 
-/// `--transport auto` with doca compiled in but refusing to start: one line says why, the
-/// session falls back (verbs, when it can start here, else TCP) and works. `--transport doca`
-/// with the same fault fails with the DOCA error (`client_setup_fault_reaches_the_server`).
+/// `auto` with a named device (`--device mlx5_0`, as every case here names the simulator's
+/// device) when doca cannot start and verbs has no device either: the device asks for RDMA
+/// (issue 35), so the client ends with status 5 in one line that names the device, the failed
+/// call and why verbs could not take over, and no session runs over TCP.
 #[test]
-fn auto_falls_back_when_doca_cannot_start() {
+fn auto_with_a_named_device_refuses_tcp_when_doca_cannot_start() {
     let case = Case::new();
     let fail = [("DOCA_SIM_FAIL", "doca_ctx_start:1:DOCA_ERROR_DRIVER")];
-    let server = Proc::spawn(
+    let mut server = Proc::spawn(
         "server",
         case.command_over("auto", "--server", &fail, &["--once"]),
     );
@@ -454,32 +455,25 @@ fn auto_falls_back_when_doca_cannot_start() {
         case.command_over("auto", "--client", &fail, &["--count", "100"]),
     );
     let client = client.finish(DEADLINE);
-    let server = server.finish(DEADLINE);
-    assert!(client.code == Some(0), "client: {}", stderr(&client));
-    assert!(server.code == Some(0), "server: {}", stderr(&server));
-    for (who, out) in [("server", &server), ("client", &client)] {
-        let text = stderr(out);
-        let line = text
-            .lines()
-            .find(|l| l.contains("the doca transport cannot start"))
-            .unwrap_or_else(|| panic!("{who} must say why doca was not used:\n{text}"));
-        assert!(
-            line.contains("doca_ctx_start failed: DOCA_ERROR_DRIVER")
-                && line.contains("mlx5_0")
-                && line.contains("; using the "),
-            "{who}: one line names the device, the failed call and the fallback: {line}"
-        );
-        assert!(
-            !text.contains("session established: transport doca"),
-            "{who}: {text}"
-        );
-    }
+    assert_eq!(client.code, Some(5), "client: {}", stderr(&client));
+    let text = stderr(&client);
+    let line = text
+        .lines()
+        .find(|l| l.contains(" ERROR "))
+        .unwrap_or_else(|| panic!("no error line:\n{text}"));
     assert!(
-        stderr(&server).contains("received 100 messages"),
-        "{}",
-        stderr(&server)
+        line.contains("RDMA is required (--ib-dev mlx5_0)")
+            && line.contains("doca_ctx_start failed: DOCA_ERROR_DRIVER")
+            && line.contains("the verbs transport cannot start"),
+        "one line names what asked for RDMA, the failed call and why verbs could not: {line}"
     );
-    assert_eq!(case.assert_no_leaks(), 2);
+    assert!(!text.contains("session established"), "{text}");
+    server.kill();
+    assert!(
+        !server.stderr().contains("session established"),
+        "{}",
+        server.report()
+    );
 }
 
 /// `doca_ctx_stop` answering AGAIN or IN_USE means "progress and try again" (what NVIDIA's own
@@ -850,4 +844,72 @@ fn a_failed_send_completion_is_resumed_and_every_message_arrives_once_in_order()
         300,
     );
     assert_resumed_exactly_once_in_order(&case, &server, &client, 300, 1);
+}
+
+/// Resumption together with the other features over DOCA (issue 32): a pre-shared key,
+/// CRC32C, 64 KiB messages at `--max-msg-size` and 16 credits, while the simulator drops the
+/// server's connection every 400 messages it counts. Every byte of every message arrives once,
+/// in order, and the checksums hold across the new connections.
+#[test]
+fn dropped_doca_connections_resume_with_a_key_checksums_and_64_kib_messages() {
+    const COUNT: usize = 600;
+    const SIZE: usize = 65_536;
+    let case = Case::new();
+    let key = case.dir.path().join("key");
+    std::fs::write(&key, "doca-resume-together-0123456789abcdef\n").expect("key");
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let key = key.display().to_string();
+    let size = SIZE.to_string();
+    let both = [
+        "--auth-key-file",
+        key.as_str(),
+        "--checksum",
+        "crc32c",
+        "--max-msg-size",
+        size.as_str(),
+        "--credits",
+        "16",
+    ];
+    let mut server_args = vec!["--once", "--json"];
+    server_args.extend_from_slice(&both);
+    let server = Proc::spawn(
+        "server",
+        case.printing_command(
+            "doca",
+            "--server",
+            &[("DOCA_SIM_DROP_AFTER", "400")],
+            &server_args,
+        ),
+    );
+    let count = COUNT.to_string();
+    let mut client_args = vec!["--count", count.as_str(), "--size", size.as_str()];
+    client_args.extend_from_slice(&both);
+    let client = Proc::spawn("client", case.command("--client", &[], &client_args));
+    let client = client.finish(DEADLINE);
+    let server = server.finish(DEADLINE);
+    assert_eq!(client.code, Some(0), "client: {}", stderr(&client));
+    assert_eq!(server.code, Some(0), "server: {}", stderr(&server));
+    let lines: Vec<&str> = server.stdout.lines().collect();
+    assert_eq!(lines.len(), COUNT, "{}", stderr(&server));
+    for (i, line) in lines.iter().enumerate() {
+        let digits = i.to_string();
+        let pad: String = (0..SIZE - digits.len())
+            .map(|k| char::from(b'a' + (k % 26) as u8))
+            .collect();
+        assert!(
+            line.starts_with(&digits) && line[digits.len()..] == pad,
+            "message {i} is not what was sent ({} bytes)",
+            line.len()
+        );
+    }
+    for (who, out) in [("server", &server), ("client", &client)] {
+        assert!(
+            stderr(out).contains("session resumed in"),
+            "{who} resumed\n{}",
+            stderr(out)
+        );
+        assert!(stderr(out).contains("checksum crc32c"), "{}", stderr(out));
+    }
+    assert_eq!(case.assert_no_leaks(), 2);
 }

@@ -150,6 +150,7 @@ pub struct SessionArgs {
 
     /// Receive slots on the receiver = messages the sender may have in flight (1 to 1024).
     #[arg(
+        short = 't',
         long,
         env = "RDMA_CONTAINER_CREDITS",
         default_value_t = rdma_container::config::DEFAULT_CREDITS,
@@ -251,7 +252,12 @@ pub struct SessionArgs {
     pub json: bool,
 
     /// Write the same JSON objects to FILE, one line per session (created or emptied at start).
-    #[arg(long, env = "RDMA_CONTAINER_OUT_JSON", value_name = "FILE")]
+    #[arg(
+        long,
+        alias = "out_json",
+        env = "RDMA_CONTAINER_OUT_JSON",
+        value_name = "FILE"
+    )]
     pub out_json: Option<PathBuf>,
 }
 
@@ -317,7 +323,12 @@ pub struct BenchArgs {
     /// 256 KiB messages: the receiver sends a credit message each time half the window is
     /// released, which in a ping-pong is one extra packet every 8 round trips with 16 and
     /// every 32 with 64.
-    #[arg(long, env = "RDMA_CONTAINER_BENCH_CREDITS", value_name = "N")]
+    #[arg(
+        short = 't',
+        long,
+        env = "RDMA_CONTAINER_BENCH_CREDITS",
+        value_name = "N"
+    )]
     pub credits: Option<u16>,
 
     /// Data path.
@@ -333,7 +344,7 @@ pub struct BenchArgs {
     pub busy_poll: Option<u64>,
 
     /// Report bandwidth in Gb/sec instead of MiB/sec.
-    #[arg(long, env = "RDMA_CONTAINER_BENCH_REPORT_GBITS", value_parser = BoolishValueParser::new())]
+    #[arg(long, alias = "report_gbits", env = "RDMA_CONTAINER_BENCH_REPORT_GBITS", value_parser = BoolishValueParser::new())]
     pub report_gbits: bool,
 
     /// Print the results as one JSON object instead of the table.
@@ -341,7 +352,12 @@ pub struct BenchArgs {
     pub json: bool,
 
     /// Also write the JSON results to FILE.
-    #[arg(long, env = "RDMA_CONTAINER_BENCH_OUT_JSON", value_name = "FILE")]
+    #[arg(
+        long,
+        alias = "out_json",
+        env = "RDMA_CONTAINER_BENCH_OUT_JSON",
+        value_name = "FILE"
+    )]
     pub out_json: Option<PathBuf>,
 
     /// Client: keep retrying to reach the server for this long (seconds).
@@ -631,6 +647,35 @@ impl std::str::FromStr for SecondsOrOff {
             .map(|seconds| SecondsOrOff(seconds.0))
             .map_err(|e| e.replace("a positive number", "0 or a positive number"))
     }
+}
+
+/// A one-line pointer from a perftest or iperf3 spelling that our command line refuses (or
+/// reads otherwise) to ours, for the arguments `args` (without the program name).
+pub fn habit_hint(args: &[String]) -> Option<String> {
+    let numeric = |i: usize| args.get(i + 1).is_some_and(|v| v.parse::<u64>().is_ok());
+    for (i, a) in args.iter().enumerate() {
+        let hint = match a.as_str() {
+            "-p" | "--port" if numeric(i) => {
+                "the TCP port is the PORT of --server/--client IP:PORT (there is no -p); the \
+device port is -i/--ib-port"
+            }
+            "-q" if numeric(i) => {
+                "-q is --quiet here: every session uses one queue pair (perftest's -q N has no \
+counterpart)"
+            }
+            "-P" | "--parallel" => {
+                "several streams: run several clients against --server --max-sessions N (iperf3's \
+-P)"
+            }
+            "-i" if args.get(i + 1).is_some_and(|v| v.contains('.')) => {
+                "-i is the device port (perftest's -i); the report interval is bench --interval \
+(iperf3's -i)"
+            }
+            _ => continue,
+        };
+        return Some(format!("hint: {hint}"));
+    }
+    None
 }
 
 /// `--server`/`--client`: IP:PORT, or HOST:PORT resolved to its first IPv4 address (logged).

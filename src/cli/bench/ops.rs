@@ -25,7 +25,7 @@ pub struct OpsArgs {
 
     /// Run one size until Ctrl-C (perftest's --run_infinitely), printing a report every
     /// --interval (default 1 s); the final row covers the whole run.
-    #[arg(long, conflicts_with_all = ["iters", "duration", "all"])]
+    #[arg(long, alias = "run_infinitely", conflicts_with_all = ["iters", "duration", "all"])]
     pub run_infinitely: bool,
 
     /// Print a report every SECONDS while a size runs (the sending client's count for bw, the

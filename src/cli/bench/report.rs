@@ -108,11 +108,10 @@ impl Report {
     /// Prints the JSON (or the table's closing rule) and writes `--out-json`.
     pub fn finish(&self, args: &BenchArgs) -> Result<()> {
         let json = serde_json::to_string_pretty(self)?;
-        if args.json && args.ops.interval.is_some() {
-            // JSON lines: the interval reports came before, one line each.
+        if args.json {
+            // JSON lines only, on stdout: the interval reports (if any) came before, one line
+            // each, and the report is one more line.
             println!("{}", serde_json::to_string(self)?);
-        } else if args.json {
-            println!("{json}");
         } else {
             println!("{}", "-".repeat(LINE));
         }
