@@ -97,7 +97,7 @@ fn wait_for_resume(p: &mut Proc, before: usize) {
 }
 
 /// One session of `count` messages of `size` bytes (= `--max-msg-size`) with `credits`, a key
-/// and CRC32C on both ends; the receiver stalls 1 s at a third (the window fills), the data
+/// and CRC32C on both ends; the receiver stalls 3 s at a third (the window fills), the data
 /// connection is killed then, and the control connection at two thirds.
 fn keyed_checksummed_session_survives_two_breaks(size: usize, credits: u16, count: usize) {
     if !have_ss_kill() {
@@ -124,9 +124,10 @@ fn keyed_checksummed_session_survives_two_breaks(size: usize, credits: u16, coun
     ];
     let third = count / 3;
     let mut server_cmd = command(&["--server", &addr, "--once"]);
-    server_cmd
-        .args(common)
-        .env("RDMA_CONTAINER_TEST_RECV_STALL", format!("{third}:1000"));
+    server_cmd.args(common).env(
+        "RDMA_CONTAINER_TEST_RECV_STALL",
+        format!("{third}:{}", 3000 * common::time_scale()),
+    );
     let mut s = Proc::spawn("server", server_cmd);
     s.wait_for_stderr("listening on", SHORT);
     let mut client_cmd = command(&["--client", &addr, "--count", &count_s, "--size", &size_s]);
@@ -136,9 +137,10 @@ fn keyed_checksummed_session_survives_two_breaks(size: usize, credits: u16, coun
     let mut c = Proc::spawn("client", client_cmd);
     let pid = c.pid().as_raw() as u32;
 
-    // During the stall: the sender filled the window, and what it sent is lost with the path.
+    // During the stall (3 s, scaled; the kill 0.8 s into it): the sender fills the
+    // window, what it sent waits unread in the receiver's socket, and is lost with the path.
     s.wait_for_stderr("test hook: stalling", LONG);
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(800));
     kill(pid, port, Conn::Data);
     wait_for_resume(&mut c, 0);
     s.wait_for_stdout_lines(2 * count / 3, LONG);
