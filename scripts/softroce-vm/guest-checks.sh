@@ -737,11 +737,15 @@ check_link_flap() {
 	fi
 	local BIN=$hooks
 	# 64 KiB messages run faster than the check can count them: the test build paces the
-	# sender (5 ms a message), so that the flap lands mid-stream.
+	# sender (5 ms a message), so that the flap lands mid-stream. The link stays down 10 s,
+	# longer than an RC QP's retries last (timeout 18, 7 retries: about 8.6 s): with a paced
+	# sender whose window drained before the flap, 4 s can pass without a QP failing.
 	expected_payloads 65536 1000 >/tmp/expected.64k
 	RESUME_CLIENT_ENV=(RDMA_CONTAINER_TEST_SEND_PACE_US=5000)
+	local LINK_DOWN_SECS=10
 	resume_check link_flap_64k_crc break_link 200 /tmp/expected.64k \
 		--size 65536 --max-msg-size 65536 --credits 16 --checksum crc32c
+	LINK_DOWN_SECS=4
 	RESUME_CLIENT_ENV=()
 	# The receiver stalls 8 s with one message to go: the sender has sent everything and its
 	# Finish, and waits to be let go when its control connection breaks.
