@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{assert_fails_saying, client, free_port, server, SHORT};
 
 #[test]
@@ -15,7 +13,7 @@ fn both_ends_checking_carry_ten_thousand_messages_and_say_so() {
     let port = free_port();
     let mut s = server("server", port, &["--once", "--checksum", "crc32c"]);
     let mut c = client("client", port, &["--checksum", "crc32c", "--size", "300"]);
-    assert_eq!(c.wait_code(Duration::from_secs(60)), 0, "{}", c.report());
+    assert_eq!(c.wait_code(common::LONG), 0, "{}", c.report());
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
     let out = s.stdout();
     assert_eq!(out.lines().count(), 10_000, "{}", s.report());

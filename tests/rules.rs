@@ -109,8 +109,8 @@ fn session_config(max_msg_size: usize, credits: u16) -> Config {
         Config::default()
             .with_max_msg_size(max_msg_size)
             .with_credits(credits)
-            .with_handshake_timeout(Duration::from_secs(5))
-            .with_connect_timeout(Duration::from_secs(5)),
+            .with_handshake_timeout(common::scaled(Duration::from_secs(5)))
+            .with_connect_timeout(common::scaled(Duration::from_secs(5))),
     )
 }
 
@@ -221,7 +221,7 @@ fn a_second_ctrl_c_exits_at_once_while_the_first_waits_for_a_frozen_peer() {
     s.signal(Signal::SIGCONT);
     assert_eq!(code, 130, "{}", c.report());
     assert!(
-        took < Duration::from_secs(2),
+        took < common::scaled(Duration::from_secs(2)),
         "the second Ctrl-C took {took:?} to end the process\n{}",
         c.report()
     );
@@ -252,7 +252,7 @@ fn an_ipv6_bootstrap_is_refused_at_once_in_one_clear_line() {
             "{role}: {err}"
         );
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < common::scaled(Duration::from_secs(5)),
             "{role} took {:?}",
             started.elapsed()
         );

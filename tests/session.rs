@@ -14,8 +14,8 @@ use rdma_container::{Config, Error, Incoming, Listener, RdmaSink, RdmaSrc, Trans
 fn config() -> Config {
     test_config(
         Config::default()
-            .with_handshake_timeout(Duration::from_secs(5))
-            .with_connect_timeout(Duration::from_secs(5)),
+            .with_handshake_timeout(common::scaled(Duration::from_secs(5)))
+            .with_connect_timeout(common::scaled(Duration::from_secs(5))),
     )
 }
 
@@ -315,11 +315,11 @@ fn mid_size_messages_on_tcp_do_not_wait_for_delayed_acknowledgements() {
     assert_eq!(server.join().unwrap(), ONE_WAY);
     // A delayed-acknowledgement stall costs about 7 ms per message here (40 ms at most).
     assert!(
-        one_way < Duration::from_secs(10),
+        one_way < common::scaled(Duration::from_secs(10)),
         "{ONE_WAY} x 4 KiB with 4 credits took {one_way:?}: the sender waits for delayed acknowledgements"
     );
     assert!(
-        ping_pong < Duration::from_secs(10),
+        ping_pong < common::scaled(Duration::from_secs(10)),
         "{ROUND_TRIPS} 4 KiB round trips took {ping_pong:?}: each waits for a delayed acknowledgement"
     );
 }
@@ -439,7 +439,7 @@ fn a_ping_pong_of_messages_larger_than_the_socket_buffers_completes() {
         assert!(src.recv().unwrap().is_none());
         done_tx.send(()).unwrap();
     });
-    let finished = done_rx.recv_timeout(Duration::from_secs(60));
+    let finished = done_rx.recv_timeout(common::scaled(Duration::from_secs(60)));
     assert!(
         finished.is_ok(),
         "the ping-pong hung (or failed: see the client's panic)"
@@ -461,7 +461,7 @@ fn a_receiver_abort_reaches_the_sender_with_its_reason() {
         src.abort("disk full");
     });
     let mut sink = RdmaSink::connect(addr, &config()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::scaled(Duration::from_secs(10));
     let err = loop {
         match sink.send(b"payload") {
             Ok(()) => assert!(

@@ -106,8 +106,8 @@ fn a_thousand_sequential_sessions_leave_the_server_as_they_found_it() {
     let config = test_config(
         Config::default()
             .with_max_msg_size(4096)
-            .with_connect_timeout(Duration::from_secs(10))
-            .with_handshake_timeout(Duration::from_secs(10)),
+            .with_connect_timeout(common::scaled(Duration::from_secs(10)))
+            .with_handshake_timeout(common::scaled(Duration::from_secs(10))),
     );
     let addr = listen.parse().expect("a socket address");
     for i in 0..WARM_UP {
