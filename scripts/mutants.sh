@@ -6,7 +6,8 @@
 # list); so is one that does not build.
 #
 #   scripts/mutants.sh              every mutant
-#   scripts/mutants.sh data-port    the mutants whose name contains "data-port"
+#   scripts/mutants.sh data-port    the mutants whose name contains "data-port" (several:
+#                                   data-port,metrics)
 #
 # First it runs every listed test command on the unchanged copy: they must pass, else the
 # figures would mean nothing. Not run by CI (a build per mutant); the figures go in the session
@@ -87,7 +88,7 @@ MUTANTS = [
 def log(msg):
     print(f"mutants: {msg}", file=sys.stderr, flush=True)
 
-selected = [m for m in MUTANTS if wanted in m[0]]
+selected = [m for m in MUTANTS if any(w in m[0] for w in wanted.split(","))]
 if not selected:
     log(f"no mutant matches {wanted!r}")
     sys.exit(2)

@@ -484,13 +484,15 @@ fn check_attacks(attacks: &mut [Attack], hellos: &[u16], log: &str) {
 fn a_stranger_holding_the_tcp_data_port_cannot_lock_a_keyed_client_out() {
     let (log, mut attacks, hellos) = keyed_sessions_under_attack(Ipv4Addr::LOCALHOST);
     for a in &attacks {
-        // The attack as it must be: the table of waiters full of silent strangers (the oldest
-        // closed for newer ones) when the real client connects.
-        assert_eq!(
-            a.open_when_ready, MAX_PENDING_DATA,
+        // The attack as it must be: at least a full table of silent strangers on the port when
+        // the real client connects (more when the server had not accepted them all yet, on a
+        // loaded host; the oldest are closed for newer ones as it does).
+        assert!(
+            a.open_when_ready >= MAX_PENDING_DATA,
             "data port {}: {} of {STRANGERS} strangers were waiting when the client came, \
-expected {MAX_PENDING_DATA}\n{log}",
-            a.port, a.open_when_ready
+expected at least {MAX_PENDING_DATA}\n{log}",
+            a.port,
+            a.open_when_ready
         );
     }
     check_attacks(&mut attacks, &hellos, &log);
