@@ -133,7 +133,7 @@ fn keyed_checksummed_session_survives_two_breaks(size: usize, credits: u16, coun
     let mut client_cmd = command(&["--client", &addr, "--count", &count_s, "--size", &size_s]);
     client_cmd
         .args(common)
-        .env("RDMA_CONTAINER_TEST_SEND_PACE_US", "500");
+        .env("RDMA_CONTAINER_TEST_SEND_PACE_US", "1000");
     let mut c = Proc::spawn("client", client_cmd);
     let pid = c.pid().as_raw() as u32;
 

@@ -38,7 +38,7 @@ pub fn have_ss_kill() -> bool {
 /// "local peer" pair.
 pub fn kill(client_pid: u32, port: u16, which: Conn) -> String {
     // A connection being replaced (a resume under way) shows up within moments.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + rdma_test_support::scaled(Duration::from_secs(10));
     loop {
         match try_kill(client_pid, port, which) {
             Ok(pair) => return pair,
