@@ -97,7 +97,7 @@ fn wait_for_resume(p: &mut Proc, before: usize) {
 }
 
 /// One session of `count` messages of `size` bytes (= `--max-msg-size`) with `credits`, a key
-/// and CRC32C on both ends; the receiver stalls 3 s at a third (the window fills), the data
+/// and CRC32C on both ends; the receiver stalls 3 s near a third (the window fills), the data
 /// connection is killed then, and the control connection at two thirds.
 fn keyed_checksummed_session_survives_two_breaks(size: usize, credits: u16, count: usize) {
     if !have_ss_kill() {
@@ -122,11 +122,21 @@ fn keyed_checksummed_session_survives_two_breaks(size: usize, credits: u16, coun
         &credits_s,
         "--json",
     ];
-    let third = count / 3;
+    // The stall begins just after the receiver announced a batch of credits (half the window,
+    // once that many are released; the message it holds is released by the next receive): the
+    // sender then has credit for a half window it has not sent, and what it sends during the
+    // stall stays unread in the sockets. Anywhere else, the sender may already be out of credit
+    // with all it sent read into the receiver's slots, and nothing would be in flight.
+    let batch = usize::from(credits).div_ceil(2);
+    let stall_at = (count / 3 / batch).max(1) * batch + 1;
+    assert!(
+        stall_at < 2 * count / 3,
+        "the stall comes before the second break"
+    );
     let mut server_cmd = command(&["--server", &addr, "--once"]);
     server_cmd.args(common).env(
         "RDMA_CONTAINER_TEST_RECV_STALL",
-        format!("{third}:{}", 3000 * common::time_scale()),
+        format!("{stall_at}:{}", 3000 * common::time_scale()),
     );
     let mut s = Proc::spawn("server", server_cmd);
     s.wait_for_stderr("listening on", SHORT);

@@ -56,8 +56,8 @@ const POLL: Duration = Duration::from_millis(20);
 pub struct Proc {
     name: String,
     child: Child,
-    stdout: Arc<Mutex<Vec<u8>>>,
-    stderr: Arc<Mutex<Vec<u8>>>,
+    stdout: Arc<Mutex<Captured>>,
+    stderr: Arc<Mutex<Captured>>,
     readers: Vec<JoinHandle<()>>,
     status: Option<ExitStatus>,
 }
@@ -75,8 +75,8 @@ impl Proc {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn()?;
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let stdout = Arc::new(Mutex::new(Captured::default()));
+        let stderr = Arc::new(Mutex::new(Captured::default()));
         let readers = vec![
             pump(child.stdout.take().expect("piped stdout"), stdout.clone()),
             pump(child.stderr.take().expect("piped stderr"), stderr.clone()),
@@ -103,22 +103,18 @@ impl Proc {
 
     /// Everything the child wrote to stdout so far.
     pub fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
+        String::from_utf8_lossy(&self.stdout.lock().unwrap().bytes).into_owned()
     }
 
     /// Everything the child wrote to stderr so far.
     pub fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+        String::from_utf8_lossy(&self.stderr.lock().unwrap().bytes).into_owned()
     }
 
-    /// Complete lines on stdout so far.
+    /// Complete lines on stdout so far (counted as the output arrives: a poll does not scan
+    /// it, nor hold the reader up while a server prints megabytes a second).
     pub fn stdout_lines(&self) -> usize {
-        self.stdout
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
+        self.stdout.lock().unwrap().lines
     }
 
     /// The exit status if the child has exited (its output is then complete).
@@ -256,13 +252,26 @@ impl Drop for Proc {
     }
 }
 
-fn pump(mut from: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
+/// What a child wrote to one pipe so far, and how many complete lines that is.
+#[derive(Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    lines: usize,
+}
+
+fn pump(mut from: impl Read + Send + 'static, into: Arc<Mutex<Captured>>) -> JoinHandle<()> {
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             match from.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => into.lock().unwrap().extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    let read = &buf[..n];
+                    let lines = read.iter().filter(|&&b| b == b'\n').count();
+                    let mut captured = into.lock().unwrap();
+                    captured.bytes.extend_from_slice(read);
+                    captured.lines += lines;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
