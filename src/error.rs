@@ -91,6 +91,24 @@ pub enum Error {
         messages: u64,
     },
 
+    /// A server session waited for its client to resume, and a new client took its place
+    /// ([`crate::ParkedSessions`]): the client it had is taken for gone.
+    #[error(
+        "the client did not resume within {waited:.1} s and a new client took the session's \
+place (after {messages} message(s))"
+    )]
+    TakenOver {
+        /// Messages that had arrived (a receiver) or were released (a sender) before.
+        messages: u64,
+        /// How long the session had waited for its client.
+        waited: f64,
+    },
+
+    /// The server has no place for the session now (its session or memory limit) and said so;
+    /// a client retries within its connect timeout before it reports this.
+    #[error("the server answered {}", crate::log_text::peer_text(.0))]
+    Busy(String),
+
     /// The peer refused the session and said why.
     #[error("peer rejected the session: {}", crate::log_text::peer_text(.0))]
     Rejected(String),
@@ -317,7 +335,9 @@ impl Error {
             Error::Protocol(_)
                 | Error::Decode(_)
                 | Error::Rejected(_)
+                | Error::Busy(_)
                 | Error::PeerLost { .. }
+                | Error::TakenOver { .. }
                 | Error::HandshakeTimeout { .. }
                 | Error::AuthenticationFailed(_)
         )

@@ -66,7 +66,7 @@ pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
 pub use proto::{Checksum, Role, TransportKind};
 pub use receiver::RdmaSrc;
 pub use sender::RdmaSink;
-pub use session::resume::{ResumeCounters, ResumeStats};
+pub use session::resume::{ParkedSessions, ResumeCounters, ResumeStats};
 pub use session::SessionInfo;
 pub use transport::auto_order;
 

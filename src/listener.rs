@@ -33,7 +33,7 @@ use crate::net::bootstrap;
 use crate::net::wait::{wait_any, Interest};
 use crate::proto::Role;
 use crate::session::handshake::{read_hello, Opening};
-use crate::session::resume::{route_attempt, ResumeRegistry};
+use crate::session::resume::{route_attempt, ParkedSessions, ResumeRegistry};
 use crate::session::{PendingHello, Session};
 use crate::time::deadline_after;
 use crate::{Error, RdmaSink, RdmaSrc, Result};
@@ -140,6 +140,12 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
     /// The address the listener is bound to (with the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The sessions accepted here that wait for their client to resume, for giving such a
+    /// session's place to a new client (docs/design.md, "A new client and a parked session").
+    pub fn parked_sessions(&self) -> ParkedSessions {
+        ParkedSessions::new(self.resumes.clone())
     }
 
     /// Clients refused as busy so far because [`MAX_QUEUED`] hellos already waited for

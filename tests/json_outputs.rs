@@ -346,7 +346,11 @@ fn a_client_refused_as_busy_reports_rejected_on_stderr_and_in_its_file() {
     let mut s = server(port, &["--quiet"]);
     let mut first = client("first", port, &["-n", "100000000"]);
     s.wait_for_stderr("session established", SHORT);
-    let mut second = client("second", port, &["--json", "--out-json", out_arg]);
+    let mut second = client(
+        "second",
+        port,
+        &["--json", "--out-json", out_arg, "--connect-timeout", "1"],
+    );
     assert_eq!(second.wait_code(SHORT), 4, "{}", second.report());
     let v = result_of(&second);
     assert_eq!(

@@ -172,12 +172,13 @@ fn a_scrape_during_and_after_a_session_counts_its_messages_refusals_and_end() {
     assert!(sample(&sent, CREDIT_WAIT) >= 0.0);
     assert_eq!(sample(&sent, ACTIVE), 1.0, "{sent}");
 
-    // A second client while the session runs is refused as busy, and counted.
+    // A second client while the session runs is refused as busy, and counted (its connect
+    // timeout is shorter than the client's first pause after a busy answer: it asks once).
     let mut busy = start(
         "busy client",
         "--client",
         port,
-        &["--connect-timeout", "10", "--count", "1"],
+        &["--connect-timeout", "0.04", "--count", "1"],
     );
     assert_eq!(busy.wait_code(SHORT), 4, "{}", busy.report());
     assert!(busy.stderr().contains("busy"), "{}", busy.report());

@@ -434,11 +434,15 @@ fn second_client_during_a_session_is_told_busy() {
     let mut s = server("server", port, &[]);
     let mut first = client("first client", port, &["--count", ENDLESS]);
     s.wait_for_stdout_lines(100, SHORT);
-    let mut second = client("second client", port, &["--count", "10"]);
+    let mut second = client(
+        "second client",
+        port,
+        &["--count", "10", "--connect-timeout", "2"],
+    );
     assert_fails_saying(
         &mut second,
-        &["busy"],
-        "the second client should say that the server is busy",
+        &["busy", "answered", "--connect-timeout"],
+        "the second client should say that the server is busy, after retrying",
     );
     assert_running(&mut first, "the first client (it should still be sending)");
     assert_running(&mut s, "the server");

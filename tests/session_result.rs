@@ -100,7 +100,7 @@ fn busy_server_rejects_the_second_client_with_status_4() {
     let _s = server("server", port, &["--quiet"]);
     let mut first = client("first", port, &["-n", "100000000"]);
     std::thread::sleep(Duration::from_millis(300));
-    let mut second = client("second", port, &["--json"]);
+    let mut second = client("second", port, &["--json", "--connect-timeout", "1"]);
     assert_eq!(second.wait_code(SHORT), 4, "{}", second.report());
     let v = result_of(&second);
     assert_eq!(v["ending"]["kind"], "rejected", "{v}");

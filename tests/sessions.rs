@@ -152,7 +152,11 @@ fn four_senders_at_once_each_stream_arrives_complete_and_in_order() {
 #[test]
 fn a_client_beyond_max_sessions_is_told_busy_while_the_others_keep_sending() {
     let (port, mut s, mut running) = three_sessions_running();
-    let mut extra = client("fourth client", port, &["--count", "10"]);
+    let mut extra = client(
+        "fourth client",
+        port,
+        &["--count", "10", "--connect-timeout", "1"],
+    );
     // Its own set-up may be slow beside three running sessions (a debug build under the
     // soft-RoCE VM's emulated CPUs took more than 10 s): the answer, not its speed, is tested.
     assert_eq!(extra.wait_code(LONG), 4, "{}", extra.report());
@@ -221,7 +225,11 @@ fn a_session_beyond_the_receive_memory_limit_is_refused_and_small_slots_fit() {
     let mut first = client("first client", port, &["--count", ENDLESS]);
     wait_until_sessions_print(&mut s, 1);
 
-    let mut large = client("client of 1000-byte slots", port, &["--count", "10"]);
+    let mut large = client(
+        "client of 1000-byte slots",
+        port,
+        &["--count", "10", "--connect-timeout", "1"],
+    );
     assert_fails_saying(
         &mut large,
         &["busy", "receive memory"],

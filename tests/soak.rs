@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{free_port, start, test_config, test_ip, Proc, SHORT};
-use rdma_container::{Config, Error, RdmaSink};
+use rdma_container::{Config, RdmaSink};
 
 /// Sessions before the baseline is taken (buffers, caches and lazily created state settle).
 const WARM_UP: usize = 20;
@@ -66,20 +66,11 @@ fn rdma_resources() -> Option<[u64; 4]> {
 }
 
 /// One session of three messages. The server ends its side of a session just after the
-/// sender's finish returns, so a client that comes at once may still be told `busy`: it retries
-/// (a bounded number of times), as a script would.
+/// sender's finish returns, so a client that comes at once may still be told `busy`: the
+/// library retries that within the connect timeout.
 fn one_session(addr: std::net::SocketAddr, config: &Config, i: usize) {
-    let mut tries = 0;
-    let mut sink = loop {
-        match RdmaSink::connect(addr, config) {
-            Ok(sink) => break sink,
-            Err(Error::Rejected(reason)) if reason.starts_with("busy") && tries < 100 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => panic!("session {i} (after {tries} busy answers): {}", e.chain()),
-        }
-    };
+    let mut sink =
+        RdmaSink::connect(addr, config).unwrap_or_else(|e| panic!("session {i}: {}", e.chain()));
     for n in 0..3u32 {
         sink.send(format!("{i}.{n}").as_bytes())
             .unwrap_or_else(|e| panic!("session {i}: {}", e.chain()));

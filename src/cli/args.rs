@@ -42,7 +42,7 @@ pub const DEFAULT_MAX_RECEIVE_MEMORY: u64 = 1 << 30;
 /// Message-oriented RDMA (RoCE v2) sender/receiver with credit-based flow control.
 #[derive(Debug, Parser)]
 #[command(name = "rdma-container", version, long_version = long_version(), after_help = AFTER_HELP,
-          args_conflicts_with_subcommands = true)]
+          args_conflicts_with_subcommands = true, args_override_self = true)]
 pub struct Cli {
     /// Receive: listen on IP:PORT (the RoCE-network address of this host).
     #[arg(
@@ -532,6 +532,17 @@ pub struct DoctorArgs {
     /// The probe's pre-shared key file, when the server has one (see --auth-key-file).
     #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
     pub auth_key_file: Option<PathBuf>,
+
+    /// Make doctor a gate: exit 5 (as a session's --require-rdma) with one line on stderr
+    /// saying why, when RDMA cannot be used here: no RDMA device, no ACTIVE port, no RoCE v2
+    /// GID with an IPv4 address (with --peer/--local-ip: none toward that address), the
+    /// device's /dev/infiniband/uverbsN node missing or not openable, or no RDMA transport
+    /// this build can run; exit 0 when it can. For a pod's readiness probe or init container,
+    /// or a CI job, before anything that needs RDMA. The memlock limit and CAP_IPC_LOCK are
+    /// reported but not gated on (an init container's capabilities are its own). Without it
+    /// doctor exits 0 (or the probe's status): the report is the result.
+    #[arg(long, env = "RDMA_CONTAINER_DOCTOR_REQUIRE_RDMA", value_parser = BoolishValueParser::new())]
+    pub require_rdma: bool,
 }
 
 /// `-d/--ib-dev`, `-i/--ib-port`, `-x/--gid-index`, with perftest's names and meaning.

@@ -72,6 +72,7 @@ fn stream(
     report: &mut SessionResult,
 ) -> Result<u8> {
     let started = Instant::now();
+    let resumes = sink.resume_counters();
     let sent = send_all(&mut sink, count, size, stop);
     report.ended(
         sink.sent(),
@@ -93,7 +94,13 @@ fn stream(
     log::info!(
         "{}: sent {}",
         if interrupted { "interrupted" } else { "done" },
-        summary_line(sent, bytes, started.elapsed(), transport)
+        summary_line(
+            sent,
+            bytes,
+            started.elapsed(),
+            resumes.get().time_resuming,
+            transport
+        )
     );
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }

@@ -49,6 +49,6 @@ pub fn run(
     match server_end {
         SessionEnd::EndOfStream if client_status == 0 => Ok(0),
         SessionEnd::EndOfStream | SessionEnd::Interrupted => Ok(EXIT_INTERRUPTED),
-        SessionEnd::Failed => Ok(1),
+        SessionEnd::Failed | SessionEnd::TakenOver => Ok(1),
     }
 }

@@ -84,7 +84,7 @@ impl From<&SessionEnd> for Outcome {
         match end {
             SessionEnd::EndOfStream => Outcome::EndOfStream,
             SessionEnd::Interrupted => Outcome::Interrupted,
-            SessionEnd::Failed => Outcome::Failed,
+            SessionEnd::Failed | SessionEnd::TakenOver => Outcome::Failed,
         }
     }
 }
@@ -103,8 +103,11 @@ const ERROR_KINDS: [&str; 7] = [
 /// The `kind` label of `rdma_container_errors_total` for a library error.
 pub fn error_kind(e: &Error) -> &'static str {
     match e {
-        Error::PeerLost { .. } => "peer_lost",
-        Error::Rejected(_) | Error::Refused(_) | Error::AuthenticationFailed(_) => "rejected",
+        Error::PeerLost { .. } | Error::TakenOver { .. } => "peer_lost",
+        Error::Rejected(_)
+        | Error::Busy(_)
+        | Error::Refused(_)
+        | Error::AuthenticationFailed(_) => "rejected",
         Error::Protocol(_) | Error::Decode(_) => "protocol_violation",
         Error::ChecksumMismatch { .. } => "checksum",
         Error::HandshakeTimeout { .. } | Error::IdleTimeout { .. } => "timeout",
@@ -441,7 +444,10 @@ pub fn setup_failed(e: &Error) {
     }
     m.error(e);
     m.outcome(match e {
-        Error::Refused(_) | Error::Rejected(_) | Error::AuthenticationFailed(_) => Outcome::Refused,
+        Error::Refused(_)
+        | Error::Rejected(_)
+        | Error::Busy(_)
+        | Error::AuthenticationFailed(_) => Outcome::Refused,
         _ => Outcome::Failed,
     });
 }

@@ -135,10 +135,26 @@ pub fn summarize(payload: &[u8]) -> String {
 
 /// One-line summary: messages, bytes, seconds, rates.
 /// `transport` is named at the end: a summary never leaves open whether RDMA ran.
-pub fn summary_line(messages: u64, bytes: u64, elapsed: Duration, transport: &str) -> String {
-    let secs = elapsed.as_secs_f64().max(1e-9);
+pub fn summary_line(
+    messages: u64,
+    bytes: u64,
+    elapsed: Duration,
+    resuming: Duration,
+    transport: &str,
+) -> String {
+    let moving = elapsed.saturating_sub(resuming);
+    let secs = moving.as_secs_f64().max(1e-9);
+    let rates_over = if resuming.is_zero() {
+        String::new()
+    } else {
+        format!(
+            "; rates over the {:.3} s data moved, {:.3} s resuming left out",
+            moving.as_secs_f64(),
+            resuming.as_secs_f64()
+        )
+    };
     format!(
-        "{messages} messages, {bytes} bytes in {:.3} s ({:.0} msg/s, {:.2} MiB/s, {:.3} Gb/s) over {transport}",
+        "{messages} messages, {bytes} bytes in {:.3} s ({:.0} msg/s, {:.2} MiB/s, {:.3} Gb/s{rates_over}) over {transport}",
         elapsed.as_secs_f64(),
         messages as f64 / secs,
         bytes as f64 / secs / (1024.0 * 1024.0),

@@ -170,7 +170,7 @@ fn explain(
                  stuck setting up its data path, is not rdma-container, or {unreachable}"
             ),
         ),
-        Error::Rejected(reason) => (
+        Error::Rejected(reason) | Error::Busy(reason) => (
             "rejected",
             format!(
                 "the server rejected the probe: {} (a transport mismatch means the server \

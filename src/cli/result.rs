@@ -51,7 +51,12 @@ impl Ending {
                 messages: *messages,
                 reason: reason.clone(),
             },
+            Error::TakenOver { messages, .. } => Ending::PeerLost {
+                messages: *messages,
+                reason: e.to_string(),
+            },
             Error::Rejected(reason)
+            | Error::Busy(reason)
             | Error::Refused(reason)
             | Error::AuthenticationFailed(reason) => Ending::Rejected {
                 reason: reason.clone(),
@@ -132,6 +137,9 @@ pub struct SessionResult {
     pub bytes: u64,
     /// From the session's start to its end.
     pub seconds: f64,
+    /// The part of `seconds` spent resuming after breaks (or waiting to); the rates leave it
+    /// out: they are over the time data moved.
+    pub seconds_resuming: f64,
     pub messages_per_second: f64,
     pub mib_per_second: f64,
     pub gbit_per_second: f64,
@@ -168,6 +176,7 @@ impl SessionResult {
             messages: 0,
             bytes: 0,
             seconds: 0.0,
+            seconds_resuming: 0.0,
             messages_per_second: 0.0,
             mib_per_second: 0.0,
             gbit_per_second: 0.0,
@@ -182,6 +191,8 @@ impl SessionResult {
     pub fn resumed(&mut self, stats: rdma_container::ResumeStats) {
         self.resumes = stats.resumes;
         self.messages_resent = stats.messages_resent;
+        self.seconds_resuming = stats.time_resuming.as_secs_f64();
+        self.rates();
     }
 
     /// Fills in what the session negotiated and chose.
@@ -203,16 +214,20 @@ impl SessionResult {
 
     /// Records the counts, the time and the ending.
     pub fn ended(&mut self, messages: u64, bytes: u64, elapsed: Duration, ending: Ending) {
-        let secs = elapsed.as_secs_f64();
-        let per = secs.max(1e-9);
         self.messages = messages;
         self.bytes = bytes;
-        self.seconds = secs;
-        self.messages_per_second = messages as f64 / per;
-        self.mib_per_second = bytes as f64 / per / (1024.0 * 1024.0);
-        self.gbit_per_second = bytes as f64 * 8.0 / per / 1e9;
+        self.seconds = elapsed.as_secs_f64();
+        self.rates();
         self.exit_status = ending.exit_status();
         self.ending = ending;
+    }
+
+    /// The rates over the time data moved (the session's time less the time resuming).
+    fn rates(&mut self) {
+        let per = (self.seconds - self.seconds_resuming).max(1e-9);
+        self.messages_per_second = self.messages as f64 / per;
+        self.mib_per_second = self.bytes as f64 / per / (1024.0 * 1024.0);
+        self.gbit_per_second = self.bytes as f64 * 8.0 / per / 1e9;
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use rdma_container::{Config, Error, Incoming, Listener, RdmaSrc};
+use rdma_container::{Config, Error, Incoming, Listener, ParkedSessions, RdmaSrc};
 
 use super::metrics;
 use super::output::{summary_line, PayloadPrinter};
@@ -34,6 +34,8 @@ pub enum SessionEnd {
     Interrupted,
     /// Any other failure (already logged).
     Failed,
+    /// It waited for its client to resume and a new client took its place (logged).
+    TakenOver,
 }
 
 /// Receives until end of stream, printing payloads and a summary line; fills in `report`.
@@ -72,6 +74,13 @@ pub fn receive_all(
                 ending = Ending::Interrupted;
                 break SessionEnd::Interrupted;
             }
+            Err(e @ Error::TakenOver { .. }) => {
+                ending = Ending::of(&e);
+                metrics::error(&e);
+                printer.flush();
+                log::warn!("{label}: {e}");
+                break SessionEnd::TakenOver;
+            }
             Err(e) => {
                 ending = Ending::of(&e);
                 metrics::error(&e);
@@ -95,6 +104,7 @@ pub fn receive_all(
         SessionEnd::EndOfStream => "end of stream",
         SessionEnd::Interrupted => "interrupted",
         SessionEnd::Failed => "failed",
+        SessionEnd::TakenOver => "taken over",
     };
     log::info!(
         "{label}: {how}: received {}",
@@ -102,6 +112,7 @@ pub fn receive_all(
             src.received(),
             src.bytes_received(),
             started.elapsed(),
+            resumes.get().time_resuming,
             src.info().transport.name()
         )
     );
@@ -196,6 +207,24 @@ impl Drop for EndReport {
     }
 }
 
+/// How long a session must have waited for its client to resume, with no attempt of that
+/// client in sight, before a new client may take its place (docs/design.md, "A new client and
+/// a parked session"): a live client's reconnection normally lands well within it.
+const TAKEOVER_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a new client is held while a parked session's place is freed for it; past that
+/// (the parked session's client came back) it is told busy, and retries.
+const HOLD_LIMIT: Duration = Duration::from_secs(3);
+
+/// A new client held for the place of a session that waits for its client to resume.
+struct Held {
+    incoming: Box<Incoming>,
+    memory: u64,
+    since: Instant,
+    /// Whether the parked session was told to give its place up.
+    took_over: bool,
+}
+
 /// Runs the server until Ctrl-C (or after one session with `once`); returns the exit status.
 pub fn run(
     addr: SocketAddr,
@@ -211,8 +240,9 @@ pub fn run(
     }
     let listener = Listener::bind(addr, &config)?;
     log::info!(
-        "listening on {addr} (transport {}, credits {}, max message {} bytes, slot memory {} MiB \
+        "listening on {} (transport {}, credits {}, max message {} bytes, slot memory {} MiB \
 a session)",
+        listener.local_addr(),
         config.transport,
         config.credits,
         config.max_msg_size,
@@ -225,6 +255,7 @@ a session)",
             options.max_receive_memory
         );
     }
+    let parked = listener.parked_sessions();
     let (tx, rx) = channel::<Event>();
     {
         let (stop, tx) = (stop.clone(), tx.clone());
@@ -233,14 +264,21 @@ a session)",
             .spawn(move || doorman(listener, stop, tx))
             .context("cannot start the doorman thread")?;
     }
-    let printer = PayloadPrinter::new(options.quiet);
-    let mut admission = Admission {
-        max_sessions: options.max_sessions,
-        max_memory: options.max_receive_memory,
-        running: 0,
-        memory: 0,
+    let mut server = MainLoop {
+        config,
+        options,
+        tx,
+        printer: PayloadPrinter::new(options.quiet),
+        admission: Admission {
+            max_sessions: options.max_sessions,
+            max_memory: options.max_receive_memory,
+            running: 0,
+            memory: 0,
+        },
+        parked,
+        held: None,
+        sessions: 0,
     };
-    let mut sessions = 0u64;
     let mut stopping = false;
     let mut doorman_stopped = false;
     loop {
@@ -250,60 +288,21 @@ a session)",
             }
             Ok(Event::Client(mut incoming)) => {
                 incoming.fit_slots_to_peer();
-                let memory = u64::try_from(incoming.slot_memory()).unwrap_or(u64::MAX);
-                if let Some(reason) = admission.refusal(memory) {
-                    if options.max_sessions == 1 {
-                        log::warn!(
-                            "rejected {}: busy with another session",
-                            incoming.peer_addr()
-                        );
-                    } else {
-                        log::warn!("rejected {}: {reason}", incoming.peer_addr());
-                    }
-                    metrics::refused();
-                    incoming.refuse(&reason);
-                    continue;
-                }
-                sessions += 1;
-                let printer = if options.max_sessions > 1 {
-                    printer.for_session(sessions)
-                } else {
-                    printer.clone()
-                };
-                let report = SessionResult::new(
-                    "server",
-                    Some(sessions),
-                    incoming.peer_addr(),
-                    config.transport,
-                );
-                let reporter = options.reporter.clone();
-                let session = Session {
-                    n: sessions,
-                    printer,
-                    tx: tx.clone(),
-                    memory,
-                    report,
-                    reporter,
-                };
-                match start_session(*incoming, session) {
-                    Ok(()) => {
-                        admission.running += 1;
-                        admission.memory = admission.memory.saturating_add(memory);
-                    }
-                    Err(e) => log::error!("session {sessions}: {e:#}"),
-                }
+                server.arrived(incoming);
             }
             Ok(Event::Ended {
                 end,
                 memory,
                 status,
             }) => {
-                admission.running = admission.running.saturating_sub(1);
-                admission.memory = admission.memory.saturating_sub(memory);
+                server.admission.running = server.admission.running.saturating_sub(1);
+                server.admission.memory = server.admission.memory.saturating_sub(memory);
                 match end {
                     SessionEnd::Interrupted => stopping = true,
                     SessionEnd::EndOfStream if options.once => return Ok(0),
                     SessionEnd::Failed if options.once => return Ok(status),
+                    // Its place went to a new client: under --once, that one's session is the
+                    // one the server serves.
                     _ => {}
                 }
             }
@@ -314,17 +313,143 @@ a session)",
         }
         if !stopping && stop.load(Ordering::Relaxed) {
             stopping = true;
-            if admission.running == 0 {
-                log::info!("interrupted after {sessions} session(s)");
+            if server.admission.running == 0 {
+                log::info!("interrupted after {} session(s)", server.sessions);
             }
         }
-        if admission.running == 0 {
+        if stopping {
+            if let Some(held) = server.held.take() {
+                held.incoming.refuse("the server is shutting down");
+            }
+        } else {
+            server.serve_held();
+        }
+        if server.admission.running == 0 {
             if stopping {
                 return Ok(EXIT_INTERRUPTED);
             }
             if doorman_stopped {
                 bail!("the doorman thread stopped");
             }
+        }
+    }
+}
+
+/// The main loop's state: admission, the sessions started, a client held for a parked
+/// session's place.
+struct MainLoop<'a> {
+    config: Config,
+    options: &'a ServerOptions,
+    tx: Sender<Event>,
+    printer: PayloadPrinter,
+    admission: Admission,
+    parked: ParkedSessions,
+    held: Option<Held>,
+    sessions: u64,
+}
+
+impl MainLoop<'_> {
+    /// A client whose hello arrived: started if there is room; held if a session that waits
+    /// for its client to resume takes the place it needs; refused as busy otherwise.
+    fn arrived(&mut self, incoming: Box<Incoming>) {
+        let memory = u64::try_from(incoming.slot_memory()).unwrap_or(u64::MAX);
+        let Some(reason) = self.admission.refusal(memory) else {
+            self.start(incoming, memory);
+            return;
+        };
+        if self.held.is_none() && self.parked.longest_wait(Instant::now()).is_some() {
+            log::info!(
+                "{}: every place is taken, one by a session waiting for its client to resume; \
+this client gets that place unless the session's client is back within {:.0} s",
+                incoming.peer_addr(),
+                TAKEOVER_GRACE.as_secs_f64()
+            );
+            self.held = Some(Held {
+                incoming,
+                memory,
+                since: Instant::now(),
+                took_over: false,
+            });
+            self.serve_held();
+            return;
+        }
+        self.refuse_busy(incoming, &reason);
+    }
+
+    /// The held client: started once there is room; meanwhile the session parked longest
+    /// gives its place up once it waited [`TAKEOVER_GRACE`]; told busy after [`HOLD_LIMIT`]
+    /// or when no session is parked any more.
+    fn serve_held(&mut self) {
+        let Some(mut held) = self.held.take() else {
+            return;
+        };
+        let Some(reason) = self.admission.refusal(held.memory) else {
+            log::info!(
+                "{}: served in the place of a session whose client did not resume",
+                held.incoming.peer_addr()
+            );
+            self.start(held.incoming, held.memory);
+            return;
+        };
+        let now = Instant::now();
+        if !held.took_over {
+            if self.parked.take_over_longest(TAKEOVER_GRACE, now) {
+                held.took_over = true;
+            } else if self.parked.longest_wait(now).is_none() {
+                // The parked session's client came back.
+                self.refuse_busy(held.incoming, &reason);
+                return;
+            }
+        }
+        if now.saturating_duration_since(held.since) >= HOLD_LIMIT {
+            self.refuse_busy(held.incoming, &reason);
+            return;
+        }
+        self.held = Some(held);
+    }
+
+    fn refuse_busy(&self, incoming: Box<Incoming>, reason: &str) {
+        if self.options.max_sessions == 1 {
+            log::warn!(
+                "rejected {}: busy with another session",
+                incoming.peer_addr()
+            );
+        } else {
+            log::warn!("rejected {}: {reason}", incoming.peer_addr());
+        }
+        metrics::refused();
+        incoming.refuse(reason);
+    }
+
+    /// Starts the client's session on a thread of its own.
+    fn start(&mut self, incoming: Box<Incoming>, memory: u64) {
+        self.sessions += 1;
+        let n = self.sessions;
+        let printer = if self.options.max_sessions > 1 {
+            self.printer.for_session(n)
+        } else {
+            self.printer.clone()
+        };
+        let report = SessionResult::new(
+            "server",
+            Some(n),
+            incoming.peer_addr(),
+            self.config.transport,
+        );
+        let session = Session {
+            n,
+            printer,
+            tx: self.tx.clone(),
+            memory,
+            report,
+            reporter: self.options.reporter.clone(),
+        };
+        match start_session(*incoming, session) {
+            Ok(()) => {
+                self.admission.running += 1;
+                self.admission.memory = self.admission.memory.saturating_add(memory);
+            }
+            Err(e) => log::error!("session {n}: {e:#}"),
         }
     }
 }

@@ -7,6 +7,11 @@ use super::DecodeError;
 /// Upper bound on a Reject reason, in bytes of UTF-8.
 pub(crate) const MAX_REASON_LEN: usize = 512;
 
+/// How a Reject that means "no place now, try again later" begins (a server at its session or
+/// memory limit): the client takes it as [`crate::Error::Busy`] and retries within its connect
+/// timeout.
+pub(crate) const BUSY_PREFIX: &str = "busy:";
+
 const KIND_HELLO: u8 = 1;
 const KIND_READY: u8 = 2;
 const KIND_CREDIT: u8 = 3;

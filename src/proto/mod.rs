@@ -27,7 +27,7 @@ pub(crate) use hello::{Hello, MAX_BLOB_LEN, MAX_CREDITS, PROTOCOL_VERSION};
 pub(crate) use message::AUTH_LEN;
 #[cfg(test)]
 pub(crate) use message::MAX_REASON_LEN;
-pub(crate) use message::{Counts, Message, SESSION_ID_LEN};
+pub(crate) use message::{Counts, Message, BUSY_PREFIX, SESSION_ID_LEN};
 
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,11 @@
 //!   session takes one;
 //! - the session takes the newest attempt still open; older ones are told "resume busy";
 //! - once the session is gone, a waiting or new attempt is told "resume refused" (final:
-//!   nothing can resume it).
+//!   nothing can resume it);
+//! - a session waiting for an attempt with none queued is parked; a parked session may be
+//!   taken over (its slot given to a new client, docs/design.md "A new client and a parked
+//!   session"): it stops waiting at once and ends. One with an attempt queued or in progress
+//!   is not parked: its client is resuming.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -36,6 +40,10 @@ struct State<T> {
     waiting: VecDeque<T>,
     /// False once the session is gone.
     open: bool,
+    /// Since when the session waits for an attempt (None while it runs or drives one).
+    parked_since: Option<Instant>,
+    /// Set once a new client took the parked session's place: it ends.
+    taken_over: bool,
 }
 
 /// The attempts waiting for one session; clones share it.
@@ -59,6 +67,8 @@ impl<T: Waiting> AttemptQueue<T> {
                 Mutex::new(State {
                     waiting: VecDeque::with_capacity(MAX_WAITING_ATTEMPTS + 1),
                     open: true,
+                    parked_since: None,
+                    taken_over: false,
                 }),
                 Condvar::new(),
             )),
@@ -98,7 +108,8 @@ impl<T: Waiting> AttemptQueue<T> {
     }
 
     /// The session's side: the newest attempt still open, waiting at most until `deadline`
-    /// (`None`: none came). Older waiting attempts are told to try again.
+    /// (`None`: none came, or the session was taken over). Older waiting attempts are told to
+    /// try again.
     pub(crate) fn take(&self, deadline: Option<Instant>) -> Option<T> {
         let mut state = self.state();
         loop {
@@ -110,7 +121,7 @@ impl<T: Waiting> AttemptQueue<T> {
                 return Some(newest);
             }
             let left = deadline?.saturating_duration_since(Instant::now());
-            if left.is_zero() || !state.open {
+            if left.is_zero() || !state.open || state.taken_over {
                 return None;
             }
             state = self
@@ -120,6 +131,47 @@ impl<T: Waiting> AttemptQueue<T> {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+    }
+
+    /// The session's side: it waits for an attempt since `now` (it is parked), or no longer
+    /// does (`None`: it runs again, or drives an attempt it took).
+    pub(crate) fn set_parked(&self, since: Option<Instant>) {
+        self.state().parked_since = since;
+    }
+
+    /// Whether a new client took the session's place while it was parked.
+    pub(crate) fn taken_over(&self) -> bool {
+        self.state().taken_over
+    }
+
+    /// Since when the session has been parked with no attempt queued (`None`: it is not).
+    pub(crate) fn parked_since(&self) -> Option<Instant> {
+        let mut state = self.state();
+        state.waiting.retain_mut(|a| !a.client_gone());
+        if state.open && !state.taken_over && state.waiting.is_empty() {
+            state.parked_since
+        } else {
+            None
+        }
+    }
+
+    /// A new client takes the session's place, if it is still parked with no attempt queued
+    /// since `since` (what [`AttemptQueue::parked_since`] said): it stops waiting and ends.
+    pub(crate) fn take_over(&self, since: Instant) -> bool {
+        {
+            let mut state = self.state();
+            state.waiting.retain_mut(|a| !a.client_gone());
+            let parked = state.open
+                && !state.taken_over
+                && state.waiting.is_empty()
+                && state.parked_since == Some(since);
+            if !parked {
+                return false;
+            }
+            state.taken_over = true;
+        }
+        self.shared.1.notify_all();
+        true
     }
 
     /// The session is gone: every waiting and later attempt is refused.
@@ -249,5 +301,57 @@ mod tests {
         assert!(q
             .take(Some(Instant::now() + Duration::from_secs(60)))
             .is_none());
+    }
+
+    #[test]
+    fn only_a_session_parked_with_no_attempt_queued_can_be_taken_over() {
+        let told = Arc::new(Told::default());
+        let q = AttemptQueue::new();
+        assert_eq!(q.parked_since(), None, "a running session is not parked");
+        let since = Instant::now();
+        q.set_parked(Some(since));
+        assert_eq!(q.parked_since(), Some(since));
+        let (attempt, gone) = fakes(&told, 1);
+        q.offer(attempt);
+        assert_eq!(q.parked_since(), None, "its client is resuming");
+        assert!(!q.take_over(since));
+        gone.store(true, Ordering::Relaxed);
+        assert_eq!(q.parked_since(), Some(since), "that client gave up");
+        assert!(
+            !q.take_over(since + Duration::from_millis(1)),
+            "parked since another time: it ran in between"
+        );
+        assert!(q.take_over(since));
+        assert!(q.taken_over());
+        assert_eq!(q.parked_since(), None, "taken over once");
+        assert!(!q.take_over(since));
+    }
+
+    #[test]
+    fn a_parked_session_taken_over_stops_waiting_at_once() {
+        let q = AttemptQueue::<Fake>::new();
+        q.set_parked(Some(Instant::now()));
+        let since = q.parked_since().expect("parked");
+        let waiter = q.clone();
+        let t = std::thread::spawn(move || {
+            let started = Instant::now();
+            let got = waiter.take(Some(Instant::now() + Duration::from_secs(60)));
+            (got.is_none(), started.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(q.take_over(since));
+        let (none, waited) = t.join().unwrap();
+        assert!(none, "no attempt");
+        assert!(waited < Duration::from_secs(30), "woken, not timed out");
+    }
+
+    #[test]
+    fn a_session_that_is_gone_cannot_be_taken_over() {
+        let q = AttemptQueue::<Fake>::new();
+        let since = Instant::now();
+        q.set_parked(Some(since));
+        q.close();
+        assert_eq!(q.parked_since(), None);
+        assert!(!q.take_over(since));
     }
 }

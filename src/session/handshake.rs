@@ -28,6 +28,12 @@ use crate::time::deadline_after;
 use crate::transport::{BootstrapSide, RolePath, SetupParams, SetupStep};
 use crate::{Error, Result};
 
+/// How long a client waits after its first busy answer before it tries again (a server whose
+/// session just ended may not have freed its place yet)...
+const BUSY_RETRY_FIRST: Duration = Duration::from_millis(50);
+/// ... twice as long after each further one, up to this.
+const BUSY_RETRY_MAX: Duration = Duration::from_millis(500);
+
 /// A client's hello, read on the server within the handshake deadline, not yet answered.
 #[derive(Debug)]
 pub(crate) struct PendingHello {
@@ -38,11 +44,52 @@ pub(crate) struct PendingHello {
 }
 
 impl<P: RolePath + ?Sized> Session<P> {
-    /// Client side: connect to `addr` (retrying until the connect deadline) and set up a
-    /// session in which we play `P`'s role.
+    /// Client side: connect to `addr` and set up a session in which we play `P`'s role,
+    /// retrying until the connect deadline while the server cannot be reached or answers busy
+    /// (after [`BUSY_RETRY_FIRST`], doubling up to [`BUSY_RETRY_MAX`] apart; past the deadline
+    /// the last busy answer is the error).
     pub(crate) fn connect(addr: SocketAddr, config: &Config) -> Result<Self> {
         config.validate()?;
-        let stream = bootstrap::connect(addr, config.connect_timeout, &|| config.stopped())?;
+        let started = Instant::now();
+        let deadline = deadline_after(started, config.connect_timeout);
+        let mut busy_answers = 0u32;
+        let mut pause = BUSY_RETRY_FIRST;
+        loop {
+            let left = remaining(deadline).unwrap_or(Duration::from_millis(1));
+            let reason = match Self::connect_once(addr, config, left) {
+                Err(Error::Busy(reason)) => reason,
+                other => return other,
+            };
+            busy_answers += 1;
+            let next = Instant::now() + pause;
+            pause = (pause * 2).min(BUSY_RETRY_MAX);
+            if next >= deadline {
+                return Err(Error::Busy(format!(
+                    "{reason} (answered {busy_answers} time(s) in {:.1} s, --connect-timeout)",
+                    started.elapsed().as_secs_f64()
+                )));
+            }
+            if busy_answers == 1 {
+                log::info!(
+                    "{addr} is busy ({}); trying again, at most {} ms apart, for up to {:.0} s \
+(--connect-timeout)",
+                    crate::log_text::peer_text(&reason),
+                    BUSY_RETRY_MAX.as_millis(),
+                    config.connect_timeout.as_secs_f64()
+                );
+            }
+            while let Some(left) = remaining(next) {
+                if config.stopped() {
+                    return Err(Error::Interrupted);
+                }
+                std::thread::sleep(left.min(WAIT_SLICE));
+            }
+        }
+    }
+
+    /// One connection and handshake, the TCP connection retried for at most `connect_for`.
+    fn connect_once(addr: SocketAddr, config: &Config, connect_for: Duration) -> Result<Self> {
+        let stream = bootstrap::connect(addr, connect_for, &|| config.stopped())?;
         let mut control = ControlChannel::new(stream)?;
         let deadline = deadline_after(Instant::now(), config.handshake_timeout);
         let prepared = match Prepared::<P>::new(&control, BootstrapSide::Client, config) {

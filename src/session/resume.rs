@@ -29,7 +29,8 @@ use crate::net::{ControlChannel, Received};
 use crate::proto::{Counts, Hello, Role};
 use crate::session_core::resume::{Parked, Reconnect, ReconnectStep, ResumeTicket, SessionId};
 use crate::session_core::resume_handshake::{
-    ResumeAction, ResumeFailure, ResumeHandshake, ResumeSetup, Resumed, RESUME_BUSY, RESUME_REFUSED,
+    ResumeAction, ResumeFailure, ResumeHandshake, ResumeSetup, Resumed, RESUME_BUSY,
+    RESUME_NO_SESSION, RESUME_REFUSED,
 };
 use crate::transport::{RolePath, SetupStep, StagingSlot};
 use crate::{Error, Result};
@@ -80,7 +81,7 @@ pub(crate) fn route_attempt(
     let entry = lock(registry).get(id).cloned();
     let Some(entry) = entry else {
         log::info!("refused a resume from {peer}: no session with that id");
-        attempt.control.reject(RESUME_REFUSED);
+        attempt.control.reject(RESUME_NO_SESSION);
         return;
     };
     let nonce = match fresh_nonce() {
@@ -135,6 +136,7 @@ pub(crate) fn route_attempt(
             let why = match failure {
                 ResumeFailure::Attempt(why) => why,
                 ResumeFailure::Session(e) => e.chain(),
+                ResumeFailure::NoSession => "it said we have no such session (a bug)".into(),
             };
             log::info!("a resume from {peer} failed before its proof: {why}");
             break false;
@@ -188,6 +190,53 @@ impl Drop for Registration {
     }
 }
 
+/// The sessions of one [`crate::Listener`] that wait for their client to resume, for a server
+/// that gives such a session's place to a new client (docs/design.md, "A new client and a
+/// parked session"). Clones share the view.
+#[derive(Debug, Clone)]
+pub struct ParkedSessions {
+    registry: ResumeRegistry,
+}
+
+impl ParkedSessions {
+    pub(crate) fn new(registry: ResumeRegistry) -> Self {
+        Self { registry }
+    }
+
+    /// How long the session parked longest has waited, with no attempt of its client queued
+    /// (`None`: no session is parked).
+    pub fn longest_wait(&self, now: Instant) -> Option<Duration> {
+        self.parked()
+            .into_iter()
+            .map(|(since, _)| now.saturating_duration_since(since))
+            .max()
+    }
+
+    /// Takes over the session parked longest, if it has waited at least `min` with no attempt
+    /// of its client queued or in progress: it stops waiting and ends (with
+    /// [`Error::TakenOver`]), and its client's later attempts are told that no such session
+    /// exists. Returns whether a session was taken over; its place is free once it ended.
+    pub fn take_over_longest(&self, min: Duration, now: Instant) -> bool {
+        let mut parked = self.parked();
+        parked.sort_by_key(|(since, _)| *since);
+        parked
+            .into_iter()
+            .filter(|(since, _)| now.saturating_duration_since(*since) >= min)
+            .any(|(since, attempts)| attempts.take_over(since))
+    }
+
+    fn parked(&self) -> Vec<(Instant, AttemptQueue<ProvenAttempt>)> {
+        let queues: Vec<_> = lock(&self.registry)
+            .values()
+            .map(|r| r.attempts.clone())
+            .collect();
+        queues
+            .into_iter()
+            .filter_map(|q| q.parked_since().map(|since| (since, q)))
+            .collect()
+    }
+}
+
 /// Resumptions of one session so far (in its summary, its JSON and on
 /// [`crate::RdmaSink`]/[`crate::RdmaSrc`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -196,6 +245,9 @@ pub struct ResumeStats {
     pub resumes: u32,
     /// Messages the sender sent again after those resumes (sent before a break, not arrived).
     pub messages_resent: u64,
+    /// Time spent resuming (or waiting to), successful or not: no data moved then, so a rate
+    /// over the session's time leaves it out.
+    pub time_resuming: Duration,
 }
 
 /// A live view of a session's [`ResumeStats`] that stays readable after the session object is
@@ -204,6 +256,7 @@ pub struct ResumeStats {
 pub struct ResumeCounters {
     resumes: Arc<AtomicU32>,
     messages_resent: Arc<AtomicU64>,
+    micros_resuming: Arc<AtomicU64>,
 }
 
 impl ResumeCounters {
@@ -212,12 +265,18 @@ impl ResumeCounters {
         ResumeStats {
             resumes: self.resumes.load(Ordering::Relaxed),
             messages_resent: self.messages_resent.load(Ordering::Relaxed),
+            time_resuming: Duration::from_micros(self.micros_resuming.load(Ordering::Relaxed)),
         }
     }
 
     fn count(&self, resent: u64) {
         self.resumes.fetch_add(1, Ordering::Relaxed);
         self.messages_resent.fetch_add(resent, Ordering::Relaxed);
+    }
+
+    fn spent(&self, resuming: Duration) {
+        let micros = u64::try_from(resuming.as_micros()).unwrap_or(u64::MAX);
+        self.micros_resuming.fetch_add(micros, Ordering::Relaxed);
     }
 }
 
@@ -387,6 +446,8 @@ fn is_doca_break(_: &Error) -> bool {
 /// How one attempt ended.
 enum AttemptEnd {
     Resumed(ResumeOutcome),
+    /// The server has no session with our id: nothing can resume it.
+    NoSession,
     /// Failed; with whether our old path was torn down in it (server: only after the proof).
     Failed {
         why: String,
@@ -460,7 +521,11 @@ impl<P: RolePath + ?Sized> Session<P> {
         let outcome = match client_of {
             Some(server) => self.resume_as_client(server, cause, core, started, progress),
             None => self.resume_as_server(cause, core, started, live, progress),
-        }?;
+        };
+        if let Some(r) = self.resume.as_ref() {
+            r.counters.spent(started.elapsed());
+        }
+        let outcome = outcome?;
         let Some(outcome) = outcome else {
             return Ok(None);
         };
@@ -503,6 +568,9 @@ impl<P: RolePath + ?Sized> Session<P> {
                 ReconnectStep::Attempt { attempt_deadline } => {
                     match self.client_attempt(server, attempt_deadline, core) {
                         Ok(AttemptEnd::Resumed(outcome)) => return Ok(Some(outcome)),
+                        Ok(AttemptEnd::NoSession) => {
+                            return Err(no_session(cause, server));
+                        }
                         Ok(AttemptEnd::Failed { why, .. }) => {
                             log::info!(
                                 "resume attempt {} to {server} failed: {why}",
@@ -569,12 +637,23 @@ impl<P: RolePath + ?Sized> Session<P> {
             if self.config.stopped() {
                 return Err(Error::Interrupted);
             }
-            let Some(attempt) = self.next_attempt(parked)? else {
+            let Some(attempt) = self.next_attempt(parked, started)? else {
+                if self.taken_over() {
+                    return Err(Error::TakenOver {
+                        messages: progress,
+                        waited: started.elapsed().as_secs_f64(),
+                    });
+                }
                 return Err(gave_up(cause, progress, attempts, timeout, last_failure));
             };
             attempts += 1;
             match self.server_attempt(attempt, core)? {
                 AttemptEnd::Resumed(outcome) => return Ok(Some(outcome)),
+                AttemptEnd::NoSession => {
+                    return Err(Error::Internal(
+                        "a client's attempt said it has no session".into(),
+                    ))
+                }
                 AttemptEnd::Failed { why, torn_down } => {
                     log::info!("a resume attempt failed: {why}");
                     broken |= torn_down;
@@ -589,9 +668,18 @@ impl<P: RolePath + ?Sized> Session<P> {
         }
     }
 
+    /// Server: whether a new client took this parked session's place.
+    fn taken_over(&self) -> bool {
+        matches!(
+            self.resume.as_ref().map(|r| &r.side),
+            Some(Side::Server { attempts, .. }) if attempts.taken_over()
+        )
+    }
+
     /// The next attempt for this server session: one that arrived while it ran, else one the
-    /// listener hands over before the parking ends (`None` then).
-    fn next_attempt(&mut self, parked: Parked) -> Result<Option<ProvenAttempt>> {
+    /// listener hands over before the parking ends (`None` then, or once a new client took
+    /// its place). While it waits with none queued the session is parked since `broke`.
+    fn next_attempt(&mut self, parked: Parked, broke: Instant) -> Result<Option<ProvenAttempt>> {
         let Some(Side::Server {
             attempts, pending, ..
         }) = self.resume.as_mut().map(|r| &mut r.side)
@@ -603,22 +691,27 @@ impl<P: RolePath + ?Sized> Session<P> {
         if let Some(attempt) = pending.take() {
             return Ok(Some(*attempt));
         }
-        loop {
+        let attempts = attempts.clone();
+        attempts.set_parked(Some(broke));
+        let next = loop {
             if self.config.stopped() {
-                return Err(Error::Interrupted);
+                break Err(Error::Interrupted);
             }
             let Some(left) = remaining(parked.poll_timeout()) else {
-                return Ok(None);
+                break Ok(None);
             };
             match attempts.take(Some(Instant::now() + left.min(WAIT_SLICE))) {
                 Some(attempt) if !parked.admits(Instant::now()) => {
                     attempt.tell_refused();
-                    return Ok(None);
+                    break Ok(None);
                 }
-                Some(attempt) => return Ok(Some(attempt)),
+                Some(attempt) => break Ok(Some(attempt)),
+                None if attempts.taken_over() => break Ok(None),
                 None => {}
             }
-        }
+        };
+        attempts.set_parked(None);
+        next
     }
 
     /// A proven attempt: the session's side, from the `Prepare` the client's proof led to.
@@ -734,6 +827,7 @@ impl<P: RolePath + ?Sized> Session<P> {
                         torn_down: torn_down || ours.is_some(),
                     }),
                     ResumeFailure::Session(e) => Err(e),
+                    ResumeFailure::NoSession => Ok(AttemptEnd::NoSession),
                 }
             }
         }
@@ -864,13 +958,32 @@ fn gave_up(
         timeout.as_secs_f64(),
         last.map(|l| format!("; the last: {l}")).unwrap_or_default()
     );
+    match cause {
+        Error::PeerLost { reason, .. } if reason == ATTEMPT_MARKER => {
+            log::warn!("{detail}");
+            Error::PeerLost {
+                reason: format!("a client's resume failed; {detail}"),
+                messages: progress,
+                cause: None,
+            }
+        }
+        other => lost_for_good(other, &detail),
+    }
+}
+
+/// The session ends as lost: the server answered that it has no session with our id.
+fn no_session(cause: Error, server: SocketAddr) -> Error {
+    let detail = format!(
+        "not resuming: {server} has no session with our id (it restarted, or the session ended \
+or gave its place to a new client)"
+    );
+    lost_for_good(cause, &detail)
+}
+
+/// The break `cause` ends the session: logs `detail` and adds it to a lost peer's reason.
+fn lost_for_good(cause: Error, detail: &str) -> Error {
     log::warn!("{detail}");
     match cause {
-        Error::PeerLost { reason, .. } if reason == ATTEMPT_MARKER => Error::PeerLost {
-            reason: format!("a client's resume failed; {detail}"),
-            messages: progress,
-            cause: None,
-        },
         Error::PeerLost {
             reason,
             messages,

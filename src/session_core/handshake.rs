@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::auth::{AuthKey, Nonce};
 use crate::net::Lost;
-use crate::proto::{Hello, Message, Role};
+use crate::proto::{Hello, Message, Role, BUSY_PREFIX};
 use crate::{Error, ProtocolViolation};
 
 /// Server with a key: how long after the connection the client has to prove the key (its
@@ -282,6 +282,9 @@ impl Handshake {
 
     fn take_message(&mut self, msg: Message) -> Result<(), Error> {
         match (self.stage, msg) {
+            (_, Message::Reject { reason }) if reason.starts_with(BUSY_PREFIX) => {
+                Err(Error::Busy(reason))
+            }
             (_, Message::Reject { reason }) => Err(Error::Rejected(reason)),
             (Stage::ClientChallenge, Message::AuthChallenge { nonce }) => {
                 let auth = self.auth()?;

@@ -20,8 +20,12 @@
 //!   and a failed proof is answered with "resume refused", nothing more;
 //! - nothing a peer does before it proved the secret ends the session, only the attempt: a
 //!   stranger cannot end a parked (or live) session, and a client keeps trying until the resume
-//!   timeout when whatever answers cannot prove it (an impostor, a restarted server, a busy
-//!   one). Once the peer proved it, its Reject or a violation ends the session;
+//!   timeout when whatever answers cannot prove it (an impostor, a busy server). Once the peer
+//!   proved it, its Reject or a violation ends the session;
+//! - one answer ends a client's session before any proof: "no session with that id"
+//!   ([`RESUME_NO_SESSION`], from a restarted server, or one whose session ended or gave its
+//!   place to a new client): it cannot change, and whoever could forge it answers on the
+//!   server's address and could refuse every attempt anyway;
 //! - the server sets nothing up and takes no count for an attempt until the client proved the
 //!   secret, and gives an unproven client at most [`AUTH_WINDOW`];
 //! - each end checks the other's counts: a sender by [`plan_resume`], a receiver by
@@ -41,6 +45,9 @@ use crate::{Error, ProtocolViolation, Result};
 
 /// What a failed proof is told, on either end.
 pub(crate) const RESUME_REFUSED: &str = "resume refused";
+/// What a server's listener tells an attempt for a session id it does not know (any more): a
+/// wire constant that ends the client's session at once.
+pub(crate) const RESUME_NO_SESSION: &str = "resume refused: no session with that id";
 /// What a server tells a proven client whose attempt its session cannot take now (a newer one
 /// pushed it out of the session's queue): a wire constant the client takes as the end of this
 /// attempt only, never of the session, even after the server's proof.
@@ -77,6 +84,9 @@ pub(crate) enum ResumeFailure {
     Attempt(String),
     /// The session cannot resume: it ends with this error.
     Session(Error),
+    /// The server has no session with this id (client): the session cannot resume; it ends
+    /// as lost, at once.
+    NoSession,
 }
 
 /// What one end brings to a resume attempt.
@@ -253,6 +263,9 @@ impl ResumeHandshake {
                 "{} handed to a finished resume handshake",
                 other.name()
             )))),
+            (Stage::Challenge, Message::Reject { reason }) if reason == RESUME_NO_SESSION => {
+                Err(ResumeFailure::NoSession)
+            }
             (_, Message::Reject { reason }) if reason == RESUME_BUSY => Err(
                 ResumeFailure::Attempt("the server's session was busy with a newer attempt".into()),
             ),
@@ -835,6 +848,22 @@ mod tests {
         assert!(matches!(
             c.on_message(Message::reject(RESUME_REFUSED)),
             Err(ResumeFailure::Session(_))
+        ));
+    }
+
+    #[test]
+    fn no_session_with_that_id_ends_the_clients_session_at_once_before_any_proof() {
+        let ticket = ResumeTicket::random().unwrap();
+        let (mut c, _) = client(&ticket, Role::Receiver, counts(3, 3));
+        assert!(matches!(
+            c.on_message(Message::reject(RESUME_NO_SESSION)),
+            Err(ResumeFailure::NoSession)
+        ));
+        // Any other refusal before the server's proof ends only the attempt.
+        let (mut c, _) = client(&ticket, Role::Receiver, counts(3, 3));
+        assert!(matches!(
+            c.on_message(Message::reject(RESUME_REFUSED)),
+            Err(ResumeFailure::Attempt(_))
         ));
     }
 
