@@ -80,6 +80,7 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               waits after Finish (a test build's receiver stalls). Not in the default set
               (.ci/run adds it)
   doctor      'doctor --peer' (text and --json) in the client namespace: rxe GID table + choice;
+              'doctor --require-rdma' exits 0 there (5 without devices);
               'doctor --probe' against a server: 2 messages on the chosen device and GID
   baseline    ib_send_bw / ib_send_lat (explicit GID index) vs our client/server, same sizes,
               same device, same boot: a table of ratios (ours / perftest)

@@ -39,12 +39,8 @@ fn doctor(host: &FakeHost, args: &[&str], env: &[(&str, String)]) -> Value {
     ];
     all.extend_from_slice(args);
     let mut cmd = command(&all);
-    cmd.env("RDMA_CONTAINER_DEV_ROOT", host.path("dev"))
-        .env(
-            "RDMA_CONTAINER_NETWORK_STATUS",
-            host.path("podnetinfo/annotations"),
-        )
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    host.env_for(&mut cmd);
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     let mut p = Proc::spawn("doctor", cmd);
     assert_eq!(p.wait_code(SHORT), 0, "{}", p.report());
     serde_json::from_str(&p.stdout()).unwrap_or_else(|e| panic!("not JSON ({e}): {}", p.report()))

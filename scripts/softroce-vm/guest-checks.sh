@@ -39,7 +39,7 @@ declare -gA CHECK_RESULTS=(
 	[messages]="messages_10k session_line rxe_traffic messages_64k messages_content"
 	[peer-lost]="peer_lost"
 	[link-flap]="link_flap link_flap_64k_crc control_kill finish_break"
-	[doctor]="doctor_text doctor_json doctor_probe"
+	[doctor]="doctor_text doctor_json doctor_gate doctor_probe"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[container]="container_load container_session container_nodev container_nonroot"
 	[rnr]="rnr_strict"
@@ -755,7 +755,8 @@ check_link_flap() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# 3. doctor: the GID table and the choice, text and JSON, in the client's namespace
+# 3. doctor: the GID table and the choice, text and JSON, the --require-rdma gate and a probe,
+#    in the client's namespace
 # ---------------------------------------------------------------------------------------------
 check_doctor() {
 	local problems
@@ -786,6 +787,20 @@ check_doctor() {
 			problems="no JSON object: $(why /tmp/doctor.json /tmp/doctor.json.err)"
 		fi
 		result doctor_json FAIL "expected a table entry and the choice $RXE_A port 1 gid-index $IDX_A gid $GID_A; $problems"
+	fi
+
+	# doctor --require-rdma: the gate passes (exit 0) where rxe is, and refuses (exit 5) a
+	# sysfs without RDMA devices.
+	local grc nrc
+	timeout "$T_STEP" ip netns exec "$NS_A" "$BIN" doctor --require-rdma --peer "$IP_B" >/tmp/gate.txt 2>/tmp/gate.err
+	grc=$?
+	timeout "$T_STEP" ip netns exec "$NS_A" "$BIN" doctor --require-rdma --sysfs-root /nonexistent >/dev/null 2>/tmp/gate-none.err
+	nrc=$?
+	show /tmp/gate.txt /tmp/gate.err /tmp/gate-none.err
+	if [ "$grc" = 0 ] && [ "$nrc" = 5 ] && grep -q "^RDMA: usable: $RXE_A port 1 " /tmp/gate.txt; then
+		result doctor_gate PASS "$(grep -m 1 '^RDMA: usable:' /tmp/gate.txt); without devices exit 5"
+	else
+		result doctor_gate FAIL "exit $grc (want 0), without devices exit $nrc (want 5); $(grep -m 1 '^RDMA:' /tmp/gate.txt || why /tmp/gate.err)"
 	fi
 
 	# doctor --probe: a real session (a small and a 64 KiB message, each acknowledged) with a

@@ -1,14 +1,15 @@
 //! `doctor`: what this host offers for RDMA and what to fix.
 
 use anyhow::Result;
-use rdma_container::doctor::{examine, DoctorReport as Report, DoctorRequest};
+use rdma_container::doctor::{examine, DeviceReport, DoctorReport as Report, DoctorRequest};
 use rdma_container::roce::{render_table, GidTable};
 
 use super::args::DoctorArgs;
 use super::probe;
+use super::result::EXIT_RDMA_REQUIRED;
 
 /// Runs `doctor`; returns the exit status (0: the report itself is the result; with
-/// `--probe`, the probe's).
+/// `--probe`, the probe's; with `--require-rdma`, 5 when RDMA cannot be used here).
 pub fn run(args: &DoctorArgs) -> Result<u8> {
     let probe_peer = args.probe.and_then(|p| match p.ip() {
         std::net::IpAddr::V4(ip) => Some(ip),
@@ -33,6 +34,18 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
         if let Some(p) = &probe {
             print_probe(p);
         }
+    }
+    if args.require_rdma && !report.readiness.rdma_usable {
+        let error = rdma_container::Error::RdmaRequired {
+            asked: "--require-rdma".to_owned(),
+            reason: report
+                .readiness
+                .reason
+                .clone()
+                .unwrap_or_else(|| "unknown".to_owned()),
+        };
+        eprintln!("rdma-container doctor: {error}");
+        return Ok(EXIT_RDMA_REQUIRED);
     }
     Ok(probe.map_or(0, |p| p.exit_status))
 }
@@ -79,6 +92,13 @@ fn print_text(r: &Report, table: &GidTable) {
         print!("{}", render_table(table));
     }
     println!();
+    if !r.devices.is_empty() {
+        println!("RDMA devices:");
+        for d in &r.devices {
+            print_device(d);
+        }
+        println!();
+    }
     if let Some(p) = &r.path {
         let route = p
             .route
@@ -134,6 +154,21 @@ fn print_text(r: &Report, table: &GidTable) {
     if let Some(mode) = r.rdma_netns_mode {
         println!("RDMA network namespace mode: {mode}");
     }
+    let ready = &r.readiness;
+    match (&ready.reason, &ready.device) {
+        (None, Some(device)) => println!(
+            "RDMA: usable: {device} port {} gid-index {} through {} (doctor --require-rdma exits 0)",
+            ready.port.map_or_else(|| "?".to_owned(), |p| p.to_string()),
+            ready
+                .gid_index
+                .map_or_else(|| "?".to_owned(), |i| i.to_string()),
+            ready.node.as_deref().unwrap_or("?")
+        ),
+        (reason, _) => println!(
+            "RDMA: not usable: {} (doctor --require-rdma exits 5)",
+            reason.as_deref().unwrap_or("unknown")
+        ),
+    }
     println!();
     if r.problems.is_empty() {
         println!("no problems found");
@@ -142,5 +177,45 @@ fn print_text(r: &Report, table: &GidTable) {
         for p in &r.problems {
             println!("  - {p}");
         }
+    }
+}
+
+/// `  mlx5_0: node /dev/infiniband/uverbs0 (ok), firmware 20.31.1014` and a line per port.
+fn print_device(d: &DeviceReport) {
+    let node = match (&d.node, d.node_status) {
+        (Some(n), Some("ok")) => format!("node {n} (present)"),
+        (Some(n), Some("missing")) => format!("node {n} (missing from /dev/infiniband)"),
+        (Some(n), _) => format!(
+            "node {n} (cannot be opened: {})",
+            d.node_error.as_deref().unwrap_or("unknown error")
+        ),
+        (None, _) => "node unknown (sysfs names no uverbs node)".to_owned(),
+    };
+    println!(
+        "  {}: {node}, firmware {}",
+        d.device,
+        d.fw_ver.as_deref().unwrap_or("unknown")
+    );
+    for p in &d.ports {
+        let netdev = match (&p.netdev, p.netdev_mtu) {
+            (Some(n), Some(m)) => format!("netdev {n} MTU {m}"),
+            (Some(n), None) => format!("netdev {n} MTU unknown"),
+            (None, _) => "netdev unknown".to_owned(),
+        };
+        let active = match (p.active_mtu, p.active_mtu_source) {
+            (Some(m), Some("port")) => format!("active MTU {m} (from the port, ibv_query_port)"),
+            (Some(m), _) => format!(
+                "active MTU {m} (derived: the largest IB MTU <= netdev MTU - {} bytes of RoCE headers)",
+                rdma_container::doctor::ROCE_HEADER_BYTES
+            ),
+            (None, _) => "active MTU unknown".to_owned(),
+        };
+        println!(
+            "    port {}: {} {}, rate {}, {netdev}, {active}",
+            p.port,
+            p.state,
+            p.link_layer.as_deref().unwrap_or("(link layer unknown)"),
+            p.rate.as_deref().unwrap_or("unknown")
+        );
     }
 }

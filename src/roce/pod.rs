@@ -230,13 +230,14 @@ pub fn restrict(
     }
     let (keep, why): (Vec<String>, String) = if view.resources.is_empty() {
         match &view.visible {
-            Some(visible) if table.devices().iter().any(|d| !visible.iter().any(|v| v == d)) => (
-                visible.clone(),
-                format!(
-                    "only {} of the RDMA devices in sysfs have their uverbs node in /dev/infiniband",
-                    visible.join(", ")
-                ),
-            ),
+            Some(visible)
+                if table
+                    .devices()
+                    .iter()
+                    .any(|d| !visible.iter().any(|v| v == d)) =>
+            {
+                (visible.clone(), only_visible(visible))
+            }
             _ => return Ok((table, None)),
         }
     } else {
@@ -278,6 +279,18 @@ pub fn restrict(
             .collect(),
     };
     Ok((narrowed, Some(why)))
+}
+
+/// Why the choice considers only the devices whose uverbs node is in /dev/infiniband.
+fn only_visible(visible: &[String]) -> String {
+    if visible.is_empty() {
+        return "none of the RDMA devices in sysfs has its uverbs node in /dev/infiniband"
+            .to_owned();
+    }
+    format!(
+        "only {} of the RDMA devices in sysfs have their uverbs node in /dev/infiniband",
+        visible.join(", ")
+    )
 }
 
 #[cfg(test)]

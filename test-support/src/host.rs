@@ -20,6 +20,15 @@ pub struct FakeHost {
 }
 
 impl FakeHost {
+    /// Points `cmd` at this host: its /dev (`RDMA_CONTAINER_DEV_ROOT`) and its pod network
+    /// annotations (`RDMA_CONTAINER_NETWORK_STATUS`); `--sysfs-root` is the caller's.
+    pub fn env_for(&self, cmd: &mut std::process::Command) {
+        cmd.env("RDMA_CONTAINER_DEV_ROOT", self.path("dev")).env(
+            "RDMA_CONTAINER_NETWORK_STATUS",
+            self.path("podnetinfo/annotations"),
+        );
+    }
+
     /// Nothing RDMA at all: no devices, no device nodes, no modules, `lo` only, docker's
     /// default capabilities (no CAP_IPC_LOCK) and its 64 KiB memlock limit, as root.
     pub fn empty() -> FakeHost {
