@@ -2,19 +2,19 @@
 #
 # 1. DOCA (the default, the last stage): NVIDIA's DOCA images, the binary built with the doca
 #    transport required. x86_64 host (ConnectX or the host side of a BlueField):
-#      docker build -t rdma-container:3.1.0 .
+#      docker build -t rdma-container:0.1.0 .
 #    BlueField Arm cores (aarch64), with buildx (QEMU) on an x86_64 machine or natively on the DPU:
-#      docker buildx build --platform linux/arm64 --build-arg DOCA_VARIANT= -t rdma-container:3.1.0-dpu .
-#      docker build --build-arg DOCA_VARIANT= -t rdma-container:3.1.0-dpu .      # on the DPU itself
+#      docker buildx build --platform linux/arm64 --build-arg DOCA_VARIANT= -t rdma-container:0.1.0-dpu .
+#      docker build --build-arg DOCA_VARIANT= -t rdma-container:0.1.0-dpu .      # on the DPU itself
 # 2. roce (any RoCE NIC or soft-RoCE, no DOCA): rdma-core from the distribution and the binary
 #    without the doca transport, on a Debian or Ubuntu base chosen with ROCE_BASE_IMAGE:
-#      docker build --target roce -t rdma-container:roce .
+#      docker build --target roce -t rdma-container:0.1.0-roce .
 #    The binary is built in a stage FROM the Rust image (RUST_IMAGE), or taken ready-made from
 #    the build context (ROCE_BINARY=context: dist/rdma-container), which is how CI builds it
 #    with no registry at all (scripts/container-test.sh):
 #      cargo build --release --locked && mkdir -p dist \
 #        && strip --strip-debug -o dist/rdma-container target/release/rdma-container
-#      docker build --target roce --build-arg ROCE_BINARY=context -t rdma-container:roce .
+#      docker build --target roce --build-arg ROCE_BINARY=context -t rdma-container:0.1.0-roce .
 #
 # DOCA build stage: the DOCA devel image (headers, pkg-config files, libraries), a pinned Rust
 # toolchain, `cargo build --release --locked --features require-doca` (the build fails instead
@@ -23,7 +23,13 @@
 # the entrypoint, nothing else. Downloads happen only while building (apt, rustup, crates);
 # nothing in either runtime image downloads anything.
 #
-# Both flavours: the same entrypoint (docker/entrypoint.sh), STOPSIGNAL, ENTRYPOINT and CMD.
+# Both flavours: the same entrypoint (docker/entrypoint.sh), STOPSIGNAL and ENTRYPOINT, and no
+# CMD: `docker run IMAGE` with no arguments runs `rdma-container doctor` (the entrypoint's
+# default, which needs no address), or the session that RDMA_CONTAINER_SERVER/_CLIENT describe
+# (a pod configured by variables, deploy/kubernetes); `docker run IMAGE --server IP:PORT` etc.
+# pass their arguments to the binary. (ENTRYPOINT clears a CMD inherited from the base image.)
+# Image tags follow the program's version, Cargo.toml's `version` (0.1.0): VERSION, VERSION-dpu,
+# VERSION-roce (tests/packaging_static.rs checks every tag the docs and manifests name).
 
 # DOCA release of both images.
 ARG DOCA_VERSION=3.1.0
@@ -98,7 +104,6 @@ RUN if ldd /usr/local/bin/rdma-container | grep 'not found'; then \
  && rm /tmp/version
 STOPSIGNAL SIGINT
 ENTRYPOINT ["/usr/local/bin/rdma-container-entrypoint.sh"]
-CMD ["--server", "192.168.200.13:5000"]
 
 # ---------------------------------------------------------------------------------------------
 # DOCA flavour (the default)
@@ -180,7 +185,6 @@ RUN if ldd /usr/local/bin/rdma-container | grep 'not found'; then \
  && /usr/local/bin/rdma-container --version
 
 # The binary ends a session cleanly on SIGINT (exit 130); as PID 1 it would ignore SIGTERM, so
-# `docker stop` sends SIGINT.
+# `docker stop` sends SIGINT. No CMD: without arguments the entrypoint runs `doctor` (above).
 STOPSIGNAL SIGINT
 ENTRYPOINT ["/usr/local/bin/rdma-container-entrypoint.sh"]
-CMD ["--server", "192.168.200.13:5000"]

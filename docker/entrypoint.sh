@@ -5,7 +5,9 @@
 # limit or CAP_IPC_LOCK, the host's network namespace) and, for each thing missing, prints the
 # `docker run` flag that fixes it. The checks warn and the binary starts anyway, unless
 # RDMA_CONTAINER_STRICT=1. The binary is exec'd, so it becomes the container's main process and
-# receives Ctrl-C / `docker stop` itself. Run with --help for the details.
+# receives Ctrl-C / `docker stop` itself. Without arguments (the image has no CMD) it runs
+# `rdma-container doctor`, or the session RDMA_CONTAINER_SERVER/_CLIENT describe when one of them
+# is set. Run with --help for the details.
 set -eu
 
 me=rdma-container-entrypoint
@@ -27,6 +29,11 @@ Container entrypoint of rdma-container. It checks that the container can do RDMA
 docker run flag that fixes each missing piece, then execs rdma-container with all arguments
 (so Ctrl-C and docker stop reach the binary directly).
 
+Without arguments (docker run IMAGE: the image has no CMD) it runs 'rdma-container doctor',
+which needs no address and says what the container sees and lacks; when RDMA_CONTAINER_SERVER
+or RDMA_CONTAINER_CLIENT is set (a pod configured by variables), it runs that session instead
+(with RDMA_CONTAINER_TRANSPORT=tcp the checks are skipped, as for --transport tcp).
+
 Checks (each prints the flag that fixes it):
   /dev/infiniband/uverbsN present      --device /dev/infiniband/uverbsN (N of your RDMA device)
   /dev/infiniband/rdma_cm present      --device /dev/infiniband/rdma_cm
@@ -41,6 +48,9 @@ They are skipped for 'demo', 'help' and '--transport tcp', and never fatal for '
 Environment:
   RDMA_CONTAINER_STRICT=1       refuse to start a --server/--client session when a check fails
                                 (exit status 1)
+  RDMA_CONTAINER_SERVER, RDMA_CONTAINER_CLIENT
+                                read by the binary (= --server/--client); with no arguments,
+                                either one makes the container run that session, not doctor
   RDMA_CONTAINER_SKIP_CHECKS=1  no checks, exec the binary at once
   RDMA_CONTAINER_BIN            the binary (default /usr/local/bin/rdma-container)
   RDMA_CONTAINER_DEV_ROOT       where infiniband/ is looked for (default /dev)
@@ -77,6 +87,17 @@ read_first_line() {
 # ---- what kind of invocation is this?
 checks=1   # run the checks at all
 fatal=0    # may a failed check stop the start (with RDMA_CONTAINER_STRICT=1)?
+# No arguments: `docker run IMAGE` (there is no CMD) or a pod that sets only variables. The
+# binary reads --server/--client from RDMA_CONTAINER_SERVER/_CLIENT, so a session described by
+# them runs as is; anything else runs doctor instead of failing for want of an address.
+if [ "$#" -eq 0 ]; then
+	if [ -n "${RDMA_CONTAINER_SERVER:-}" ] || [ -n "${RDMA_CONTAINER_CLIENT:-}" ]; then
+		fatal=1
+		if [ "${RDMA_CONTAINER_TRANSPORT:-}" = tcp ]; then checks=0; fi
+	else
+		set -- doctor
+	fi
+fi
 case "${1:-}" in
 -h | --help)
 	usage

@@ -6,7 +6,8 @@
 #      one tarball per ISO week so that security updates come in),
 #   3. builds the release binary (or takes --binary) and `podman build --target roce` from the
 #      repository's Dockerfile with ROCE_BINARY=context (the binary in dist/),
-#   4. runs the image on this host: --version, doctor, demo, a server container and a client
+#   4. runs the image on this host: --version (the version of Cargo.toml), no arguments (doctor),
+#      doctor, demo, a server container and a client
 #      container over --network host (10,000 messages in order), the same with --cap-add
 #      IPC_LOCK and --device nodes, as a non-root user, RDMA_CONTAINER_STRICT=1 refusing to
 #      start where RDMA is missing, `podman stop` ending a server with 130,
@@ -24,9 +25,13 @@ PROG=container-test
 readonly EXIT_PASS=0 EXIT_FAIL=1 EXIT_SETUP=3 EXIT_USAGE=2
 
 CACHE=${CONTAINER_TEST_CACHE:-${HOME:-/root}/.cache/rdma-container/container}
+# The program's version: the `version` of Cargo.toml's [package]. Image tags follow it.
+VERSION=$(awk -F'"' '/^\[package\]/ { p = 1; next } /^\[/ { p = 0 } p && /^version *=/ { print $2; exit }' \
+	"$REPO_ROOT/Cargo.toml")
+[ -n "$VERSION" ] || { printf '%s: no version in %s/Cargo.toml\n' "$PROG" "$REPO_ROOT" >&2; exit "$EXIT_SETUP"; }
 BINARY=
 BASE_IMAGE=
-IMAGE=localhost/rdma-container:roce-test
+IMAGE=localhost/rdma-container:$VERSION-roce-test
 SUITE=bookworm
 OCI_OUT=
 SIZE_LIMIT_MB=100
@@ -43,7 +48,8 @@ podman (no registry: the base image is made locally with mmdebstrap) and runs it
 Checks (each prints "CONTAINER-TEST <name> PASS|FAIL detail"):
   build          podman build --target roce --build-arg ROCE_BINARY=context
   size           the image is at most ${SIZE_LIMIT_MB} MB (the size is printed)
-  version        --version: exit 0, lists the verbs transport, DOCA none
+  version        --version: exit 0, rdma-container $VERSION (Cargo.toml), verbs transport, DOCA none
+  default        no arguments (the image has no CMD): the entrypoint runs doctor, exit 0
   doctor         doctor: exit 0, explains that the container has no RDMA device
   demo           demo (--network none): 10,000 messages, exit 0
   session        server + client containers, --network host: stdout = seq 0 9999
@@ -278,11 +284,24 @@ ctr() { # name podman-run-args... -- image-args...
 
 check_version() {
 	ctr version --network none -- --version
-	if [ "$RC" = 0 ] && grep -q '^transports:.*verbs' "$WORK/version.out" && grep -q '^DOCA: none' "$WORK/version.out"; then
+	if [ "$RC" = 0 ] && [ "$(head -n 1 "$WORK/version.out")" = "rdma-container $VERSION" ] &&
+		grep -q '^transports:.*verbs' "$WORK/version.out" && grep -q '^DOCA: none' "$WORK/version.out"; then
 		result version PASS "$(head -n 1 "$WORK/version.out"); $(grep '^transports:' "$WORK/version.out")"
 	else
 		show "$WORK/version.out" "$WORK/version.err"
-		result version FAIL "exit $RC"
+		result version FAIL "exit $RC (expected 0 and rdma-container $VERSION, as in Cargo.toml)"
+	fi
+}
+
+# `podman run IMAGE` with no arguments: the image has no CMD and the entrypoint runs doctor
+# (never a session to a hard-coded address).
+check_default() {
+	ctr default --network host --
+	if [ "$RC" = 0 ] && grep -q 'doctor' "$WORK/default.out" && ! grep -q 'listening on' "$WORK/default.err"; then
+		result default PASS "no arguments: doctor, exit 0"
+	else
+		show "$WORK/default.out" "$WORK/default.err"
+		result default FAIL "exit $RC (expected doctor's report and 0)"
 	fi
 }
 
@@ -475,6 +494,7 @@ main() {
 	if check_build; then
 		check_size
 		check_version
+		check_default
 		check_doctor
 		check_demo
 		check_session

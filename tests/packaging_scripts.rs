@@ -425,6 +425,157 @@ fn entrypoint_execs_so_sigint_reaches_the_binary() {
     assert_eq!(out.code, Some(130), "{}", out.show());
 }
 
+/// A stand-in binary that prints how many arguments it got and what they are.
+fn args_printer(fake: &FakeHost) -> PathBuf {
+    fake.write(
+        "bin/print-args",
+        "#!/bin/sh\nprintf 'argc=%s args=%s\\n' \"$#\" \"$*\"\n",
+    );
+    let bin = fake.path("bin/print-args");
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// The image has no CMD: `docker run IMAGE` gives the entrypoint no arguments, and it must run
+/// `doctor` (useful anywhere, no address needed), not fail for want of an address nor start a
+/// session to a hard-coded one. A pod configured by variables alone (deploy/kubernetes sets
+/// RDMA_CONTAINER_SERVER or _CLIENT and no args) gets the binary with no arguments, which
+/// reads its session from them; arguments always pass through unchanged.
+#[test]
+fn entrypoint_without_arguments_runs_doctor_or_the_session_the_variables_describe() {
+    let fake = FakeHost::ready();
+    let bin = args_printer(&fake);
+    let with_env = |args: &[&str], vars: &[(&str, &str)]| -> Finished {
+        let mut cmd = fake.entrypoint(args);
+        cmd.env("RDMA_CONTAINER_BIN", &bin)
+            .env_remove("RDMA_CONTAINER_SERVER")
+            .env_remove("RDMA_CONTAINER_CLIENT")
+            .env_remove("RDMA_CONTAINER_TRANSPORT");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        run(cmd)
+    };
+    let out = with_env(&[], &[]);
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert_eq!(out.stdout, "argc=1 args=doctor\n", "{}", out.show());
+    // An empty variable is no session.
+    let out = with_env(&[], &[("RDMA_CONTAINER_SERVER", "")]);
+    assert_eq!(out.stdout, "argc=1 args=doctor\n", "{}", out.show());
+    for var in ["RDMA_CONTAINER_SERVER", "RDMA_CONTAINER_CLIENT"] {
+        let out = with_env(&[], &[(var, "10.0.0.1:5000")]);
+        assert_eq!(out.code, Some(0), "{var}: {}", out.show());
+        assert_eq!(out.stdout, "argc=0 args=\n", "{var}: {}", out.show());
+    }
+    for args in [
+        vec!["--server", "0.0.0.0:7471"],
+        vec!["--client", "10.0.0.1:7471", "-n", "5"],
+        vec!["doctor", "--peer", "10.0.0.2"],
+    ] {
+        let out = with_env(&args, &[("RDMA_CONTAINER_SERVER", "10.0.0.1:5000")]);
+        assert_eq!(
+            out.stdout,
+            format!("argc={} args={}\n", args.len(), args.join(" ")),
+            "{args:?}: {}",
+            out.show()
+        );
+    }
+
+    // A session from the variables is a session: RDMA_CONTAINER_STRICT=1 refuses it like a
+    // --server on the command line; RDMA_CONTAINER_TRANSPORT=tcp skips the checks.
+    fake.remove("dev/infiniband/uverbs0");
+    let out = with_env(
+        &[],
+        &[
+            ("RDMA_CONTAINER_SERVER", "10.0.0.1:5000"),
+            ("RDMA_CONTAINER_STRICT", "1"),
+        ],
+    );
+    assert_eq!(out.code, Some(1), "{}", out.show());
+    assert!(out.stderr.contains("refusing to start"), "{}", out.show());
+    assert_eq!(out.stdout, "", "{}", out.show());
+    let out = with_env(
+        &[],
+        &[
+            ("RDMA_CONTAINER_CLIENT", "10.0.0.1:5000"),
+            ("RDMA_CONTAINER_STRICT", "1"),
+            ("RDMA_CONTAINER_TRANSPORT", "tcp"),
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert_eq!(out.stderr, "", "{}", out.show());
+    // doctor by default is never refused, even in strict mode.
+    let out = with_env(&[], &[("RDMA_CONTAINER_STRICT", "1")]);
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert_eq!(out.stdout, "argc=1 args=doctor\n", "{}", out.show());
+
+    // With the real binary: no arguments is doctor's report, exit 0.
+    let fake = FakeHost::ready();
+    let mut cmd = fake.entrypoint(&[]);
+    cmd.env_remove("RDMA_CONTAINER_SERVER")
+        .env_remove("RDMA_CONTAINER_CLIENT");
+    let out = run(cmd);
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert!(
+        out.stdout.starts_with("rdma-container ") && out.stdout.contains(" doctor "),
+        "{}",
+        out.show()
+    );
+    assert!(!out.stderr.contains("listening on"), "{}", out.show());
+}
+
+/// scripts/container-test.sh tags the image it builds with Cargo.toml's version and expects
+/// `--version` to name it: it reads `version` from the `[package]` of the Cargo.toml next to
+/// it (not a dependency's, not a copy in the script). Checked on a copy of the script beside
+/// a Cargo.toml of another version.
+#[test]
+fn container_test_takes_the_image_version_from_cargo_toml() {
+    let real = run(command(
+        repo().join("scripts/container-test.sh"),
+        &["--help"],
+    ));
+    assert_eq!(real.code, Some(0), "{}", real.show());
+    let toml = read("Cargo.toml");
+    let version = toml
+        .split("[package]")
+        .nth(1)
+        .and_then(|p| p.lines().find_map(|l| l.trim().strip_prefix("version = ")))
+        .map(|v| v.trim_matches('"').to_owned())
+        .expect("Cargo.toml's [package] version");
+    assert!(
+        real.stdout
+            .contains(&format!("localhost/rdma-container:{version}-roce-test")),
+        "{}",
+        real.show()
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("scripts")).unwrap();
+    let script = dir.path().join("scripts/container-test.sh");
+    fs::copy(repo().join("scripts/container-test.sh"), &script).unwrap();
+    fs::write(
+        dir.path().join("Cargo.toml"),
+        "[workspace]\nmembers = [\".\"]\n\n[package]\nname = \"rdma-container\"\n\
+         version = \"9.8.7\"\nedition = \"2021\"\n\n[dependencies]\nlibc = { version = \"0.2\" }\n\
+         [workspace.package]\nversion = \"1.1.1\"\n",
+    )
+    .unwrap();
+    let out = run(command(&script, &["--help"]));
+    assert_eq!(out.code, Some(0), "{}", out.show());
+    assert!(
+        out.stdout
+            .contains("localhost/rdma-container:9.8.7-roce-test")
+            && out.stdout.contains("rdma-container 9.8.7 (Cargo.toml)"),
+        "{}",
+        out.show()
+    );
+    assert!(
+        version == "9.8.7" || !out.stdout.contains(&format!("rdma-container:{version}")),
+        "a tag copied into the script: {}",
+        out.show()
+    );
+}
+
 // ------------------------------------------------------------------------------------------
 // scripts/
 

@@ -509,7 +509,14 @@ fn dockerfile_runtime_stage_holds_only_the_binary_and_entrypoint() {
         found[0].args.clone()
     };
     assert_eq!(only("ENTRYPOINT"), format!("[\"{entry_dest}\"]"));
-    assert_eq!(only("CMD"), r#"["--server", "192.168.200.13:5000"]"#);
+    // No CMD: without arguments the entrypoint runs doctor (see
+    // dockerfile_default_command_is_doctor_not_an_address).
+    let cmds: Vec<&str> = runtime
+        .iter()
+        .filter(|i| i.keyword == "CMD")
+        .map(|i| i.args.as_str())
+        .collect();
+    assert!(cmds.is_empty(), "the runtime stage has a CMD: {cmds:?}");
     // As PID 1 the binary would ignore SIGTERM; it ends sessions cleanly on SIGINT.
     assert_eq!(only("STOPSIGNAL"), "SIGINT");
     // A runtime image that lacks a library fails the build, not the first docker run.
@@ -531,7 +538,7 @@ fn dockerfile_runtime_stage_holds_only_the_binary_and_entrypoint() {
 }
 
 /// The roce flavour is the DOCA runtime's twin: the same files at the same places, the same
-/// ENTRYPOINT, CMD and STOPSIGNAL, the same library checks minus DOCA, and only rdma-core
+/// ENTRYPOINT, CMD (none) and STOPSIGNAL, the same library checks minus DOCA, and only rdma-core
 /// installed (the image itself is built and run by scripts/container-test.sh).
 #[test]
 fn dockerfile_roce_stage_mirrors_the_doca_runtime_without_doca() {
@@ -817,4 +824,261 @@ fn container_docs_cover_the_flags_build_args_and_env_vars() {
             "docs/containers.md does not document {var}"
         );
     }
+}
+
+// ------------------------------------------------------------------------------------------
+// The image's default command and its tags
+
+/// A JSON-form (exec-form) instruction's words: `["a", "b"]`.
+fn exec_form(args: &str) -> Vec<String> {
+    serde_json::from_str(args).unwrap_or_else(|e| panic!("not the JSON (exec) form: {args}: {e}"))
+}
+
+/// Whether `text` holds an IPv4 address (`a.b.c.d`, with or without `:PORT`).
+fn has_ipv4(text: &str) -> bool {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .any(|word| {
+            let parts: Vec<&str> = word.split('.').collect();
+            parts.len() == 4
+                && parts
+                    .iter()
+                    .all(|p| !p.is_empty() && p.len() <= 3 && p.parse::<u8>().is_ok())
+        })
+}
+
+/// `docker run IMAGE` with no arguments must do something useful on any host: the image's
+/// default command is `doctor`, never a session to a hard-coded address. A CMD of
+/// `--server 192.168.200.13:5000` fails to bind everywhere but the reference's own DPU, and it
+/// overrides (server) or conflicts with (client: exit 2) the RDMA_CONTAINER_SERVER/_CLIENT a
+/// pod sets, so the manifests under deploy/ could not work either. Even `CMD ["doctor"]` would
+/// turn those pods (variables, no args) into a doctor run, so the image stages have no CMD and
+/// the entrypoint picks the default: doctor, or the session the variables describe.
+#[test]
+fn dockerfile_default_command_is_doctor_not_an_address() {
+    assert!(has_ipv4(r#"["--server", "192.168.200.13:5000"]"#));
+    assert!(!has_ipv4(r#"["doctor"]"#) && !has_ipv4("1.95.0 3.1.0"));
+
+    let stages = stages();
+    let entrypoint = read("docker/entrypoint.sh");
+    for name in ["roce", "runtime"] {
+        let instrs = stage(&stages, name);
+        let entry: Vec<&Instr> = instrs
+            .iter()
+            .filter(|i| i.keyword == "ENTRYPOINT")
+            .collect();
+        assert_eq!(entry.len(), 1, "{name}: one ENTRYPOINT expected: {entry:?}");
+        assert_eq!(
+            exec_form(&entry[0].args),
+            ["/usr/local/bin/rdma-container-entrypoint.sh"],
+            "{name}: the ENTRYPOINT is the entrypoint script alone (arguments come from CMD \
+             or docker run)"
+        );
+        let cmds: Vec<Vec<String>> = instrs
+            .iter()
+            .filter(|i| i.keyword == "CMD")
+            .map(|i| exec_form(&i.args))
+            .collect();
+        assert!(
+            cmds.is_empty(),
+            "{name}: the default command is {cmds:?}: the image must have no CMD, so that \
+             `docker run IMAGE` runs the entrypoint's default (doctor) and a pod configured by \
+             RDMA_CONTAINER_SERVER/_CLIENT runs its session"
+        );
+    }
+    // ENTRYPOINT clears the base image's CMD: the entrypoint gets no arguments, and then runs
+    // doctor (its behaviour: tests/packaging_scripts.rs).
+    assert!(
+        entrypoint.contains("if [ \"$#\" -eq 0 ]; then") && entrypoint.contains("set -- doctor"),
+        "docker/entrypoint.sh must run doctor when it gets no arguments"
+    );
+    // Nothing in the Dockerfile's CMD or ENTRYPOINT names an address or a session.
+    for i in dockerfile() {
+        if i.keyword == "CMD" || i.keyword == "ENTRYPOINT" {
+            assert!(
+                !has_ipv4(&i.args),
+                "{} names an address: {}",
+                i.keyword,
+                i.args
+            );
+            for word in exec_form(&i.args) {
+                assert!(
+                    !["-s", "--server", "-c", "--client"].contains(&word.as_str())
+                        && !word.starts_with("--server=")
+                        && !word.starts_with("--client="),
+                    "{} starts a session: {}",
+                    i.keyword,
+                    i.args
+                );
+            }
+        }
+    }
+}
+
+/// The program's version: `version` in Cargo.toml's `[package]`.
+fn package_version() -> String {
+    let toml = read("Cargo.toml");
+    let mut in_package = false;
+    for line in toml.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_package = t == "[package]";
+        } else if in_package {
+            if let Some((key, value)) = t.split_once('=') {
+                if key.trim() == "version" {
+                    return value.trim().trim_matches('"').to_owned();
+                }
+            }
+        }
+    }
+    panic!("Cargo.toml's [package] has no version");
+}
+
+/// Every image tag `rdma-container:TAG` in `text`, with its line number. `rdma-container:`
+/// followed by a space or nothing (prose: "rdma-container: the ...") is not a tag.
+fn image_tags(text: &str) -> Vec<(usize, String)> {
+    const NAME: &str = "rdma-container:";
+    let mut tags = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for (at, _) in line.match_indices(NAME) {
+            let mut tag: String = line[at + NAME.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "._-${}".contains(*c))
+                .collect();
+            // `${RDMA_IMAGE:-rdma-container:0.1.0}`: the brace closes the variable.
+            while tag.ends_with('}') && tag.matches('}').count() > tag.matches('{').count() {
+                tag.pop();
+            }
+            let tag = tag.trim_end_matches(['.', '-']).to_owned();
+            if !tag.is_empty() {
+                tags.push((n + 1, tag));
+            }
+        }
+    }
+    tags
+}
+
+/// The files that name image tags: README, docs, deploy, docker, scripts and the Dockerfile.
+fn files_naming_image_tags() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| {
+                ["md", "yaml", "yml", "sh", "json", "toml", "env"]
+                    .contains(&e.to_str().unwrap_or(""))
+            }) {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = vec![
+        repo().join("README.md"),
+        repo().join("BENCHMARKS.md"),
+        repo().join("Dockerfile"),
+        repo().join("python/README.md"),
+    ];
+    for dir in ["docs", "deploy", "docker", "scripts"] {
+        walk(&repo().join(dir), &mut files);
+    }
+    files.retain(|f| f.exists());
+    files
+}
+
+/// Image tags follow the program's version (Cargo.toml's `version`): `VERSION` or
+/// `VERSION-flavour` (`-dpu`, `-roce`, ...), wherever the README, the docs, the manifests, the
+/// compose file, the Dockerfile or a script names one. A script may use `$VERSION` only if it
+/// reads VERSION from Cargo.toml. So a version bump that forgets a tag fails here, and a tag
+/// can no longer be mistaken for the DOCA release (3.1.0, the base image's tag).
+#[test]
+fn image_tags_follow_the_cargo_version() {
+    let version = package_version();
+    assert!(
+        version.split('.').count() == 3 && version.split('.').all(|p| p.parse::<u32>().is_ok()),
+        "Cargo.toml's version {version:?} is not x.y.z"
+    );
+    // The parser itself.
+    assert_eq!(
+        image_tags("  image: ${RDMA_IMAGE:-rdma-container:1.2.3}\nrdma-container: prose"),
+        [(1, "1.2.3".to_owned())]
+    );
+    assert_eq!(
+        image_tags("`docker build -t rdma-container:1.2.3-dpu .` and rdma-container:roce."),
+        [(1, "1.2.3-dpu".to_owned()), (1, "roce".to_owned())]
+    );
+
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    let mut files_with_tags = std::collections::BTreeSet::new();
+    for file in files_naming_image_tags() {
+        let rel = file
+            .strip_prefix(repo())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        let Ok(text) = fs::read_to_string(&file) else {
+            continue;
+        };
+        // A script may compute the tag from VERSION, if VERSION comes from Cargo.toml.
+        let reads_version = text.contains("VERSION=$(") && text.contains("Cargo.toml");
+        for (line, tag) in image_tags(&text) {
+            seen += 1;
+            files_with_tags.insert(rel.clone());
+            // The soft-RoCE VM's local name for the image it loads from an OCI layout inside
+            // the VM (scripts/softroce-vm/guest-container.sh): never built or pulled by a user.
+            if tag == "vm" && rel.contains("softroce-vm") {
+                continue;
+            }
+            let tag = if reads_version {
+                tag.replace("${VERSION}", &version)
+                    .replace("$VERSION", &version)
+            } else {
+                tag
+            };
+            let follows = tag == version
+                || tag
+                    .strip_prefix(&format!("{version}-"))
+                    .is_some_and(|suffix| {
+                        !suffix.is_empty() && !suffix.starts_with(|c: char| c.is_ascii_digit())
+                    });
+            if !follows {
+                wrong.push(format!("{rel}:{line}: rdma-container:{tag}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "image tags that are not Cargo.toml's version {version} (or {version}-flavour):\n{}",
+        wrong.join("\n")
+    );
+    // The scan found what it must (else it checks nothing).
+    assert!(
+        seen >= 20,
+        "only {seen} image tags found: the scan is broken"
+    );
+    for must in [
+        "README.md",
+        "Dockerfile",
+        "docs/containers.md",
+        "docker/compose.yaml",
+        "deploy/kubernetes/shared/server.yaml",
+        "deploy/kubernetes/shared/client.yaml",
+        "deploy/kubernetes/sriov/server.yaml",
+        "deploy/kubernetes/sriov/client.yaml",
+        "scripts/container-test.sh",
+    ] {
+        assert!(
+            files_with_tags.contains(must),
+            "{must} names no rdma-container image tag (the scan misses it?): {files_with_tags:?}"
+        );
+    }
+    // The script that builds the image reads the version from Cargo.toml, not a copy of it.
+    let script = read("scripts/container-test.sh");
+    assert!(
+        script.contains("Cargo.toml") && script.contains("rdma-container:$VERSION"),
+        "scripts/container-test.sh must tag its image from Cargo.toml's version"
+    );
 }
