@@ -58,7 +58,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Demo(args)) => {
             let config = cli::config_from(&args, &stop)?;
             let reporter = cli::result::Reporter::new(args.json, args.out_json.as_deref())?;
-            cli::demo::run(config, args.count, args.size, args.quiet, stop, reporter)
+            let progress = cli::progress::ProgressOptions::new(
+                args.interval.map(|s| s.0),
+                args.quiet,
+                args.json,
+            );
+            cli::demo::run(
+                config, args.count, args.size, args.quiet, stop, reporter, progress,
+            )
         }
         Some(Command::Doctor(_) | Command::Completions { .. } | Command::Man) => Ok(0),
         Some(Command::Bench(args)) => cli::bench::run(&args, stop),
@@ -68,6 +75,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let metrics = cli.metrics.map(|m| m.0);
             let reporter =
                 cli::result::Reporter::new(cli.session.json, cli.session.out_json.as_deref())?;
+            let progress = cli::progress::ProgressOptions::new(
+                cli.session.interval.map(|s| s.0),
+                cli.session.quiet,
+                cli.session.json,
+            );
             match (cli.server, cli.client) {
                 (Some(addr), None) => {
                     cli::metrics::start(metrics, &cli.session.sysfs_root)?;
@@ -77,13 +89,22 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                         max_sessions: cli.max_sessions,
                         max_receive_memory: cli.max_receive_memory,
                         reporter,
+                        progress,
                     };
                     cli::server::run(addr, config, &options, stop)
                 }
                 (None, Some(addr)) => {
                     cli::metrics::start(metrics, &cli.session.sysfs_root)?;
                     let session = &cli.session;
-                    cli::client::run(addr, &config, session.count, session.size, &stop, &reporter)
+                    cli::client::run(
+                        addr,
+                        &config,
+                        session.count,
+                        session.size,
+                        &stop,
+                        &reporter,
+                        &progress,
+                    )
                 }
                 _ => anyhow::bail!(
                     "say --server IP:PORT, --client IP:PORT, demo or doctor (see --help)"

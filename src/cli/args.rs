@@ -212,9 +212,16 @@ pub struct SessionArgs {
           value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     pub busy_poll: Option<u64>,
 
-    /// Server: do not print received payloads (the summary is still printed).
+    /// Server: do not print received payloads (the summary is still printed). Both ends: no
+    /// progress lines unless --interval asks for them.
     #[arg(short, long, env = "RDMA_CONTAINER_QUIET", value_parser = BoolishValueParser::new())]
     pub quiet: bool,
+
+    /// A progress line every SECONDS while the session runs (messages, bytes and rates over
+    /// that interval, in the final summary's shape; a JSON line with --json); by default every
+    /// second when stderr is a terminal (iperf3's -i; bench has its own --interval).
+    #[arg(long, env = "RDMA_CONTAINER_INTERVAL", value_name = "SECONDS")]
+    pub interval: Option<Seconds>,
 
     /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
     #[arg(
@@ -467,6 +474,7 @@ impl BenchArgs {
                 .busy_poll
                 .or((self.mode == BenchMode::Lat).then_some(1_000_000)),
             quiet: false,
+            interval: None,
             sysfs_root: self.sysfs_root.clone(),
             auth_key_file: self.auth_key_file.clone(),
             checksum: self.checksum,
@@ -679,7 +687,7 @@ counterpart)"
 -P)"
             }
             "-i" if args.get(i + 1).is_some_and(|v| v.contains('.')) => {
-                "-i is the device port (perftest's -i); the report interval is bench --interval \
+                "-i is the device port (perftest's -i); the report interval is --interval \
 (iperf3's -i)"
             }
             _ => continue,

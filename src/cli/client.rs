@@ -10,6 +10,7 @@ use rdma_container::{Config, Error, RdmaSink};
 
 use super::metrics;
 use super::output::{summary_line, Payloads};
+use super::progress::{Progress, ProgressLabel, ProgressOptions};
 use super::result::{Ending, Reporter, SessionResult};
 use super::EXIT_INTERRUPTED;
 
@@ -22,6 +23,7 @@ pub fn run(
     size: Option<usize>,
     stop: &Arc<AtomicBool>,
     reporter: &Reporter,
+    progress: &ProgressOptions,
 ) -> Result<u8> {
     let mut report = SessionResult::new("client", None, addr, config.transport);
     let started = Instant::now();
@@ -41,7 +43,17 @@ pub fn run(
     metrics::session_started(sink.info());
     report.started(sink.info());
     let resumes = sink.resume_counters();
-    let result = stream(sink, count, size, stop, &mut report);
+    let progress = Progress::start(
+        progress,
+        ProgressLabel {
+            role: "client",
+            session: None,
+            text: "client".into(),
+            transport: sink.info().transport.name().into(),
+        },
+    );
+    let result = stream(sink, count, size, stop, &mut report, &progress);
+    drop(progress);
     report.resumed(resumes.get());
     log_resumes(resumes.get());
     metrics::client_session_ended(&result);
@@ -70,10 +82,11 @@ fn stream(
     size: Option<usize>,
     stop: &Arc<AtomicBool>,
     report: &mut SessionResult,
+    progress: &Progress,
 ) -> Result<u8> {
     let started = Instant::now();
     let resumes = sink.resume_counters();
-    let sent = send_all(&mut sink, count, size, stop);
+    let sent = send_all(&mut sink, count, size, stop, progress);
     report.ended(
         sink.sent(),
         sink.bytes_sent(),
@@ -116,12 +129,14 @@ pub fn log_resumes(stats: rdma_container::ResumeStats) {
     }
 }
 
-/// Sends messages "0".."count-1" (sized by `size`), stopping early on Ctrl-C.
+/// Sends messages "0".."count-1" (sized by `size`), stopping early on Ctrl-C; counts each
+/// for the progress lines.
 pub fn send_all(
     sink: &mut RdmaSink,
     count: u64,
     size: Option<usize>,
     stop: &AtomicBool,
+    progress: &Progress,
 ) -> Result<()> {
     let mut payloads = Payloads::new(size);
     #[cfg(feature = "test-hooks")]
@@ -137,7 +152,10 @@ pub fn send_all(
         }
         let payload = payloads.message(i)?;
         match sink.send(payload) {
-            Ok(()) => metrics::message_sent(payload.len(), sink.credit_wait()),
+            Ok(()) => {
+                metrics::message_sent(payload.len(), sink.credit_wait());
+                progress.count(payload.len());
+            }
             Err(Error::Interrupted) => {
                 log::info!("Ctrl-C: stopping after {i} message(s)");
                 return Ok(());

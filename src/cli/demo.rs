@@ -8,6 +8,7 @@ use anyhow::{anyhow, Context, Result};
 use rdma_container::{Config, Listener};
 
 use super::output::PayloadPrinter;
+use super::progress::ProgressOptions;
 use super::result::{Reporter, SessionResult};
 use super::server::{receive_all, SessionEnd};
 use super::{client, EXIT_INTERRUPTED};
@@ -20,28 +21,33 @@ pub fn run(
     quiet: bool,
     stop: Arc<AtomicBool>,
     reporter: Reporter,
+    progress: ProgressOptions,
 ) -> Result<u8> {
     let (transport, server_reporter) = (config.transport, reporter.clone());
+    let server_progress = progress.clone();
     let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &config)?;
     let addr = listener.local_addr();
     log::info!("demo: server on {addr}, client sends {count} message(s)");
     let server = std::thread::Builder::new()
         .name("demo-server".into())
         .spawn(move || -> Result<SessionEnd> {
-            let src = listener.accept()?.accept_src()?;
+            let incoming = listener.accept()?;
+            let peer = incoming.peer_addr();
+            let src = incoming.accept_src()?;
             log::info!("demo: using the {} transport", src.info().transport);
-            let mut report = SessionResult::new("server", Some(1), addr, transport);
+            let mut report = SessionResult::new("server", Some(1), peer, transport);
             let end = receive_all(
                 src,
                 &mut PayloadPrinter::new(quiet),
                 "demo server",
                 &mut report,
+                &server_progress,
             );
             server_reporter.report(&report);
             Ok(end)
         })
         .context("cannot start the demo server thread")?;
-    let client_status = client::run(addr, &config, count, size, &stop, &reporter);
+    let client_status = client::run(addr, &config, count, size, &stop, &reporter, &progress);
     let server_end = server
         .join()
         .map_err(|_| anyhow!("the demo server thread panicked"))??;

@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod metrics_http;
 pub mod output;
 pub mod probe;
+pub mod progress;
 pub mod result;
 pub mod server;
 

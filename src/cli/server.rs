@@ -19,6 +19,7 @@ use rdma_container::{Config, Error, Incoming, Listener, ParkedSessions, RdmaSrc}
 
 use super::metrics;
 use super::output::{summary_line, PayloadPrinter};
+use super::progress::{Progress, ProgressLabel, ProgressOptions};
 use super::result::{Ending, Reporter, SessionResult};
 use super::EXIT_INTERRUPTED;
 
@@ -44,8 +45,18 @@ pub fn receive_all(
     printer: &mut PayloadPrinter,
     label: &str,
     report: &mut SessionResult,
+    progress: &ProgressOptions,
 ) -> SessionEnd {
     let started = Instant::now();
+    let progress = Progress::start(
+        progress,
+        ProgressLabel {
+            role: "server",
+            session: report.session,
+            text: label.to_owned(),
+            transport: src.info().transport.name().into(),
+        },
+    );
     metrics::session_started(src.info());
     report.started(src.info());
     let mut ending = Ending::Finished;
@@ -67,6 +78,7 @@ pub fn receive_all(
         match src.recv() {
             Ok(Some(payload)) => {
                 metrics::message_received(payload.len());
+                progress.count(payload.len());
                 printer.print(payload)
             }
             Ok(None) => break SessionEnd::EndOfStream,
@@ -90,6 +102,7 @@ pub fn receive_all(
             }
         }
     };
+    drop(progress);
     printer.flush();
     report.ended(
         src.received(),
@@ -135,6 +148,8 @@ pub struct ServerOptions {
     pub max_receive_memory: u64,
     /// Where each session's result goes (`--json`, `--out-json`).
     pub reporter: Reporter,
+    /// The periodic lines (`--interval`).
+    pub progress: ProgressOptions,
 }
 
 /// What the main loop hears about.
@@ -443,6 +458,7 @@ this client gets that place unless the session's client is back within {:.0} s",
             memory,
             report,
             reporter: self.options.reporter.clone(),
+            progress: self.options.progress.clone(),
         };
         match start_session(*incoming, session) {
             Ok(()) => {
@@ -464,6 +480,7 @@ struct Session {
     memory: u64,
     report: SessionResult,
     reporter: Reporter,
+    progress: ProgressOptions,
 }
 
 /// Runs session `n` on a thread of its own: set-up, then receiving until it ends.
@@ -475,6 +492,7 @@ fn start_session(incoming: Incoming, session: Session) -> Result<()> {
         memory,
         mut report,
         reporter,
+        progress,
     } = session;
     let label = format!("session {n} from {}", incoming.peer_addr());
     std::thread::Builder::new()
@@ -488,7 +506,7 @@ fn start_session(incoming: Incoming, session: Session) -> Result<()> {
             };
             let started = Instant::now();
             end_report.end = match incoming.accept_src() {
-                Ok(src) => receive_all(src, &mut printer, &label, &mut report),
+                Ok(src) => receive_all(src, &mut printer, &label, &mut report, &progress),
                 Err(e) => {
                     metrics::setup_failed(&e);
                     log::error!("{label}: setup failed: {}", e.chain());
