@@ -24,7 +24,7 @@ pub enum Error {
     InvalidConfig(String),
 
     /// Binding or listening on the bootstrap address failed.
-    #[error("cannot listen on {addr}")]
+    #[error("cannot listen on {addr}{}", listen_hint(source, addr))]
     Listen {
         /// The address we tried to listen on.
         addr: SocketAddr,
@@ -304,6 +304,24 @@ place (after {messages} message(s))"
     /// Listing the host's interface addresses failed.
     #[error("cannot list interface addresses")]
     InterfaceAddrs(#[source] io::Error),
+}
+
+/// What an operator can do about a failed bind, for the errors that have one answer.
+fn listen_hint(source: &io::Error, addr: &SocketAddr) -> String {
+    match source.raw_os_error() {
+        Some(libc::EADDRNOTAVAIL) => format!(
+            ": no interface of this host has the address {} (listen on one of its own, see \
+`ip -4 addr`, or on 0.0.0.0 for all)",
+            addr.ip()
+        ),
+        Some(libc::EADDRINUSE) => format!(
+            ": port {} is taken (another server on it? `ss -ltnp 'sport = :{}'`)",
+            addr.port(),
+            addr.port()
+        ),
+        Some(libc::EACCES) => ": ports below 1024 need CAP_NET_BIND_SERVICE".to_owned(),
+        _ => String::new(),
+    }
 }
 
 impl Error {

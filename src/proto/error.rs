@@ -1,5 +1,20 @@
 //! Decoding errors.
 
+/// When a frame's length field is printable text (`SSH-`, `HTTP`, `220 `), the peer speaks
+/// another protocol: says so, with the text.
+fn text_in_length(len: u32) -> String {
+    let bytes = len.to_le_bytes();
+    if bytes.iter().all(|b| (0x20..0x7f).contains(b)) {
+        let text: String = bytes.iter().map(|&b| char::from(b)).collect();
+        format!(
+            " (the peer's first bytes read {text:?}: another service's protocol, not \
+rdma-container; check the address and port)"
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// Why a byte sequence is not a valid protocol message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -12,8 +27,9 @@ pub enum DecodeError {
         /// How many bytes were missing.
         needed: usize,
     },
-    /// A frame announces a body larger than the protocol allows.
-    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
+    /// A frame announces a body larger than the protocol allows (its length field read as text
+    /// is named when it is text: another service's greeting or answer on that port).
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes{}", text_in_length(*len))]
     FrameTooLarge {
         /// The announced length.
         len: u32,

@@ -124,11 +124,16 @@ fn oversize_frame_length_is_refused_before_buffering() {
             max: MAX_FRAME_BODY
         })
     );
-    // An HTTP request read as a length is huge.
-    assert!(matches!(
-        decode_frame(b"GET / HTTP/1.0\r\n"),
-        Err(DecodeError::FrameTooLarge { .. })
-    ));
+    // An HTTP request read as a length is huge, and the error says it looks like text.
+    let e = decode_frame(b"GET / HTTP/1.0\r\n").unwrap_err();
+    assert!(matches!(e, DecodeError::FrameTooLarge { .. }));
+    assert!(
+        e.to_string().contains("\"GET \"") && e.to_string().contains("another service"),
+        "{e}"
+    );
+    // A length that is not text gets no such guess.
+    let e = decode_frame(&(MAX_FRAME_BODY + 1).to_le_bytes()).unwrap_err();
+    assert!(!e.to_string().contains("another service"), "{e}");
 }
 
 #[test]
