@@ -21,6 +21,12 @@ pub const MAX_CREDITS: u16 = crate::proto::MAX_CREDITS;
 /// reset TCP connection to be replaced; short enough that a peer that really died is
 /// reported within seconds of the break.
 pub const DEFAULT_RESUME_TIMEOUT: Duration = Duration::from_secs(10);
+/// The verbs queue pair's local ACK timeout exponent when none is set: 4.096 us x 2^18 =
+/// 1.07 s (NCCL's default too; 14, 67 ms, made a stalled or emulated host retransmit packets
+/// that were only late).
+pub const DEFAULT_ACK_TIMEOUT: u8 = 18;
+/// The verbs queue pair's transport retry count when none is set: 7, the most RC allows.
+pub const DEFAULT_RETRY_COUNT: u8 = 7;
 
 /// Which transport to use: a [`crate::TransportKind`], or `Auto` to let the route decide. (The
 /// kind is what runs and what the hello carries; this is what the user asks for.)
@@ -111,6 +117,24 @@ pub struct Config {
     /// session resumes only when both ends allow it (and their transports can); it uses the
     /// shorter of the two times. Default 10 s ([`DEFAULT_RESUME_TIMEOUT`]).
     pub resume_timeout: Duration,
+    /// The GRH traffic class of the RDMA queue pair's packets (`--tclass`): DSCP << 2 | ECN,
+    /// so DSCP 26 is 104. `None` (the default): 0 on verbs; the DOCA transport cannot set it.
+    /// Each end sets its own (docs/lossless-roce.md).
+    pub traffic_class: Option<u8>,
+    /// The queue pair's service level (`--sl`, 0 to 15; on RoCE the 802.1p priority of
+    /// VLAN-tagged packets). `None`: 0 on verbs, the SDK's default on DOCA.
+    pub service_level: Option<u8>,
+    /// The largest path MTU in bytes (`--mtu`: 256, 512, 1024, 2048 or 4096), capped by the
+    /// port's active MTU (with a warning). `None`: the port's active MTU. The session uses the
+    /// smaller of both ends' (verbs); on DOCA both ends that set it must set the same.
+    pub mtu: Option<u32>,
+    /// The local ACK timeout exponent (`--ack-timeout`, 0 to 31: 4.096 us x 2^N; 0 waits
+    /// forever). `None`: [`DEFAULT_ACK_TIMEOUT`] on verbs. The DOCA transport cannot set it.
+    pub ack_timeout: Option<u8>,
+    /// The transport retry count (`--retry-count`, 0 to 7) before a send fails with "retry
+    /// counter exceeded". `None`: [`DEFAULT_RETRY_COUNT`] on verbs. The DOCA transport cannot
+    /// set it.
+    pub retry_count: Option<u8>,
     /// Where sysfs is mounted (`/sys`). Not part of the public API: set through the hidden
     /// [`Config::with_sysfs_root`] hook (tests, the CLI's and the Python module's
     /// `sysfs_root` option).
@@ -189,6 +213,16 @@ with_setters! {
     with_require_rdma => require_rdma: bool;
     /// Sets [`Config::resume_timeout`] (`Duration::ZERO`: no resumption).
     with_resume_timeout => resume_timeout: Duration;
+    /// Sets [`Config::traffic_class`] (`None`: the transport's default).
+    with_traffic_class => traffic_class: Option<u8>;
+    /// Sets [`Config::service_level`] (`None`: the transport's default).
+    with_service_level => service_level: Option<u8>;
+    /// Sets [`Config::mtu`] (`None`: the port's active MTU).
+    with_mtu => mtu: Option<u32>;
+    /// Sets [`Config::ack_timeout`] (`None`: [`DEFAULT_ACK_TIMEOUT`] on verbs).
+    with_ack_timeout => ack_timeout: Option<u8>;
+    /// Sets [`Config::retry_count`] (`None`: [`DEFAULT_RETRY_COUNT`] on verbs).
+    with_retry_count => retry_count: Option<u8>;
 }
 
 impl Default for Config {
@@ -208,6 +242,11 @@ impl Default for Config {
             checksum: Checksum::None,
             require_rdma: false,
             resume_timeout: DEFAULT_RESUME_TIMEOUT,
+            traffic_class: None,
+            service_level: None,
+            mtu: None,
+            ack_timeout: None,
+            retry_count: None,
             interrupt: None,
         }
     }
@@ -287,7 +326,76 @@ impl Config {
                 "--require-rdma cannot be combined with --transport tcp".to_owned(),
             ));
         }
+        self.validate_qp()
+    }
+
+    /// The queue pair settings: each in range, and none the chosen transport cannot apply
+    /// (tcp has no queue pair; DOCA's API has no traffic class, ACK timeout or retry count).
+    fn validate_qp(&self) -> Result<()> {
+        use crate::proto::{MAX_ACK_TIMEOUT, MAX_RETRY_COUNT, MAX_SERVICE_LEVEL, QP_MTUS};
+        let out_of_range = |what: &str, range: &str, got: u32| {
+            Err(Error::InvalidConfig(format!(
+                "{what} must be {range}, got {got}"
+            )))
+        };
+        if let Some(sl) = self.service_level.filter(|&sl| sl > MAX_SERVICE_LEVEL) {
+            return out_of_range("the service level (--sl)", "0 to 15", sl.into());
+        }
+        if let Some(mtu) = self.mtu.filter(|m| !QP_MTUS.contains(m)) {
+            return out_of_range("the MTU (--mtu)", "256, 512, 1024, 2048 or 4096", mtu);
+        }
+        if let Some(t) = self.ack_timeout.filter(|&t| t > MAX_ACK_TIMEOUT) {
+            return out_of_range(
+                "the ACK timeout exponent (--ack-timeout)",
+                "0 to 31",
+                t.into(),
+            );
+        }
+        if let Some(n) = self.retry_count.filter(|&n| n > MAX_RETRY_COUNT) {
+            return out_of_range("the retry count (--retry-count)", "0 to 7", n.into());
+        }
+        let set = self.qp_flags_set();
+        if self.transport == TransportChoice::Tcp && !set.is_empty() {
+            return Err(Error::InvalidConfig(format!(
+                "{} set the RDMA queue pair, and --transport tcp has none (docs/lossless-roce.md)",
+                set.join(", ")
+            )));
+        }
+        if self.transport == TransportChoice::Doca {
+            if let Some(flag) = doca_refuses(&self.qp_settings()) {
+                return Err(Error::InvalidConfig(format!(
+                    "{flag} cannot be used with --transport doca: the DOCA RDMA API has no such \
+                     setting (use --transport verbs; docs/lossless-roce.md)"
+                )));
+            }
+        }
         Ok(())
+    }
+
+    /// The flags of the queue pair settings that are set.
+    fn qp_flags_set(&self) -> Vec<&'static str> {
+        let q = self.qp_settings();
+        [
+            (q.traffic_class.is_some(), "--tclass"),
+            (q.service_level.is_some(), "--sl"),
+            (q.mtu.is_some(), "--mtu"),
+            (q.ack_timeout.is_some(), "--ack-timeout"),
+            (q.retry_count.is_some(), "--retry-count"),
+        ]
+        .into_iter()
+        .filter_map(|(set, flag)| set.then_some(flag))
+        .collect()
+    }
+
+    /// The queue pair settings asked for (`None`: the transport's default).
+    pub(crate) fn qp_settings(&self) -> crate::proto::QpSettings {
+        crate::proto::QpSettings {
+            traffic_class: self.traffic_class,
+            service_level: self.service_level,
+            mtu: self.mtu,
+            ack_timeout: self.ack_timeout,
+            retry_count: self.retry_count,
+        }
     }
 
     /// True once the stop flag is set or the interrupt check says to stop.
@@ -301,6 +409,19 @@ impl Config {
                 .is_some_and(InterruptCheck::should_stop)
     }
 }
+/// The first queue pair setting the DOCA transport cannot apply, as its flag: the DOCA RDMA
+/// API (`doca_rdma_set_*`) has a service level and an MTU, but no traffic class, ACK timeout or
+/// retry count.
+pub(crate) fn doca_refuses(asked: &crate::proto::QpSettings) -> Option<&'static str> {
+    [
+        (asked.traffic_class.is_some(), "--tclass"),
+        (asked.ack_timeout.is_some(), "--ack-timeout"),
+        (asked.retry_count.is_some(), "--retry-count"),
+    ]
+    .into_iter()
+    .find_map(|(set, flag)| set.then_some(flag))
+}
+
 #[cfg(test)]
 mod setter_tests {
     use super::*;
@@ -341,5 +462,126 @@ mod setter_tests {
             c.stop.is_none() && c.stopped(),
             "the interrupt check stops it"
         );
+    }
+}
+
+#[cfg(test)]
+mod qp_tests {
+    use super::*;
+
+    fn invalid(config: &Config) -> String {
+        match config.validate() {
+            Err(Error::InvalidConfig(why)) => why,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_queue_pair_setters_set_their_fields_and_none_is_the_default() {
+        let d = Config::default();
+        assert_eq!(
+            (d.traffic_class, d.service_level, d.mtu),
+            (None, None, None)
+        );
+        assert_eq!((d.ack_timeout, d.retry_count), (None, None));
+        let c = Config::default()
+            .with_traffic_class(Some(104))
+            .with_service_level(Some(3))
+            .with_mtu(Some(2048))
+            .with_ack_timeout(Some(14))
+            .with_retry_count(Some(5));
+        assert_eq!(
+            c.qp_settings(),
+            crate::proto::QpSettings {
+                traffic_class: Some(104),
+                service_level: Some(3),
+                mtu: Some(2048),
+                ack_timeout: Some(14),
+                retry_count: Some(5),
+            }
+        );
+        c.validate().expect("every value in range");
+        // The edges of each range.
+        Config::default()
+            .with_traffic_class(Some(255))
+            .with_service_level(Some(15))
+            .with_mtu(Some(256))
+            .with_ack_timeout(Some(31))
+            .with_retry_count(Some(0))
+            .validate()
+            .expect("the largest values");
+        assert_eq!(DEFAULT_ACK_TIMEOUT, 18);
+        assert_eq!(DEFAULT_RETRY_COUNT, 7);
+    }
+
+    #[test]
+    fn out_of_range_queue_pair_settings_are_invalid_config() {
+        let sl = invalid(&Config::default().with_service_level(Some(16)));
+        assert!(
+            sl.contains("--sl") && sl.contains("0 to 15, got 16"),
+            "{sl}"
+        );
+        for mtu in [0, 100, 1000, 1500, 8192, 9000] {
+            let e = invalid(&Config::default().with_mtu(Some(mtu)));
+            assert!(
+                e.contains("--mtu") && e.contains(&format!("got {mtu}")),
+                "{e}"
+            );
+        }
+        for ok in [256, 512, 1024, 2048, 4096] {
+            Config::default().with_mtu(Some(ok)).validate().unwrap();
+        }
+        let t = invalid(&Config::default().with_ack_timeout(Some(32)));
+        assert!(
+            t.contains("--ack-timeout") && t.contains("0 to 31, got 32"),
+            "{t}"
+        );
+        let r = invalid(&Config::default().with_retry_count(Some(8)));
+        assert!(
+            r.contains("--retry-count") && r.contains("0 to 7, got 8"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn tcp_refuses_every_queue_pair_setting_and_doca_those_it_has_no_setter_for() {
+        let tcp = Config::default().with_transport(TransportChoice::Tcp);
+        tcp.clone().validate().expect("tcp without settings");
+        let e = invalid(
+            &tcp.clone()
+                .with_traffic_class(Some(104))
+                .with_mtu(Some(1024)),
+        );
+        assert!(
+            e.contains("--tclass, --mtu") && e.contains("--transport tcp"),
+            "{e}"
+        );
+        let doca = Config::default().with_transport(TransportChoice::Doca);
+        doca.clone()
+            .with_service_level(Some(3))
+            .with_mtu(Some(4096))
+            .validate()
+            .expect("DOCA sets the service level and the MTU");
+        for (config, flag) in [
+            (doca.clone().with_traffic_class(Some(104)), "--tclass"),
+            (doca.clone().with_ack_timeout(Some(14)), "--ack-timeout"),
+            (doca.clone().with_retry_count(Some(3)), "--retry-count"),
+        ] {
+            let e = invalid(&config);
+            assert!(
+                e.contains(&format!("{flag} cannot be used with --transport doca")),
+                "{e}"
+            );
+        }
+        // Auto and verbs take all of them (auto skips a DOCA transport that cannot).
+        for choice in [TransportChoice::Auto, TransportChoice::Verbs] {
+            Config::default()
+                .with_transport(choice)
+                .with_traffic_class(Some(104))
+                .with_ack_timeout(Some(14))
+                .with_retry_count(Some(3))
+                .validate()
+                .unwrap();
+        }
     }
 }

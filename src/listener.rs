@@ -298,12 +298,28 @@ impl Incoming {
         self.config.max_msg_size = self.config.max_msg_size.min(self.peer_max_message_size());
     }
 
+    /// The credits this session will have.
+    pub fn credits(&self) -> u16 {
+        self.config.credits
+    }
+
+    /// Takes the client's credits for this session (a server whose operator did not set its
+    /// own: the receiving end decides, and one without a choice takes the sender's).
+    pub fn adopt_peer_credits(&mut self) {
+        self.config.credits = self.pending.hello.credits;
+    }
+
     /// Sizes this session's slots for the client's largest message when it is below the
     /// listener's: the session's largest message is the smaller of the two anyway, so only the
     /// memory the slots take changes (a server sized for large messages serves a client of
     /// small ones with small slots).
+    /// The credits are fitted as the session will fit them anyway: a receiving server posts no
+    /// more slots than the sending client can keep in flight.
     pub fn fit_slots_to_peer(&mut self) {
         self.config.max_msg_size = self.config.max_msg_size.min(self.peer_max_message_size());
+        if self.peer_role() == Role::Sender {
+            self.config.credits = self.config.credits.min(self.peer_credits());
+        }
     }
 
     /// The memory this session's slots take once it is accepted, in bytes: credits times the

@@ -90,21 +90,20 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                         max_receive_memory: cli.max_receive_memory,
                         reporter,
                         progress,
+                        credits_given: cli.session.credits.is_some(),
                     };
                     cli::server::run(addr, config, &options, stop)
                 }
                 (None, Some(addr)) => {
                     cli::metrics::start(metrics, &cli.session.sysfs_root)?;
                     let session = &cli.session;
-                    cli::client::run(
-                        addr,
-                        &config,
-                        session.count,
-                        session.size,
-                        &stop,
-                        &reporter,
-                        &progress,
-                    )
+                    let options = cli::client::ClientOptions {
+                        count: session.count,
+                        size: session.size,
+                        credits_asked: session.credits,
+                        progress,
+                    };
+                    cli::client::run(addr, &config, &options, &stop, &reporter)
                 }
                 _ => anyhow::bail!(
                     "say --server IP:PORT, --client IP:PORT, demo or doctor (see --help)"

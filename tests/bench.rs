@@ -1,19 +1,39 @@
 //! `rdma-container bench` end to end over loopback (tcp): bw and lat print perftest's columns,
-//! `--json` carries the same figures, `-a` runs every size, and the server exits after the
-//! client's last size.
+//! `--json` carries the same figures (each output checked against
+//! docs/bench-result.schema.json), `-a` runs every size, the server serves clients one after
+//! another until Ctrl-C (`--once`: one client's run), `-b` prints one summed row, messages
+//! above 10 MiB are measured, and flags that do not apply are refused.
 
 mod common;
 
-use common::{free_port, Proc, LONG, SHORT};
+use std::os::unix::process::CommandExt;
 
+use common::{free_port, validate_json, Proc, LONG, SHORT};
+use nix::sys::signal::Signal;
+
+/// The schema every `bench --json` line matches.
+const SCHEMA: &str = "docs/bench-result.schema.json";
+
+/// A bench server for one client's run (`--once`), once it listens.
 fn server(port: u16) -> Proc {
+    server_with(port, &["--once"])
+}
+
+/// A bench server with `extra`, once it listens.
+fn server_with(port: u16, extra: &[&str]) -> Proc {
     let addr = format!("127.0.0.1:{port}");
-    let mut p = common::start(
-        "bench-server",
-        &["bench", "--server", &addr, "--transport", "tcp"],
-    );
+    let mut args = vec!["bench", "--server", addr.as_str(), "--transport", "tcp"];
+    args.extend_from_slice(extra);
+    let mut p = common::start("bench-server", &args);
     p.wait_for_stderr("bench server listening", SHORT);
     p
+}
+
+/// The one JSON object of a `--json` run's stdout, checked against the schema.
+fn report(out: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    validate_json(SCHEMA, &v);
+    v
 }
 
 fn client(port: u16, extra: &[&str]) -> (i32, String, String) {
@@ -24,7 +44,7 @@ fn client(port: u16, extra: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
-fn bw_prints_perftest_columns_and_the_server_exits_after_the_last_size() {
+fn bw_prints_perftest_columns_and_a_once_server_exits_after_the_last_size() {
     let port = free_port();
     let mut s = server(port);
     let (code, out, err) = client(port, &["-s", "1024", "-n", "300", "--credits", "8"]);
@@ -142,23 +162,6 @@ fn final_rows<'a>(out: &'a str, size: &str) -> Vec<&'a str> {
     out.lines()
         .filter(|l| l.trim_start().starts_with(&format!("{size} ")) && !l.contains("(interval"))
         .collect()
-}
-
-#[test]
-fn bidirectional_reports_a_row_for_each_direction_measured_where_it_arrives() {
-    let (code, out, err) = against_server(&["-b", "-s", "2048", "-n", "500", "--json"]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    let rows = v["results"].as_array().unwrap();
-    let directions: Vec<&str> = rows
-        .iter()
-        .map(|r| r["direction"].as_str().unwrap())
-        .collect();
-    assert_eq!(directions, ["client->server", "server->client"], "{v}");
-    for r in rows {
-        assert_eq!(r["iterations"], 500, "{r}");
-        assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
-    }
 }
 
 #[test]
@@ -366,4 +369,264 @@ fn json_output_is_one_object_per_line() {
         let v: serde_json::Value = serde_json::from_str(lines[0]).expect("a JSON line");
         assert!(v["results"].is_array(), "{v}");
     }
+}
+
+/// Issue 35, item 8: the server serves clients one after another (a second client used to meet
+/// "connection refused" for its whole --connect-timeout) and stops at Ctrl-C with 130, as the
+/// CLI's `--server` does.
+#[test]
+fn the_server_serves_clients_one_after_another_until_ctrl_c() {
+    let port = free_port();
+    let mut s = server_with(port, &[]);
+    let runs: [&[&str]; 3] = [
+        &["-s", "1024", "-n", "200"],
+        &["--mode", "lat", "-s", "64", "-n", "100"],
+        &["-s", "512", "-n", "100", "--json"],
+    ];
+    for (i, extra) in runs.iter().enumerate() {
+        let mut args = vec!["--connect-timeout", "5"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = client(port, &args);
+        assert_eq!(code, 0, "client {}: {err}\n{}", i + 1, s.report());
+        assert!(out.contains("bytes"), "client {}: {out}", i + 1);
+    }
+    assert!(
+        s.try_status().is_none(),
+        "the server ended after its clients:\n{}",
+        s.report()
+    );
+    s.signal(Signal::SIGINT);
+    assert_eq!(s.wait_code(SHORT), 130, "{}", s.report());
+}
+
+/// `--once`: one client's run (all its sizes), then the server exits with that run's status.
+#[test]
+fn once_serves_one_run_and_exits_with_its_status() {
+    let port = free_port();
+    let mut s = server_with(port, &["--once"]);
+    let (code, _, err) = client(port, &["-a", "--max-msg-size", "64", "-n", "20"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    assert_eq!(
+        s.stderr().matches("bench session: Bw").count(),
+        6,
+        "2 .. 64 B, a session each:\n{}",
+        s.report()
+    );
+
+    // A run that fails ends a --once server with the failure's status (not 0), and the client
+    // says why.
+    let port = free_port();
+    let mut s = server_with(port, &["--once", "--max-msg-size", "1024"]);
+    let (code, _, err) = client(port, &["-s", "65536", "-n", "10"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("takes messages up to 1024 bytes"), "{err}");
+    let status = s.wait_code(SHORT);
+    assert!(status != 0 && status != 130, "{status}: {}", s.report());
+}
+
+/// `-b` prints perftest's one row per size, both directions added (bandwidth, peak, message
+/// rate); the JSON row is that sum, with each direction's own figures under `directions`.
+#[test]
+fn bidirectional_prints_one_summed_row_and_json_has_each_direction_and_the_sum() {
+    let (code, out, err) = against_server(&["-b", "-s", "2048", "-n", "500"]);
+    assert_eq!(code, 0, "{err}");
+    let rows = final_rows(&out, "2048");
+    assert_eq!(rows.len(), 1, "one summed row:\n{out}");
+    let fields: Vec<f64> = rows[0]
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert_eq!(fields.len(), 5, "perftest's five columns: {}", rows[0]);
+    assert_eq!(fields[1], 500.0, "{}", rows[0]);
+
+    let (code, out, err) = against_server(&["-b", "-s", "2048", "-n", "500", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = report(&out);
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "one row per size: {v}");
+    let sum = &results[0];
+    assert_eq!(sum["direction"], "both", "{sum}");
+    assert_eq!(sum["iterations"], 500, "{sum}");
+    let each = sum["directions"].as_array().expect("directions");
+    let names: Vec<&str> = each
+        .iter()
+        .map(|r| r["direction"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["client->server", "server->client"], "{sum}");
+    for r in each {
+        assert_eq!(r["iterations"], 500, "{r}");
+        assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    for field in ["bw_average", "bw_peak", "msg_rate_mpps"] {
+        let total = sum[field].as_f64().unwrap();
+        let parts: f64 = each.iter().map(|r| r[field].as_f64().unwrap()).sum();
+        assert!(
+            (total - parts).abs() <= 1e-9 * total.max(1.0),
+            "{field}: {total} is not {parts}: {sum}"
+        );
+    }
+}
+
+/// `-b --interval --json`: each interval line says which direction it measured (the client's
+/// sent count: client->server).
+#[test]
+fn bidirectional_interval_json_lines_say_which_direction_they_measure() {
+    let (code, out, err) = against_server(&[
+        "-b",
+        "-s",
+        "1024",
+        "-D",
+        "0.8",
+        "--interval",
+        "0.2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    lines.iter().for_each(|v| validate_json(SCHEMA, v));
+    let (last, intervals) = lines.split_last().unwrap();
+    assert!(!intervals.is_empty(), "{out}");
+    for i in intervals {
+        assert_eq!(i["interval"]["direction"], "client->server", "{i}");
+    }
+    assert_eq!(last["results"][0]["direction"], "both", "{last}");
+}
+
+/// A bw run times the messages after the first arrival: `-n 1` has nothing to time (it
+/// reported 0.0) and is refused with status 2 and one line; `-n 2` is measured.
+#[test]
+fn a_bw_run_of_one_message_is_refused_and_two_are_measured() {
+    let (code, out, err) = common::run(
+        &[
+            "bench",
+            "--client",
+            "127.0.0.1:9",
+            "--transport",
+            "tcp",
+            "-n",
+            "1",
+            "--connect-timeout",
+            "0.2",
+        ],
+        SHORT,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("-n 1") && err.contains("at least 2"), "{err}");
+
+    let (code, out, err) = against_server(&["-s", "1024", "-n", "2", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = report(&out);
+    let r = &v["results"][0];
+    assert_eq!(r["iterations"], 2, "{r}");
+    assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["msg_rate_mpps"].as_f64().unwrap() > 0.0, "{r}");
+
+    // A ping-pong of one round trip is a measurement.
+    let (code, _, err) = against_server(&["--mode", "lat", "-s", "8", "-n", "1"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Nothing above 10 MiB could be measured (the server capped every session there): 64 MiB
+/// messages over tcp, two credits (about 320 MiB on this host for both ends).
+#[test]
+fn messages_above_10_mib_are_measured() {
+    let size = (64 << 20).to_string();
+    let (code, out, err) = against_server(&["-s", &size, "-n", "3", "--credits", "2", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = report(&out);
+    let r = &v["results"][0];
+    assert_eq!(r["bytes"], 64 << 20, "{r}");
+    assert_eq!(r["iterations"], 3, "{r}");
+    assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
+}
+
+/// 1 GiB messages parse on both ends; where the memory is not there (here: an address-space
+/// limit of 2 GiB on the client) the run is refused with the figures, status 2, never a panic
+/// or an allocator abort.
+#[test]
+fn a_1_gib_message_is_accepted_and_refused_for_memory_without_a_panic() {
+    let gib = (1u64 << 30).to_string();
+    let port = free_port();
+    let mut s = server_with(port, &["--once", "--max-msg-size", &gib]);
+    let addr = format!("127.0.0.1:{port}");
+    let mut cmd = common::command(&[
+        "bench",
+        "--client",
+        &addr,
+        "--transport",
+        "tcp",
+        "-s",
+        &gib,
+        "-n",
+        "2",
+        "--connect-timeout",
+        "5",
+    ]);
+    let limit: u64 = 2 << 30;
+    // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe and
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_AS, limit, limit)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut c = Proc::spawn("bench-client", cmd);
+    let status = c.wait(LONG);
+    assert_eq!(status.code(), Some(2), "{}", c.report());
+    let err = c.stderr();
+    assert!(err.contains("RLIMIT_AS"), "{}", c.report());
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation of"),
+        "{}",
+        c.report()
+    );
+    s.kill();
+}
+
+/// A limit that cannot apply to the mode (perftest would ignore it silently) is refused with
+/// status 2 and one line naming it, before anything connects; so is `-b` on a latency run and
+/// a limit on the server (the client checks them).
+#[test]
+fn flags_that_do_not_apply_to_the_mode_are_refused_with_status_2() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--limit-lat", "5"], "--limit-lat"),
+        (&["-b", "--limit-lat", "5"], "--limit-lat"),
+        (&["--mode", "lat", "--limit-bw", "1"], "--limit-bw"),
+        (
+            &["--mode", "lat", "--limit-msgrate", "1"],
+            "--limit-msgrate",
+        ),
+        (&["--mode", "lat", "-b"], "--bidirectional"),
+    ];
+    for (extra, flag) in cases {
+        let mut args = vec![
+            "bench",
+            "--client",
+            "127.0.0.1:9",
+            "--transport",
+            "tcp",
+            "--connect-timeout",
+            "0.2",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = common::run(&args, SHORT);
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(out.is_empty(), "{extra:?}: {out}");
+        assert_eq!(err.trim().lines().count(), 1, "{extra:?}: one line: {err}");
+        assert!(err.contains(flag), "{extra:?}: {err}");
+    }
+    let addr = format!("127.0.0.1:{}", free_port());
+    let (code, _, err) = common::run(&["bench", "--server", &addr, "--limit-bw", "1"], SHORT);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--limit-bw") && !err.contains("listening"),
+        "{err}"
+    );
 }

@@ -243,3 +243,57 @@ fn perftest_and_iperf3_spellings_are_aliases_or_point_at_our_flags() {
         assert_eq!(code, 1, "{args:?} parses: {err}");
     }
 }
+
+/// Issue 35 item 5: the queue pair flags come from `RDMA_CONTAINER_TCLASS`, `_SL`, `_MTU`,
+/// `_ACK_TIMEOUT` and `_RETRY_COUNT` too, out-of-range values are usage errors (exit 2) naming
+/// the flag, and --transport tcp refuses them instead of ignoring them.
+#[test]
+fn queue_pair_settings_come_from_flags_or_variables_and_bad_ones_exit_2() {
+    let client = |args: &[&str], env: &[(&str, &str)]| {
+        let mut all = vec!["--client", "127.0.0.1:9", "--connect-timeout", "1"];
+        all.extend_from_slice(args);
+        let mut cmd = command(&all);
+        cmd.envs(env.iter().copied());
+        let mut p = Proc::spawn("client", cmd);
+        let code = p.wait_code(SHORT);
+        (code, p.stderr())
+    };
+    for (name, value, flag) in [
+        ("RDMA_CONTAINER_TCLASS", "256", "--tclass"),
+        ("RDMA_CONTAINER_SL", "16", "--sl"),
+        ("RDMA_CONTAINER_MTU", "1500", "--mtu"),
+        ("RDMA_CONTAINER_ACK_TIMEOUT", "32", "--ack-timeout"),
+        ("RDMA_CONTAINER_RETRY_COUNT", "8", "--retry-count"),
+    ] {
+        let (code, err) = client(&[], &[(name, value)]);
+        assert_eq!(code, 2, "{name}={value}: {err}");
+        assert!(
+            err.contains(flag),
+            "{name}={value} does not name {flag}:\n{err}"
+        );
+        let (code, err) = client(&[flag, value], &[]);
+        assert_eq!(code, 2, "{flag} {value}: {err}");
+    }
+    // Each variable is read: with --transport tcp they are all named in the refusal.
+    let env = [
+        ("RDMA_CONTAINER_TCLASS", "104"),
+        ("RDMA_CONTAINER_SL", "3"),
+        ("RDMA_CONTAINER_MTU", "2048"),
+        ("RDMA_CONTAINER_ACK_TIMEOUT", "14"),
+        ("RDMA_CONTAINER_RETRY_COUNT", "5"),
+        ("RDMA_CONTAINER_TRANSPORT", "tcp"),
+    ];
+    let (code, err) = client(&[], &env);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "--tclass, --sl, --mtu, --ack-timeout, --retry-count set the RDMA queue pair, and \
+             --transport tcp has none"
+        ),
+        "{err}"
+    );
+    // The command line wins over the variable: --transport auto takes them (and, with no
+    // server, fails later for another reason than a usage error).
+    let (code, err) = client(&["--transport", "auto"], &env);
+    assert_ne!(code, 2, "{err}");
+}

@@ -178,3 +178,107 @@ fn require_rdma_refuses_the_tcp_fallback_with_the_reason_and_status_5() {
         "{err}"
     );
 }
+
+/// Issue 35 item 5: the queue pair's settings in the session result, on both ends, with the
+/// transport under test: DOCA (the simulator) applies --sl and --mtu and reports them, and
+/// cannot say its traffic class, ACK timeout or retry count (null); verbs applies all five;
+/// auto's TCP fallback applies none (null, with a warning); --transport tcp refuses them.
+#[test]
+fn queue_pair_settings_are_in_the_session_result() {
+    let forced = std::env::var("RDMA_TEST_TRANSPORT").ok();
+    let flags: &[&str] = match common::expected_transport() {
+        "verbs" => &[
+            "--tclass",
+            "104",
+            "--sl",
+            "3",
+            "--mtu",
+            "1024",
+            "--ack-timeout",
+            "19",
+            "--retry-count",
+            "6",
+        ],
+        _ => &["--sl", "3", "--mtu", "1024"],
+    };
+    if forced.as_deref() == Some("tcp") {
+        let mut c = client("client", free_port(), flags);
+        assert_eq!(c.wait_code(SHORT), 2, "{}", c.report());
+        assert!(
+            c.stderr()
+                .contains("--sl, --mtu set the RDMA queue pair, and --transport tcp has none"),
+            "{}",
+            c.report()
+        );
+        return;
+    }
+    let port = free_port();
+    let mut args = vec!["--once", "--json", "--quiet"];
+    args.extend_from_slice(flags);
+    let mut s = server("server", port, &args);
+    let mut args = vec!["--json", "-n", "20"];
+    args.extend_from_slice(flags);
+    let mut c = client("client", port, &args);
+    assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
+    assert_eq!(s.wait_code(LONG), 0, "{}", s.report());
+    for (p, v) in [(&c, result_of(&c)), (&s, result_of(&s))] {
+        let role = &v["role"];
+        match common::expected_transport() {
+            "doca" => {
+                assert_eq!(v["service_level"], 3, "{role}: {v}");
+                assert_eq!(v["peer_service_level"], 3, "{role}: {v}");
+                assert_eq!(v["mtu"], 1024, "{role}: {v}");
+                for key in [
+                    "traffic_class",
+                    "peer_traffic_class",
+                    "ack_timeout",
+                    "retry_count",
+                ] {
+                    assert!(v[key].is_null(), "{role}: DOCA cannot say {key}: {v}");
+                }
+                assert!(p.stderr().contains("| sl 3 peer 3 |"), "{}", p.report());
+            }
+            "verbs" => {
+                assert_eq!(v["traffic_class"], 104, "{role}: {v}");
+                assert_eq!(v["peer_traffic_class"], 104, "{role}: {v}");
+                assert_eq!(v["service_level"], 3, "{role}: {v}");
+                assert_eq!(v["peer_service_level"], 3, "{role}: {v}");
+                assert!(v["mtu"].as_u64().is_some_and(|m| m <= 1024), "{role}: {v}");
+                assert_eq!(v["ack_timeout"], 19, "{role}: {v}");
+                assert_eq!(v["retry_count"], 6, "{role}: {v}");
+                let line = "tclass 104 (dscp 26) peer 104 (dscp 26) | sl 3 peer 3";
+                assert!(p.stderr().contains(line), "{}", p.report());
+            }
+            _ => {
+                for key in [
+                    "mtu",
+                    "traffic_class",
+                    "peer_traffic_class",
+                    "service_level",
+                    "peer_service_level",
+                    "ack_timeout",
+                    "retry_count",
+                ] {
+                    assert!(v[key].is_null(), "{role}: tcp has no {key}: {v}");
+                }
+                let warning = "the tcp transport has no RDMA queue pair";
+                assert!(p.stderr().contains(warning), "{}", p.report());
+            }
+        }
+        // The schema holds the ranges.
+        for (key, bad) in [
+            ("service_level", 16),
+            ("traffic_class", 256),
+            ("ack_timeout", 32),
+            ("retry_count", 8),
+        ] {
+            let mut wrong = v.clone();
+            wrong[key] = bad.into();
+            common::assert_schema_refuses(
+                "docs/session-result.schema.json",
+                &wrong,
+                &format!("{key} {bad}"),
+            );
+        }
+    }
+}

@@ -43,6 +43,7 @@
 DOCA_SYS_SAME_TYPE(doca_rdma_set_transport_type,
 		   doca_error_t (*)(struct doca_rdma *, enum doca_rdma_transport_type));
 DOCA_SYS_SAME_TYPE(doca_rdma_set_mtu, doca_error_t (*)(struct doca_rdma *, enum doca_mtu_size));
+DOCA_SYS_SAME_TYPE(doca_rdma_get_mtu, doca_error_t (*)(const struct doca_rdma *, enum doca_mtu_size *));
 DOCA_SYS_SAME_TYPE(doca_ctx_get_state, doca_error_t (*)(const struct doca_ctx *, enum doca_ctx_states *));
 DOCA_SYS_SAME_TYPE(doca_pe_set_event_mode, doca_error_t (*)(struct doca_pe *, enum doca_pe_event_mode));
 DOCA_SYS_SAME_TYPE(doca_error_get_name, const char *(*)(doca_error_t));

@@ -51,6 +51,23 @@ impl std::error::Error for Error {}
 /// The result of a DOCA call.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// The path MTUs DOCA names, in bytes.
+const MTU_SIZES: [(u32, sys::doca_mtu_size); 5] = [
+    (256, sys::doca_mtu_size::DOCA_MTU_SIZE_256_BYTES),
+    (512, sys::doca_mtu_size::DOCA_MTU_SIZE_512_BYTES),
+    (1024, sys::doca_mtu_size::DOCA_MTU_SIZE_1K_BYTES),
+    (2048, sys::doca_mtu_size::DOCA_MTU_SIZE_2K_BYTES),
+    (4096, sys::doca_mtu_size::DOCA_MTU_SIZE_4K_BYTES),
+];
+
+/// DOCA's name for an MTU of `bytes`.
+fn mtu_size(bytes: u32) -> Option<sys::doca_mtu_size> {
+    MTU_SIZES
+        .iter()
+        .find(|(b, _)| *b == bytes)
+        .map(|(_, size)| *size)
+}
+
 fn check(call: &'static str, code: doca_error_t) -> Result<()> {
     if code == doca_error::DOCA_SUCCESS {
         Ok(())
@@ -837,6 +854,53 @@ impl<H: TaskHandler> RdmaCtx<H> {
         check("doca_rdma_set_rnr_retry_count", unsafe {
             sys::doca_rdma_set_rnr_retry_count(self.r(), n)
         })
+    }
+
+    /// `doca_rdma_set_sl`: the service level of the context's packets.
+    pub fn set_sl(&mut self, sl: u32) -> Result<()> {
+        // SAFETY: as above.
+        check("doca_rdma_set_sl", unsafe {
+            sys::doca_rdma_set_sl(self.r(), sl)
+        })
+    }
+
+    /// `doca_rdma_get_sl`.
+    pub fn sl(&self) -> Result<u32> {
+        let mut sl = 0;
+        // SAFETY: the context is alive; `sl` is a valid out-pointer.
+        check("doca_rdma_get_sl", unsafe {
+            sys::doca_rdma_get_sl(self.r(), &mut sl)
+        })?;
+        Ok(sl)
+    }
+
+    /// `doca_rdma_set_mtu` with the MTU in bytes (256, 512, 1024, 2048 or 4096; anything
+    /// else is `DOCA_ERROR_INVALID_VALUE` without calling DOCA).
+    pub fn set_mtu(&mut self, bytes: u32) -> Result<()> {
+        let Some(mtu) = mtu_size(bytes) else {
+            return Err(Error {
+                call: "doca_rdma_set_mtu",
+                code: doca_error::DOCA_ERROR_INVALID_VALUE,
+            });
+        };
+        // SAFETY: as above.
+        check("doca_rdma_set_mtu", unsafe {
+            sys::doca_rdma_set_mtu(self.r(), mtu)
+        })
+    }
+
+    /// `doca_rdma_get_mtu`, in bytes (`None` for the raw-Ethernet value or one unknown to
+    /// us). One the user did not set may change when the connection is made.
+    pub fn mtu(&self) -> Result<Option<u32>> {
+        let mut mtu = sys::doca_mtu_size::DOCA_MTU_SIZE_1K_BYTES;
+        // SAFETY: the context is alive; `mtu` is a valid out-pointer.
+        check("doca_rdma_get_mtu", unsafe {
+            sys::doca_rdma_get_mtu(self.r(), &mut mtu)
+        })?;
+        Ok(MTU_SIZES
+            .iter()
+            .find(|(_, size)| *size == mtu)
+            .map(|(bytes, _)| *bytes))
     }
 
     /// `doca_rdma_set_send_queue_size`.

@@ -229,6 +229,22 @@ mod sim_tests {
                 doca_rdma_set_rnr_retry_count(rdma, 8),
                 doca_error::DOCA_ERROR_INVALID_VALUE,
             );
+            // A service level is 4 bits; what was set reads back, as does the MTU.
+            expect(
+                doca_rdma_set_sl(rdma, 16),
+                doca_error::DOCA_ERROR_INVALID_VALUE,
+            );
+            ok(doca_rdma_set_sl(rdma, 5));
+            let mut sl = 0;
+            ok(doca_rdma_get_sl(rdma, &mut sl));
+            assert_eq!(sl, 5);
+            ok(doca_rdma_set_mtu(
+                rdma,
+                doca_mtu_size::DOCA_MTU_SIZE_2K_BYTES,
+            ));
+            let mut mtu = doca_mtu_size::DOCA_MTU_SIZE_256_BYTES;
+            ok(doca_rdma_get_mtu(rdma, &mut mtu));
+            assert_eq!(mtu, doca_mtu_size::DOCA_MTU_SIZE_2K_BYTES);
             expect(
                 doca_rdma_set_permissions(
                     rdma,
@@ -281,6 +297,7 @@ mod sim_tests {
             expect(doca_rdma_set_permissions(ep.rdma, 1), BAD_STATE);
             expect(doca_rdma_set_max_num_connections(ep.rdma, 1), BAD_STATE);
             expect(doca_rdma_set_rnr_retry_count(ep.rdma, 3), BAD_STATE);
+            expect(doca_rdma_set_sl(ep.rdma, 3), BAD_STATE);
             expect(doca_rdma_set_send_queue_size(ep.rdma, 8), BAD_STATE);
             expect(doca_rdma_set_recv_queue_size(ep.rdma, 8), BAD_STATE);
             expect(

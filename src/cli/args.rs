@@ -148,16 +148,18 @@ pub struct SessionArgs {
           default_value_t = rdma_container::config::DEFAULT_MAX_MSG_SIZE, value_name = "BYTES")]
     pub max_msg_size: usize,
 
-    /// Receive slots on the receiver = messages the sender may have in flight (1 to 1024).
+    /// Receive slots on the receiver = messages the sender may have in flight (1 to 1024;
+    /// default 2). The receiving end decides: a server given --credits caps every session at
+    /// its own (the client warns when it asked for more; a client that keeps fewer in flight
+    /// runs with its own), one without takes the client's (bench too).
     #[arg(
         short = 't',
         long,
         env = "RDMA_CONTAINER_CREDITS",
-        default_value_t = rdma_container::config::DEFAULT_CREDITS,
         value_name = "N",
         value_parser = clap::value_parser!(u16).range(1..=i64::from(rdma_container::config::MAX_CREDITS))
     )]
-    pub credits: u16,
+    pub credits: Option<u16>,
 
     /// Data path: auto picks RDMA when a RoCE v2 GID owns the source address and an RDMA
     /// transport is compiled in, otherwise TCP.
@@ -252,6 +254,10 @@ pub struct SessionArgs {
     #[arg(long, env = "RDMA_CONTAINER_REQUIRE_RDMA", value_parser = BoolishValueParser::new())]
     pub require_rdma: bool,
 
+    /// The RDMA queue pair's traffic class, service level, MTU, ACK timeout and retry count.
+    #[command(flatten)]
+    pub qp: QpArgs,
+
     /// At the end of each session, print one JSON object on stderr (stdout stays the
     /// payloads): the transport and why, device, port, GID, MTU, credits, counts, rates and how
     /// it ended (docs/session-result.schema.json).
@@ -268,10 +274,52 @@ pub struct SessionArgs {
     pub out_json: Option<PathBuf>,
 }
 
+/// The RDMA queue pair's settings for a lossless RoCE fabric (perftest's --tclass, -S, -m, -u;
+/// docs/lossless-roce.md). Each end applies its own to the packets it sends; the MTU is the
+/// smaller of both ends'. The tcp transport has no queue pair: with --transport tcp they are
+/// refused, and auto's TCP fallback warns that they do not apply.
+#[derive(Debug, Clone, Default, Args)]
+pub struct QpArgs {
+    /// Traffic class of every RDMA packet this end sends (GRH/IP traffic class, 0 to 255):
+    /// DSCP << 2 | ECN, so DSCP 26 is --tclass 104. Put the traffic on the priority the
+    /// switches keep lossless (PFC) or mark for ECN. Default 0. Not with the DOCA transport
+    /// (its API has no such setting).
+    #[arg(long, env = "RDMA_CONTAINER_TCLASS", value_name = "N")]
+    pub tclass: Option<u8>,
+
+    /// Service level of the queue pair (0 to 15; perftest's -S). On RoCE it is the 802.1p
+    /// priority of VLAN-tagged packets (with PCP trust); default 0.
+    #[arg(short = 'S', long, env = "RDMA_CONTAINER_SL", value_name = "N",
+          value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub sl: Option<u8>,
+
+    /// Largest RDMA path MTU in bytes (perftest's -m), capped by the port's active MTU (with
+    /// a warning); the session uses the smaller of both ends'. Default: the port's active MTU.
+    #[arg(short = 'm', long, env = "RDMA_CONTAINER_MTU", value_name = "BYTES",
+          value_parser = clap::builder::TypedValueParser::map(
+              clap::builder::PossibleValuesParser::new(["256", "512", "1024", "2048", "4096"]),
+              |s| s.parse::<u32>().unwrap_or(0)))]
+    pub mtu: Option<u32>,
+
+    /// Local ACK timeout exponent (0 to 31; perftest's -u): a packet not acknowledged within
+    /// 4.096 us x 2^N is sent again (0: never). Default 18 (1.07 s). Not with DOCA.
+    #[arg(short = 'u', long, visible_alias = "qp-timeout", env = "RDMA_CONTAINER_ACK_TIMEOUT",
+          value_name = "N", value_parser = clap::value_parser!(u8).range(0..=31))]
+    pub ack_timeout: Option<u8>,
+
+    /// How many times an unacknowledged packet is sent again before the send fails with
+    /// "transport retry counter exceeded" (0 to 7). Default 7 (with the default ACK timeout
+    /// about 8.6 s of retries). Not with DOCA.
+    #[arg(long, env = "RDMA_CONTAINER_RETRY_COUNT", value_name = "N",
+          value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub retry_count: Option<u8>,
+}
+
 /// `bench` options.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Serve benchmark clients on IP:PORT (until the client's last size, or Ctrl-C).
+    /// Serve benchmark clients on IP:PORT, one after another until Ctrl-C (exit 130); with
+    /// --once, one client's run.
     #[arg(
         long,
         env = "RDMA_CONTAINER_BENCH_SERVER",
@@ -290,7 +338,8 @@ pub struct BenchArgs {
     #[arg(long, env = "RDMA_CONTAINER_BENCH_MODE", value_enum, default_value_t = BenchMode::Bw)]
     pub mode: BenchMode,
 
-    /// Message size in bytes (default 65536 for bw, 2 for lat).
+    /// Message size in bytes (default 65536 for bw, 2 for lat; up to 4 GiB - 1 as far as the
+    /// server's --max-msg-size and the memory allow).
     #[arg(
         short = 's',
         long,
@@ -301,11 +350,12 @@ pub struct BenchArgs {
     )]
     pub size: Option<usize>,
 
-    /// Every power of two from 2 bytes to 8 MiB.
+    /// Every power of two from 2 bytes to 8 MiB (perftest's), or to --max-msg-size.
     #[arg(short = 'a', long, env = "RDMA_CONTAINER_BENCH_ALL", value_parser = BoolishValueParser::new())]
     pub all: bool,
 
-    /// Messages per size (default 5000 for bw, 1000 for lat).
+    /// Messages per size (default 5000 for bw, 1000 for lat). bw needs at least 2: its clock
+    /// starts at the first message's arrival.
     #[arg(
         short = 'n',
         long,
@@ -329,7 +379,8 @@ pub struct BenchArgs {
     /// messages needs a few; small messages want 16 or more. Default 16; for lat 64 up to
     /// 256 KiB messages: the receiver sends a credit message each time half the window is
     /// released, which in a ping-pong is one extra packet every 8 round trips with 16 and
-    /// every 32 with 64.
+    /// every 32 with 64. Above 16 MiB the default keeps a session's slots within 256 MiB
+    /// (at least 2 credits).
     #[arg(
         short = 't',
         long,
@@ -419,6 +470,27 @@ pub struct BenchArgs {
         value_name = "SECONDS"
     )]
     pub resume_timeout: SecondsOrOff,
+    /// Server: serve one client's run (every size it asks for), then exit with its status (0,
+    /// or the failure's), as --server --once does.
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_BENCH_ONCE",
+        conflicts_with = "client",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub once: bool,
+
+    /// The largest message. Server: the largest a client may ask for (default 1 GiB; each
+    /// session's slots are sized for the client's messages, so this spends no memory by
+    /// itself). Client: the top of the -a sweep (default 8 MiB); -s may not exceed it.
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_BENCH_MAX_MSG_SIZE",
+        value_name = "BYTES",
+        value_parser = message_size
+    )]
+    pub max_msg_size: Option<usize>,
+
     /// perftest's operator options (-b, --run-infinitely, --interval, -H, --limit-*, --no-bind).
     #[command(flatten)]
     pub ops: crate::cli::bench::OpsArgs,
@@ -440,16 +512,28 @@ const BENCH_CREDITS: u16 = 16;
 const LAT_CREDITS: u16 = 64;
 /// See [`LAT_CREDITS`].
 const LAT_CREDITS_UP_TO: usize = 256 << 10;
+/// The slot memory the default credits keep a session of large messages within (see
+/// [`BenchArgs::credits_for`]).
+const DEFAULT_SLOT_MEMORY: usize = 256 << 20;
+/// The fewest credits a default gives: one message on the wire while the next is filled.
+const MIN_DEFAULT_CREDITS: u16 = 2;
 
 impl BenchArgs {
     /// The credits of a session of `size`-byte messages: `--credits`, or the default for the
-    /// mode (see `--credits`).
+    /// mode (see `--credits`), fewer for messages so large that the default would take more
+    /// than [`DEFAULT_SLOT_MEMORY`] of slots (16 x 1 GiB would be 16 GiB on each end).
     pub fn credits_for(&self, size: usize) -> u16 {
-        match self.credits {
-            Some(credits) => credits,
+        let default = match self.credits {
+            Some(credits) => return credits,
             None if self.mode == BenchMode::Lat && size <= LAT_CREDITS_UP_TO => LAT_CREDITS,
             None => BENCH_CREDITS,
-        }
+        };
+        let fit = DEFAULT_SLOT_MEMORY / size.max(1);
+        default.min(
+            u16::try_from(fit)
+                .unwrap_or(u16::MAX)
+                .max(MIN_DEFAULT_CREDITS),
+        )
     }
 
     /// The session options `bench` shares with `--server` and `--client`, to build the library
@@ -461,7 +545,7 @@ impl BenchArgs {
             count: 0,
             size: None,
             max_msg_size: rdma_container::config::DEFAULT_MAX_MSG_SIZE,
-            credits: self.credits.unwrap_or(BENCH_CREDITS),
+            credits: Some(self.credits.unwrap_or(BENCH_CREDITS)),
             transport: self.transport,
             device: self.device.clone(),
             connect_timeout: self.connect_timeout,
@@ -479,6 +563,7 @@ impl BenchArgs {
             auth_key_file: self.auth_key_file.clone(),
             checksum: self.checksum,
             require_rdma: false,
+            qp: QpArgs::default(),
             json: false,
             out_json: None,
         }

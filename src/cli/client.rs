@@ -14,17 +14,29 @@ use super::progress::{Progress, ProgressLabel, ProgressOptions};
 use super::result::{Ending, Reporter, SessionResult};
 use super::EXIT_INTERRUPTED;
 
+/// What the client sends, and how it reports.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Messages to send.
+    pub count: u64,
+    /// Their size (`None`: the counter's digits).
+    pub size: Option<usize>,
+    /// `--credits` when given: a server that decides otherwise is warned about.
+    pub credits_asked: Option<u16>,
+    /// The periodic lines.
+    pub progress: ProgressOptions,
+}
+
 /// Connects, sends, finishes; reports the session's result; returns the exit status (130
 /// after Ctrl-C; a failure is the error, whose status [`super::result::exit_status_of`] gives).
 pub fn run(
     addr: SocketAddr,
     config: &Config,
-    count: u64,
-    size: Option<usize>,
+    options: &ClientOptions,
     stop: &Arc<AtomicBool>,
     reporter: &Reporter,
-    progress: &ProgressOptions,
 ) -> Result<u8> {
+    let (count, size) = (options.count, options.size);
     let mut report = SessionResult::new("client", None, addr, config.transport);
     let started = Instant::now();
     let sink = match RdmaSink::connect(addr, config) {
@@ -42,9 +54,18 @@ pub fn run(
     };
     metrics::session_started(sink.info());
     report.started(sink.info());
+    if let Some(asked) = options.credits_asked {
+        let set = sink.info().credits();
+        if set != asked {
+            log::warn!(
+                "the server set {set} credits, not the --credits {asked} asked here: the \
+receiving end's --credits decides"
+            );
+        }
+    }
     let resumes = sink.resume_counters();
     let progress = Progress::start(
-        progress,
+        &options.progress,
         ProgressLabel {
             role: "client",
             session: None,

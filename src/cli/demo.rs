@@ -47,7 +47,13 @@ pub fn run(
             Ok(end)
         })
         .context("cannot start the demo server thread")?;
-    let client_status = client::run(addr, &config, count, size, &stop, &reporter, &progress);
+    let options = client::ClientOptions {
+        count,
+        size,
+        credits_asked: None,
+        progress,
+    };
+    let client_status = client::run(addr, &config, &options, &stop, &reporter);
     let server_end = server
         .join()
         .map_err(|_| anyhow!("the demo server thread panicked"))??;

@@ -65,7 +65,10 @@ pub fn check_rdma_request(config: &Config) -> Result<()> {
 
 fn config_from_args(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
     let config = Config::default()
-        .with_credits(args.credits)
+        .with_credits(
+            args.credits
+                .unwrap_or(rdma_container::config::DEFAULT_CREDITS),
+        )
         .with_transport(args.transport)
         .with_overrides(args.device.overrides())
         .with_sysfs_root(args.sysfs_root.clone())
@@ -82,6 +85,11 @@ fn config_from_args(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config
         .with_checksum(args.checksum)
         .with_require_rdma(args.require_rdma)
         .with_resume_timeout(args.resume_timeout.0)
+        .with_traffic_class(args.qp.tclass)
+        .with_service_level(args.qp.sl)
+        .with_mtu(args.qp.mtu)
+        .with_ack_timeout(args.qp.ack_timeout)
+        .with_retry_count(args.qp.retry_count)
         .with_auth_key(
             args.auth_key_file
                 .as_deref()
@@ -95,4 +103,87 @@ fn config_from_args(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config
         }
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(extra: &[&str]) -> Result<args::Cli, clap::Error> {
+        let mut line = vec!["rdma-container", "--client", "127.0.0.1:5000"];
+        line.extend_from_slice(extra);
+        args::Cli::try_parse_from(line)
+    }
+
+    fn config(extra: &[&str]) -> Result<Config> {
+        let cli = parse(extra).expect("parses");
+        config_from(&cli.session, &Arc::new(AtomicBool::new(false)))
+    }
+
+    /// Issue 35 item 5: perftest's --tclass, -S, -m, -u and a retry count, into the library
+    /// configuration; nothing given keeps the transports' defaults.
+    #[test]
+    fn queue_pair_flags_reach_the_configuration() {
+        let c = config(&[
+            "--tclass",
+            "104",
+            "--sl",
+            "3",
+            "--mtu",
+            "2048",
+            "--ack-timeout",
+            "14",
+            "--retry-count",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(c.traffic_class, Some(104));
+        assert_eq!(c.service_level, Some(3));
+        assert_eq!(c.mtu, Some(2048));
+        assert_eq!(c.ack_timeout, Some(14));
+        assert_eq!(c.retry_count, Some(5));
+        let short = config(&["-S", "7", "-m", "256", "-u", "20", "--qp-timeout", "21"]).unwrap();
+        assert_eq!(
+            (short.service_level, short.mtu, short.ack_timeout),
+            (Some(7), Some(256), Some(21))
+        );
+        let none = config(&[]).unwrap();
+        assert_eq!(
+            (none.traffic_class, none.service_level, none.mtu),
+            (None, None, None)
+        );
+        assert_eq!((none.ack_timeout, none.retry_count), (None, None));
+    }
+
+    #[test]
+    fn out_of_range_queue_pair_flags_are_usage_errors() {
+        for bad in [
+            &["--tclass", "256"][..],
+            &["--tclass=-1"],
+            &["--sl", "16"],
+            &["--mtu", "1500"],
+            &["--mtu", "9000"],
+            &["--ack-timeout", "32"],
+            &["--retry-count", "8"],
+        ] {
+            let e = parse(bad).expect_err(&format!("{bad:?} must be refused"));
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+            let flag = bad[0].split('=').next().unwrap_or_default();
+            assert!(e.to_string().contains(flag), "{bad:?}: {e}");
+        }
+        // tcp has no queue pair: refused at start-up (exit 2), not silently ignored.
+        let e = config(&["--transport", "tcp", "--tclass", "104"]).unwrap_err();
+        assert!(e.is::<UsageError>(), "{e:#}");
+        assert!(e.to_string().contains("--transport tcp has none"), "{e:#}");
+        assert_eq!(result::exit_status_of(&e), EXIT_USAGE);
+        // DOCA has no traffic class setter.
+        let e = config(&["--transport", "doca", "--tclass", "104"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--tclass cannot be used with --transport doca"),
+            "{e:#}"
+        );
+        config(&["--transport", "doca", "--sl", "3", "--mtu", "4096"]).expect("DOCA sets these");
+    }
 }

@@ -121,6 +121,17 @@ pub struct SessionResult {
     pub netdev: Option<String>,
     /// The data path's MTU (RDMA: the QP's path MTU).
     pub mtu: Option<u32>,
+    /// The traffic class of the RDMA packets this end sends (`--tclass`), and the peer's;
+    /// `null` on tcp and where the transport cannot say (DOCA).
+    pub traffic_class: Option<u8>,
+    pub peer_traffic_class: Option<u8>,
+    /// The service level of this end's queue pair (`--sl`), and the peer's.
+    pub service_level: Option<u8>,
+    pub peer_service_level: Option<u8>,
+    /// This end's local ACK timeout exponent (`--ack-timeout`) and retry count
+    /// (`--retry-count`); `null` on tcp and DOCA.
+    pub ack_timeout: Option<u8>,
+    pub retry_count: Option<u8>,
     /// The receiver's slots: messages in flight.
     pub credits: Option<u16>,
     /// The largest message the session carries.
@@ -170,6 +181,12 @@ impl SessionResult {
             gid: None,
             netdev: None,
             mtu: None,
+            traffic_class: None,
+            peer_traffic_class: None,
+            service_level: None,
+            peer_service_level: None,
+            ack_timeout: None,
+            retry_count: None,
             credits: None,
             max_msg_size: None,
             checksum: None,
@@ -207,6 +224,12 @@ impl SessionResult {
             self.netdev = d.netdev.clone();
         }
         self.mtu = info.mtu();
+        self.traffic_class = info.traffic_class();
+        self.peer_traffic_class = info.peer_traffic_class();
+        self.service_level = info.service_level();
+        self.peer_service_level = info.peer_service_level();
+        self.ack_timeout = info.ack_timeout();
+        self.retry_count = info.retry_count();
         self.credits = Some(info.credits());
         self.max_msg_size = Some(info.max_msg_size());
         self.checksum = Some(info.checksum().name());

@@ -150,6 +150,9 @@ pub struct ServerOptions {
     pub reporter: Reporter,
     /// The periodic lines (`--interval`).
     pub progress: ProgressOptions,
+    /// Whether `--credits` was given: then each session has this server's credits; else the
+    /// client's.
+    pub credits_given: bool,
 }
 
 /// What the main loop hears about.
@@ -176,9 +179,21 @@ struct Admission {
 }
 
 impl Admission {
+    /// Why a session whose slots take `memory` bytes can never be admitted: its slots alone
+    /// are above `--max-receive-memory` (a client that asked for many credits of large slots).
+    fn too_large(&self, memory: u64, credits: u16) -> Option<String> {
+        (memory > self.max_memory).then(|| {
+            format!(
+                "this session's {credits} receive slots need {memory} bytes, above the server's \
+--max-receive-memory of {} bytes: lower --credits or --max-msg-size on the client, or raise \
+--max-receive-memory on the server",
+                self.max_memory
+            )
+        })
+    }
+
     /// Why a session whose slots take `memory` bytes cannot start now: the session limit is
-    /// reached, or its slots would take the running sessions' beyond the memory limit (a
-    /// session alone is always admitted).
+    /// reached, or its slots would take the running sessions' beyond the memory limit.
     fn refusal(&self, memory: u64) -> Option<String> {
         if self.running >= self.max_sessions {
             return Some(if self.max_sessions == 1 {
@@ -190,7 +205,7 @@ impl Admission {
                 )
             });
         }
-        if self.running > 0 && self.memory.saturating_add(memory) > self.max_memory {
+        if self.memory.saturating_add(memory) > self.max_memory {
             return Some(format!(
                 "busy: the server's receive memory is taken: this session's slots need {memory} \
                  bytes and {} of the {} bytes of --max-receive-memory are in use; try again later",
@@ -254,15 +269,40 @@ pub fn run(
         );
     }
     let listener = Listener::bind(addr, &config)?;
+    let slot_mib = |credits: u16| (usize::from(credits).saturating_mul(config.max_msg_size)) >> 20;
+    let credits = if options.credits_given {
+        format!(
+            "credits {}, slot memory {} MiB a session",
+            config.credits,
+            slot_mib(config.credits)
+        )
+    } else {
+        format!(
+            "credits as each client asks (--credits: this server's own), slot memory {} MiB a \
+session at {} and up to {} MiB at {}",
+            slot_mib(config.credits),
+            config.credits,
+            slot_mib(rdma_container::config::MAX_CREDITS),
+            rdma_container::config::MAX_CREDITS
+        )
+    };
     log::info!(
-        "listening on {} (transport {}, credits {}, max message {} bytes, slot memory {} MiB \
-a session)",
+        "listening on {} (transport {}, max message {} bytes, {credits})",
         listener.local_addr(),
         config.transport,
-        config.credits,
         config.max_msg_size,
-        (usize::from(config.credits).saturating_mul(config.max_msg_size)) >> 20
     );
+    let own = u64::try_from(usize::from(config.credits).saturating_mul(config.max_msg_size))
+        .unwrap_or(u64::MAX);
+    if options.credits_given && own > options.max_receive_memory {
+        log::warn!(
+            "--credits {} x --max-msg-size {} = {own} bytes a session, above --max-receive-memory \
+{}: only clients whose largest message is smaller fit; raise --max-receive-memory",
+            config.credits,
+            config.max_msg_size,
+            options.max_receive_memory
+        );
+    }
     if options.max_sessions > 1 {
         log::info!(
             "serving up to {} clients at once, their receive slots within {} bytes",
@@ -302,6 +342,7 @@ a session)",
                 incoming.refuse("the server is shutting down");
             }
             Ok(Event::Client(mut incoming)) => {
+                server.settle_credits(&mut incoming);
                 incoming.fit_slots_to_peer();
                 server.arrived(incoming);
             }
@@ -364,10 +405,39 @@ struct MainLoop<'a> {
 }
 
 impl MainLoop<'_> {
+    /// The receiving end decides the credits: this server's `--credits` when given (a ceiling:
+    /// a client that keeps fewer messages in flight runs with its own; logged when they
+    /// differ), else the client's.
+    fn settle_credits(&self, incoming: &mut Incoming) {
+        let asked = incoming.peer_credits();
+        if !self.options.credits_given {
+            incoming.adopt_peer_credits();
+        } else if asked > self.config.credits {
+            log::info!(
+                "{}: the client asked for {asked} credits; this server's --credits {} decides",
+                incoming.peer_addr(),
+                self.config.credits
+            );
+        } else if asked < self.config.credits {
+            log::info!(
+                "{}: the client keeps at most {asked} messages in flight: its session runs with \
+{asked} credits (this server's --credits {} is the ceiling)",
+                incoming.peer_addr(),
+                self.config.credits
+            );
+        }
+    }
+
     /// A client whose hello arrived: started if there is room; held if a session that waits
     /// for its client to resume takes the place it needs; refused as busy otherwise.
     fn arrived(&mut self, incoming: Box<Incoming>) {
         let memory = u64::try_from(incoming.slot_memory()).unwrap_or(u64::MAX);
+        if let Some(reason) = self.admission.too_large(memory, incoming.credits()) {
+            log::warn!("refused {}: {reason}", incoming.peer_addr());
+            metrics::refused();
+            incoming.refuse(&reason);
+            return;
+        }
         let Some(reason) = self.admission.refusal(memory) else {
             self.start(incoming, memory);
             return;
@@ -568,9 +638,22 @@ mod tests {
     }
 
     #[test]
+    fn a_session_whose_slots_alone_exceed_the_memory_limit_is_refused_for_good() {
+        let a = admission(1, 1000, 0, 0);
+        assert_eq!(a.too_large(1000, 2), None);
+        let why = a.too_large(1001, 1024).unwrap_or_default();
+        assert!(
+            why.contains("1024 receive slots need 1001 bytes")
+                && why.contains("--max-receive-memory of 1000")
+                && !why.starts_with("busy"),
+            "{why}"
+        );
+    }
+
+    #[test]
     fn one_session_at_a_time_refuses_the_second_as_busy_with_the_old_words() {
-        let a = admission(1, 10, 0, 0);
-        assert_eq!(a.refusal(1000), None, "a session alone is always admitted");
+        let a = admission(1, 1000, 0, 0);
+        assert_eq!(a.refusal(1000), None, "a session alone within the limit");
         let a = admission(1, 10, 1, 1000);
         assert_eq!(
             a.refusal(1).as_deref(),

@@ -7,7 +7,7 @@ use super::DecodeError;
 /// The four bytes every hello starts with.
 pub(crate) const HELLO_MAGIC: [u8; 4] = *b"RDMC";
 /// The protocol version this build speaks.
-pub(crate) const PROTOCOL_VERSION: u16 = 6;
+pub(crate) const PROTOCOL_VERSION: u16 = 7;
 /// The length of the resume secret a server's hello carries (without a pre-shared key).
 pub(crate) const RESUME_SECRET_LEN: usize = 32;
 /// Upper bound on the transport blob (DOCA's exported connection is a few hundred bytes).
@@ -158,6 +158,102 @@ impl std::fmt::Display for Checksum {
     }
 }
 
+/// The path MTUs an RDMA queue pair can use, in bytes (`ibv_mtu` 1 to 5).
+pub(crate) const QP_MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
+/// The largest InfiniBand service level.
+pub(crate) const MAX_SERVICE_LEVEL: u8 = 15;
+/// The largest local ACK timeout exponent (4.096 us x 2^31).
+pub(crate) const MAX_ACK_TIMEOUT: u8 = 31;
+/// The largest transport retry count.
+pub(crate) const MAX_RETRY_COUNT: u8 = 7;
+
+/// The queue pair settings one end applies to its own RDMA queue pair (version 7): the packets
+/// it sends carry its traffic class and service level; its ACK timeout and retry count govern
+/// its own retransmissions; its MTU is the path MTU it offers. `None`: this end does not
+/// apply or cannot say (tcp: none of them; DOCA: no traffic class, ACK timeout or retry
+/// count, and an MTU only when `--mtu` fixed it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct QpSettings {
+    /// The GRH traffic class (DSCP << 2 | ECN).
+    pub traffic_class: Option<u8>,
+    /// The service level (0 to 15).
+    pub service_level: Option<u8>,
+    /// The path MTU in bytes (one of [`QP_MTUS`]).
+    pub mtu: Option<u32>,
+    /// The local ACK timeout exponent (0 to 31: 4.096 us x 2^N).
+    pub ack_timeout: Option<u8>,
+    /// The transport retry count (0 to 7).
+    pub retry_count: Option<u8>,
+}
+
+impl QpSettings {
+    /// Encoded length: a byte of flags saying which fields are set, then the five values (0
+    /// when unset), the MTU as a u16.
+    #[cfg(test)]
+    pub(crate) const LEN: usize = 1 + 1 + 1 + 2 + 1 + 1;
+
+    /// Whether any setting is given.
+    pub(crate) fn any(&self) -> bool {
+        *self != Self::default()
+    }
+
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        let flags = [
+            self.traffic_class.is_some(),
+            self.service_level.is_some(),
+            self.mtu.is_some(),
+            self.ack_timeout.is_some(),
+            self.retry_count.is_some(),
+        ]
+        .iter()
+        .enumerate()
+        .fold(0u8, |acc, (bit, set)| acc | (u8::from(*set) << bit));
+        out.push(flags);
+        out.push(self.traffic_class.unwrap_or(0));
+        out.push(self.service_level.unwrap_or(0));
+        let mtu = self.mtu.and_then(|m| u16::try_from(m).ok()).unwrap_or(0);
+        out.extend_from_slice(&mtu.to_le_bytes());
+        out.push(self.ack_timeout.unwrap_or(0));
+        out.push(self.retry_count.unwrap_or(0));
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let flags = r.u8("qp_flags")?;
+        if flags & !0x1f != 0 {
+            return Err(DecodeError::BadField {
+                field: "qp_flags",
+                value: u64::from(flags),
+            });
+        }
+        let set = |bit: u8| flags & (1 << bit) != 0;
+        let bad = |field: &'static str, value: u64| DecodeError::BadField { field, value };
+        let traffic_class = r.u8("traffic_class")?;
+        let service_level = r.u8("service_level")?;
+        let mtu = u32::from(r.u16("mtu")?);
+        let ack_timeout = r.u8("ack_timeout")?;
+        let retry_count = r.u8("retry_count")?;
+        if set(1) && service_level > MAX_SERVICE_LEVEL {
+            return Err(bad("service_level", u64::from(service_level)));
+        }
+        if set(2) && !QP_MTUS.contains(&mtu) {
+            return Err(bad("mtu", u64::from(mtu)));
+        }
+        if set(3) && ack_timeout > MAX_ACK_TIMEOUT {
+            return Err(bad("ack_timeout", u64::from(ack_timeout)));
+        }
+        if set(4) && retry_count > MAX_RETRY_COUNT {
+            return Err(bad("retry_count", u64::from(retry_count)));
+        }
+        Ok(Self {
+            traffic_class: set(0).then_some(traffic_class),
+            service_level: set(1).then_some(service_level),
+            mtu: set(2).then_some(mtu),
+            ack_timeout: set(3).then_some(ack_timeout),
+            retry_count: set(4).then_some(retry_count),
+        })
+    }
+}
+
 /// The first message in each direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hello {
@@ -183,6 +279,8 @@ pub(crate) struct Hello {
     /// The server's hello, with resumption on and no pre-shared key: the session's resume
     /// secret; zeros otherwise (with a key both ends derive it).
     pub resume_secret: [u8; RESUME_SECRET_LEN],
+    /// The settings this side applies to its own RDMA queue pair (version 7; all unset on tcp).
+    pub qp: QpSettings,
     /// Transport-specific connection data (DOCA export blob, QP info, TCP data port).
     pub blob: Vec<u8>,
 }
@@ -201,6 +299,7 @@ impl Hello {
         out.extend_from_slice(&self.resume_timeout_ms.to_le_bytes());
         out.extend_from_slice(&self.session_id);
         out.extend_from_slice(&self.resume_secret);
+        self.qp.encode_into(out);
         let blob = &self.blob[..self.blob.len().min(MAX_BLOB_LEN)];
         put_prefixed(out, blob);
     }
@@ -240,6 +339,7 @@ impl Hello {
         let resume_timeout_ms = r.u32("resume_timeout_ms")?;
         let session_id = r.array("session_id")?;
         let resume_secret = r.array("resume_secret")?;
+        let qp = QpSettings::decode(r)?;
         let blob = r.prefixed(MAX_BLOB_LEN, "blob")?.to_vec();
         Ok(Hello {
             version,
@@ -252,6 +352,7 @@ impl Hello {
             resume_timeout_ms,
             session_id,
             resume_secret,
+            qp,
             blob,
         })
     }

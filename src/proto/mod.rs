@@ -23,6 +23,7 @@ pub use hello::{Checksum, Role, TransportKind};
 #[allow(unused_imports)]
 // MAX_BLOB_LEN: used by the doca transport, which only some builds have
 pub(crate) use hello::{Hello, MAX_BLOB_LEN, MAX_CREDITS, PROTOCOL_VERSION};
+pub(crate) use hello::{QpSettings, MAX_ACK_TIMEOUT, MAX_RETRY_COUNT, MAX_SERVICE_LEVEL, QP_MTUS};
 #[cfg(test)]
 pub(crate) use message::AUTH_LEN;
 #[cfg(test)]

@@ -2,8 +2,9 @@
 
 use crate::proto::{
     decode_frame, encode_frame, Checksum, Counts, CreditError, DecodeError, Hello, Message,
-    RecvWindow, Role, SendWindow, TransportKind, AUTH_LEN, FRAME_HEADER_LEN, HELLO_MAGIC,
-    MAX_BLOB_LEN, MAX_FRAME_BODY, MAX_REASON_LEN, PROTOCOL_VERSION, SESSION_ID_LEN,
+    QpSettings, RecvWindow, Role, SendWindow, TransportKind, AUTH_LEN, FRAME_HEADER_LEN,
+    HELLO_MAGIC, MAX_BLOB_LEN, MAX_FRAME_BODY, MAX_REASON_LEN, PROTOCOL_VERSION, QP_MTUS,
+    SESSION_ID_LEN,
 };
 use proptest::prelude::*;
 
@@ -19,6 +20,13 @@ fn hello() -> Hello {
         resume_timeout_ms: 10_000,
         session_id: [5; SESSION_ID_LEN],
         resume_secret: [6; 32],
+        qp: QpSettings {
+            traffic_class: Some(104),
+            service_level: Some(3),
+            mtu: Some(2048),
+            ack_timeout: None,
+            retry_count: Some(7),
+        },
         blob: vec![1, 2, 3],
     }
 }
@@ -225,6 +233,74 @@ fn trailing_bytes_unknown_kinds_and_bad_fields_are_errors() {
     ));
 }
 
+/// Version 7's queue pair settings: the flags say which travel, each value in its range, an
+/// unset one is `None` whatever its byte says; anything else is a bad field.
+#[test]
+fn queue_pair_settings_round_trip_and_bad_ones_are_named() {
+    let round_trip = |qp: QpSettings| {
+        let h = Hello { qp, ..hello() };
+        assert_eq!(
+            decode_one(&encode_frame(&Message::Hello(h.clone()))),
+            Ok(Message::Hello(h))
+        );
+    };
+    round_trip(QpSettings::default());
+    round_trip(hello().qp);
+    round_trip(QpSettings {
+        traffic_class: Some(255),
+        service_level: Some(15),
+        mtu: Some(4096),
+        ack_timeout: Some(31),
+        retry_count: Some(0),
+    });
+    // The settings sit between the resume secret and the blob.
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16 + 1 + 4 + 16 + 32;
+    let body = hello_body();
+    assert_eq!(
+        &body[at..at + QpSettings::LEN],
+        [0b10111, 104, 3, 0x00, 0x08, 0, 7]
+    );
+    for (offset, value, field) in [
+        (0, 0x20u64, "qp_flags"),
+        (2, 16, "service_level"),
+        (6, 8, "retry_count"),
+    ] {
+        let mut bad = body.clone();
+        bad[at + offset] = value as u8;
+        assert_eq!(
+            decode_one(&frame(&bad)),
+            Err(DecodeError::BadField { field, value }),
+            "{field}"
+        );
+    }
+    let mut bad_mtu = body.clone();
+    bad_mtu[at + 3..at + 5].copy_from_slice(&1500u16.to_le_bytes());
+    assert_eq!(
+        decode_one(&frame(&bad_mtu)),
+        Err(DecodeError::BadField {
+            field: "mtu",
+            value: 1500
+        })
+    );
+    let mut bad_ack = body.clone();
+    bad_ack[at] |= 1 << 3;
+    bad_ack[at + 5] = 32;
+    assert_eq!(
+        decode_one(&frame(&bad_ack)),
+        Err(DecodeError::BadField {
+            field: "ack_timeout",
+            value: 32
+        })
+    );
+    // Unset: the byte means nothing.
+    let mut unset = body;
+    unset[at + 5] = 99;
+    let Ok(Message::Hello(h)) = decode_one(&frame(&unset)) else {
+        panic!("an unset ACK timeout's byte is ignored");
+    };
+    assert_eq!(h.qp.ack_timeout, None);
+}
+
 #[test]
 fn oversize_length_prefixed_fields_are_refused() {
     // Blob length field claims more than MAX_BLOB_LEN.
@@ -315,9 +391,16 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
             any::<[u8; 32]>(),
         ),
         proptest::collection::vec(any::<u8>(), 0..=MAX_BLOB_LEN),
+        (
+            proptest::option::of(any::<u8>()),
+            proptest::option::of(0u8..=15),
+            proptest::option::of(proptest::sample::select(QP_MTUS.to_vec())),
+            proptest::option::of(0u8..=31),
+            proptest::option::of(0u8..=7),
+        ),
     )
         .prop_map(
-            |(role, transport, max_msg_size, credits, gid, crc, resume, blob)| Hello {
+            |(role, transport, max_msg_size, credits, gid, crc, resume, blob, qp)| Hello {
                 version: PROTOCOL_VERSION,
                 role,
                 transport,
@@ -332,6 +415,13 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
                 resume_timeout_ms: resume.0,
                 session_id: resume.1,
                 resume_secret: resume.2,
+                qp: QpSettings {
+                    traffic_class: qp.0,
+                    service_level: qp.1,
+                    mtu: qp.2,
+                    ack_timeout: qp.3,
+                    retry_count: qp.4,
+                },
                 blob,
             },
         )

@@ -20,7 +20,7 @@ use crate::net::bootstrap;
 use crate::net::iface::{path_info, PathInfo};
 use crate::net::wait::{remaining, wait_readable};
 use crate::net::{ControlChannel, Received};
-use crate::proto::{Hello, Message, PROTOCOL_VERSION};
+use crate::proto::{Hello, Message, TransportKind, PROTOCOL_VERSION};
 use crate::roce::{self, DeviceChoice};
 use crate::session_core::handshake::{Auth, Handshake, HandshakeAction, AUTH_WINDOW};
 use crate::session_core::resume::{ResumeTicket, SessionId};
@@ -134,6 +134,7 @@ impl<P: RolePath + ?Sized> Session<P> {
             run_failure_actions(&mut control, &mut handshake);
             return Err(e);
         }
+        let config = &fitted_credits(config, P::ROLE, pending_hello.credits);
         let mut prepared = match Prepared::<P>::new(&control, BootstrapSide::Server, config) {
             Ok(p) => p,
             Err(e) => {
@@ -167,6 +168,20 @@ impl<P: RolePath + ?Sized> Session<P> {
         }
         prepared.run(control, handshake, config, resume)
     }
+}
+
+/// The server's configuration with the session's credits: never more messages in flight than
+/// the sender can keep (a client sender holds its `credits` messages until they are released,
+/// so a receiving server posts at most that many slots: more would only delay its credit
+/// batches past what the sender can send, and stall it), and a sending server keeps as many as
+/// the client receiver has slots for.
+fn fitted_credits(config: &Config, ours: crate::proto::Role, client_credits: u16) -> Config {
+    let mut config = config.clone();
+    config.credits = match ours {
+        crate::proto::Role::Receiver => config.credits.min(client_credits),
+        crate::proto::Role::Sender => client_credits,
+    };
+    config
 }
 
 /// Server side, first step: read the client's hello on an accepted connection, within the
@@ -442,8 +457,18 @@ impl<P: RolePath + ?Sized> Prepared<P> {
                 .max_msg_size
                 .saturating_add(config.checksum.trailer_len()),
             device: None,
+            qp: config.qp_settings(),
+            sysfs_root: config.sysfs_root.clone(),
         };
         let ((transport, slots), device, fallback) = create_transport::<P>(config, &path, params)?;
+        if transport.kind() == TransportKind::Tcp && config.qp_settings().any() {
+            // Only auto gets here (validate() refuses them with --transport tcp).
+            log::warn!(
+                "the tcp transport has no RDMA queue pair: --tclass, --sl, --mtu, --ack-timeout \
+                 and --retry-count do not apply to this session (its packets keep the default \
+                 class; docs/lossless-roce.md)"
+            );
+        }
         let gid = device
             .as_ref()
             .map_or_else(|| roce::gid_from_ipv4(local_ip), |d| d.gid);
@@ -469,6 +494,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             },
             session_id: [0; 16],
             resume_secret: [0; 32],
+            qp: transport.qp_settings(),
             blob: transport.local_blob(),
         };
         Ok(Self {
@@ -538,6 +564,9 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             peer,
         };
         log::info!("session established: {}", info.describe());
+        for warning in info.qp_mismatches() {
+            log::warn!("{warning}");
+        }
         Ok(Session {
             control,
             transport: self.transport,

@@ -79,7 +79,93 @@ impl SessionInfo {
                 d.netdev.as_deref().unwrap_or("-")
             ));
         }
+        if self.transport != TransportKind::Tcp {
+            s.push_str(&self.describe_qp());
+        }
         s
+    }
+
+    /// The queue pair's settings, ours and (for what the peer's packets carry) the peer's, as
+    /// the "session established" line shows them; `-` where a transport cannot say (DOCA's
+    /// traffic class, ACK timeout and retry count are the SDK's).
+    fn describe_qp(&self) -> String {
+        let text = |v: Option<u8>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+        let tclass =
+            |v: Option<u8>| v.map_or_else(|| "-".to_owned(), |t| format!("{t} (dscp {})", t >> 2));
+        let ack = self.ack_timeout().map_or_else(
+            || "-".to_owned(),
+            |n| format!("{n} ({})", ack_timeout_text(n)),
+        );
+        format!(
+            " | mtu {} | tclass {} peer {} | sl {} peer {} | ack-timeout {ack} | retry-count {}",
+            self.mtu.map_or_else(|| "-".to_owned(), |m| m.to_string()),
+            tclass(self.traffic_class()),
+            tclass(self.peer_traffic_class()),
+            text(self.service_level()),
+            text(self.peer_service_level()),
+            text(self.retry_count())
+        )
+    }
+
+    /// What differs between the two ends' queue pairs in a way that matters on a lossless
+    /// fabric: each end's traffic class and service level mark the packets it sends (its
+    /// messages or credits, and its acknowledgements), so with different values the two
+    /// directions travel on different priorities. One warning each.
+    pub fn qp_mismatches(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let (Some(ours), Some(theirs)) = (self.traffic_class(), self.peer_traffic_class()) {
+            if ours != theirs {
+                out.push(format!(
+                    "the two ends use different traffic classes: this end --tclass {ours} (DSCP \
+                     {}), the peer {theirs} (DSCP {}): the packets each end sends, its \
+                     acknowledgements included, travel on its own class, so one direction may \
+                     not be on the lossless priority; set the same --tclass on both ends",
+                    ours >> 2,
+                    theirs >> 2
+                ));
+            }
+        }
+        if let (Some(ours), Some(theirs)) = (self.service_level(), self.peer_service_level()) {
+            if ours != theirs {
+                out.push(format!(
+                    "the two ends use different service levels: this end --sl {ours}, the peer \
+                     {theirs}: each end's packets carry its own; set the same --sl on both ends"
+                ));
+            }
+        }
+        out
+    }
+
+    /// The GRH traffic class of the packets this end sends (`--tclass`), when its transport
+    /// applies one (verbs; `None` on tcp and DOCA).
+    pub fn traffic_class(&self) -> Option<u8> {
+        self.local.qp.traffic_class
+    }
+
+    /// The traffic class of the peer's packets, as its hello says.
+    pub fn peer_traffic_class(&self) -> Option<u8> {
+        self.peer.qp.traffic_class
+    }
+
+    /// The service level of this end's queue pair (`--sl`), when its transport can say.
+    pub fn service_level(&self) -> Option<u8> {
+        self.local.qp.service_level
+    }
+
+    /// The service level of the peer's queue pair, as its hello says.
+    pub fn peer_service_level(&self) -> Option<u8> {
+        self.peer.qp.service_level
+    }
+
+    /// This end's local ACK timeout exponent (`--ack-timeout`: 4.096 us x 2^N), when its
+    /// transport applies one (verbs).
+    pub fn ack_timeout(&self) -> Option<u8> {
+        self.local.qp.ack_timeout
+    }
+
+    /// This end's transport retry count (`--retry-count`), when its transport applies one.
+    pub fn retry_count(&self) -> Option<u8> {
+        self.local.qp.retry_count
     }
 
     /// The data path's MTU in bytes, when the transport has one (RDMA transports).
@@ -216,6 +302,19 @@ impl<P: RolePath + ?Sized> Session<P> {
     }
 }
 
+/// An ACK timeout exponent as time: 4.096 us x 2^n (0: the queue pair waits forever).
+fn ack_timeout_text(n: u8) -> String {
+    if n == 0 {
+        return "no timeout".to_owned();
+    }
+    let seconds = 4.096e-6 * f64::from(1u32 << n.min(31));
+    if seconds < 1.0 {
+        format!("{:.3} ms", seconds * 1e3)
+    } else {
+        format!("{seconds:.2} s")
+    }
+}
+
 pub(super) fn ipv4(ip: IpAddr) -> Result<Ipv4Addr> {
     match ip {
         IpAddr::V4(v4) => Ok(v4),
@@ -224,5 +323,105 @@ pub(super) fn ipv4(ip: IpAddr) -> Result<Ipv4Addr> {
                 "{v6} is IPv6; RoCE v2 discovery needs an IPv4 bootstrap address"
             ))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::QpSettings;
+    use crate::session_core::handshake::tests::hello;
+
+    fn info(transport: TransportKind, ours: QpSettings, peer: QpSettings) -> SessionInfo {
+        let (mut local, mut remote) = (
+            hello(Role::Receiver, transport),
+            hello(Role::Sender, transport),
+        );
+        (local.qp, remote.qp) = (ours, peer);
+        SessionInfo {
+            transport,
+            path: PathInfo {
+                source: Ipv4Addr::new(10, 0, 0, 1),
+                peer: Ipv4Addr::new(10, 0, 0, 2),
+                interface: Some("eth1".to_owned()),
+                route: None,
+                peer_is_local: false,
+                is_loopback: false,
+            },
+            device: None,
+            local,
+            peer: remote,
+            mtu: Some(2048),
+            fallback: None,
+        }
+    }
+
+    fn verbs_qp(tclass: u8, sl: u8) -> QpSettings {
+        QpSettings {
+            traffic_class: Some(tclass),
+            service_level: Some(sl),
+            mtu: Some(4096),
+            ack_timeout: Some(18),
+            retry_count: Some(7),
+        }
+    }
+
+    /// Issue 35 item 5: the "session established" line shows the queue pair's settings, ours
+    /// and the peer's traffic class and service level, and warns when they differ.
+    #[test]
+    fn the_established_line_shows_both_ends_queue_pair_settings() {
+        let same = info(TransportKind::Verbs, verbs_qp(104, 3), verbs_qp(104, 3));
+        let line = same.describe();
+        assert!(
+            line.contains(
+                " | mtu 2048 | tclass 104 (dscp 26) peer 104 (dscp 26) | sl 3 peer 3 | \
+                 ack-timeout 18 (1.07 s) | retry-count 7"
+            ),
+            "{line}"
+        );
+        assert!(same.qp_mismatches().is_empty());
+        assert_eq!(
+            (same.traffic_class(), same.peer_traffic_class()),
+            (Some(104), Some(104))
+        );
+        assert_eq!(
+            (same.ack_timeout(), same.retry_count()),
+            (Some(18), Some(7))
+        );
+
+        let differ = info(TransportKind::Verbs, verbs_qp(104, 3), verbs_qp(0, 0));
+        let warnings = differ.qp_mismatches();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].contains("this end --tclass 104 (DSCP 26), the peer 0 (DSCP 0)"),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings[1].contains("this end --sl 3, the peer 0"),
+            "{warnings:?}"
+        );
+
+        // DOCA says the service level (and a fixed MTU), not the rest.
+        let doca_qp = QpSettings {
+            service_level: Some(3),
+            ..QpSettings::default()
+        };
+        let doca = info(TransportKind::Doca, doca_qp, doca_qp);
+        let line = doca.describe();
+        assert!(
+            line.contains("| tclass - peer - | sl 3 peer 3 | ack-timeout - | retry-count -"),
+            "{line}"
+        );
+        assert!(doca.qp_mismatches().is_empty(), "unknown is not a mismatch");
+
+        // tcp has no queue pair: nothing about one.
+        let tcp = info(
+            TransportKind::Tcp,
+            QpSettings::default(),
+            QpSettings::default(),
+        );
+        assert!(!tcp.describe().contains("tclass"), "{}", tcp.describe());
+        assert_eq!(ack_timeout_text(0), "no timeout");
+        assert_eq!(ack_timeout_text(14), "67.109 ms");
     }
 }

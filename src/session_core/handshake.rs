@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::auth::{AuthKey, Nonce};
 use crate::net::Lost;
-use crate::proto::{Hello, Message, Role, BUSY_PREFIX};
+use crate::proto::{Hello, Message, Role, TransportKind, BUSY_PREFIX};
 use crate::{Error, ProtocolViolation};
 
 /// Server with a key: how long after the connection the client has to prove the key (its
@@ -533,13 +533,24 @@ pub(crate) fn check_peer(ours: &Hello, theirs: &Hello) -> Result<(), String> {
             ours.checksum, theirs.checksum
         ));
     }
+    // A DOCA context's MTU is fixed before its connection is known (doca_rdma_set_mtu comes
+    // before doca_ctx_start), so two ends that each fixed one cannot meet at the smaller, as
+    // verbs does at RTR: they must fix the same.
+    if let (TransportKind::Doca, Some(a), Some(b)) = (ours.transport, ours.qp.mtu, theirs.qp.mtu) {
+        if a != b {
+            return Err(format!(
+                "MTU mismatch: one end's DOCA context uses {a} bytes, the other's {b} (DOCA fixes \
+                 the MTU before connecting: set the same --mtu on both ends, or none)"
+            ));
+        }
+    }
     Ok(())
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::proto::{Checksum, TransportKind, PROTOCOL_VERSION};
+    use crate::proto::{Checksum, QpSettings, PROTOCOL_VERSION};
     use std::collections::VecDeque;
 
     pub(crate) fn hello(role: Role, transport: TransportKind) -> Hello {
@@ -554,6 +565,7 @@ pub(crate) mod tests {
             resume_timeout_ms: 0,
             session_id: [0; 16],
             resume_secret: [0; 32],
+            qp: QpSettings::default(),
             blob: vec![role as u8],
         }
     }
@@ -691,6 +703,44 @@ pub(crate) mod tests {
             ),
             "{e}"
         );
+    }
+
+    /// Verbs meets at the smaller MTU at RTR; two DOCA ends that each fixed an MTU must have
+    /// fixed the same one. Traffic class and service level are each end's own.
+    #[test]
+    fn doca_ends_that_fix_different_mtus_are_refused_and_verbs_ends_are_not() {
+        let with = |role, transport, mtu, tclass| {
+            let mut h = hello(role, transport);
+            h.qp = QpSettings {
+                mtu,
+                traffic_class: tclass,
+                ..QpSettings::default()
+            };
+            h
+        };
+        let doca = TransportKind::Doca;
+        let e = check_peer(
+            &with(Role::Sender, doca, Some(4096), None),
+            &with(Role::Receiver, doca, Some(1024), None),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("MTU mismatch") && e.contains("4096") && e.contains("1024"),
+            "{e}"
+        );
+        for (a, b) in [(Some(1024), Some(1024)), (Some(4096), None), (None, None)] {
+            check_peer(
+                &with(Role::Sender, doca, a, None),
+                &with(Role::Receiver, doca, b, None),
+            )
+            .unwrap();
+        }
+        let verbs = TransportKind::Verbs;
+        check_peer(
+            &with(Role::Sender, verbs, Some(4096), Some(104)),
+            &with(Role::Receiver, verbs, Some(1024), Some(0)),
+        )
+        .expect("verbs uses the smaller MTU; each end keeps its own traffic class");
     }
 
     #[test]

@@ -60,7 +60,7 @@ use super::{
     receiver_arrivals, sender_events, Arrived, Completion, CreditRoute, DataPath, RecvPath,
     RecvSlot, SendEvent, SendPath, SetupParams, SetupStep, StagingSlot, WaitHandle,
 };
-use crate::proto::{Role, TransportKind};
+use crate::proto::{QpSettings, Role, TransportKind};
 use crate::{Error, Result};
 
 const NAME: &str = "doca";
@@ -194,6 +194,9 @@ pub(crate) struct DocaTransport {
     /// Sender: by slot, whether a send from it was posted and its completion not reported by
     /// a poll (in flight, completed, failed or flushed); a resume gives these back.
     outstanding: Vec<bool>,
+    /// The MTU `--mtu` fixed in the context (capped by the port's), in bytes; `None`: the
+    /// SDK's choice.
+    fixed_mtu: Option<u32>,
 }
 
 impl DocaTransport {
@@ -203,6 +206,22 @@ impl DocaTransport {
     pub(crate) fn new(params: &SetupParams) -> Result<Self> {
         let choice = chosen_device(params, NAME)?;
         let device = choice.device.clone();
+        if let Some(flag) = crate::config::doca_refuses(&params.qp) {
+            return Err(Error::unavailable(
+                NAME,
+                format!(
+                    "{flag} cannot be applied: the DOCA RDMA API sets a service level and an MTU \
+                     (doca_rdma_set_sl, doca_rdma_set_mtu), but no traffic class, ACK timeout or \
+                     retry count"
+                ),
+            ));
+        }
+        let qp = QpSettings {
+            mtu: params.qp.mtu.map(|asked| {
+                capped_mtu(asked, port_mtu(params, choice.netdev.as_deref()), &device)
+            }),
+            ..params.qp
+        };
         let dev = open_device(&device)?;
         let slot_size = check_capabilities(&dev, &device, params.slot_size, params.slots)?;
         let mut memory = SlotMemory::new(params.slots, slot_size)?;
@@ -212,6 +231,7 @@ impl DocaTransport {
             params.role,
             params.slots,
             choice.gid_index,
+            &qp,
         )?;
         let mut t = DocaTransport {
             role: params.role,
@@ -223,6 +243,7 @@ impl DocaTransport {
             connected: false,
             posted: VecDeque::with_capacity(params.slots),
             outstanding: vec![false; params.slots],
+            fixed_mtu: qp.mtu,
         };
         // On error `t` is dropped, which stops the context and tears everything down.
         t.start()?;
@@ -316,6 +337,40 @@ impl DocaTransport {
     }
 }
 
+/// The port's active MTU in bytes, as the kernel derives it for RoCE from the netdev's MTU
+/// (DOCA has no port query): `None` when the netdev or its MTU is unknown.
+fn port_mtu(params: &SetupParams, netdev: Option<&str>) -> Option<u32> {
+    let path = params
+        .sysfs_root
+        .join("class/net")
+        .join(netdev?)
+        .join("mtu");
+    let netdev_mtu = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+    crate::doctor::roce_active_mtu(netdev_mtu)
+}
+
+/// `--mtu asked`, capped by the port's active MTU `port` (with a warning); as asked when the
+/// port's is unknown.
+fn capped_mtu(asked: u32, port: Option<u32>, device: &str) -> u32 {
+    match port {
+        Some(port) if port < asked => {
+            log::warn!(
+                "doca: --mtu {asked} is above the active MTU of {device} ({port} bytes, from its \
+                 netdev's MTU): using {port}"
+            );
+            port
+        }
+        Some(_) => asked,
+        None => {
+            log::debug!(
+                "doca: the active MTU of {device} is unknown (no netdev MTU): --mtu {asked} as \
+                 asked"
+            );
+            asked
+        }
+    }
+}
+
 /// Opens the device named `ibdev`.
 fn open_device(ibdev: &str) -> Result<Dev> {
     match Dev::open_ibdev(ibdev) {
@@ -398,6 +453,7 @@ fn build(
     role: Role,
     slots: usize,
     gid_index: u32,
+    qp: &QpSettings,
 ) -> Result<Doca> {
     let rw = sys::doca_access_flag::DOCA_ACCESS_FLAG_LOCAL_READ_WRITE.0;
     let depth = u32::try_from(slots).unwrap_or(u32::MAX);
@@ -446,6 +502,14 @@ fn build(
         ctx.set_transport_rc()?;
         ctx.set_max_num_connections(1)?;
         ctx.set_rnr_retry_count(RNR_RETRY_COUNT)?;
+        // --sl and --mtu (the traffic class, ACK timeout and retry count were refused: DOCA
+        // has no setter for them).
+        if let Some(sl) = qp.service_level {
+            ctx.set_sl(u32::from(sl))?;
+        }
+        if let Some(mtu) = qp.mtu {
+            ctx.set_mtu(mtu)?;
+        }
         ctx.set_send_queue_size(depth)
     };
     configure(&mut ctx).map_err(|e| fail(e, None))?;
@@ -682,8 +746,27 @@ impl DataPath for DocaTransport {
         Ok(SetupStep::Done)
     }
 
+    /// The context's MTU once connected (`doca_rdma_get_mtu`: one we did not fix may have
+    /// been chosen at the connection).
     fn path_mtu(&self) -> Option<u32> {
-        None
+        let d = self.doca.as_ref().filter(|_| self.connected)?;
+        d.ctx.mtu().ok().flatten()
+    }
+
+    /// The service level the context uses (as DOCA reads it back) and the MTU `--mtu` fixed;
+    /// DOCA cannot say the traffic class, ACK timeout or retry count, which are the SDK's.
+    fn qp_settings(&self) -> QpSettings {
+        let service_level = self
+            .doca
+            .as_ref()
+            .and_then(|d| d.ctx.sl().ok())
+            .and_then(|sl| u8::try_from(sl).ok())
+            .filter(|&sl| sl <= crate::proto::MAX_SERVICE_LEVEL);
+        QpSettings {
+            service_level,
+            mtu: self.fixed_mtu,
+            ..QpSettings::default()
+        }
     }
 
     fn slot_size(&self) -> usize {
@@ -1067,6 +1150,8 @@ fn sim_test_params(role: Role, slots: usize, slot_size: usize) -> SetupParams {
             gid_type: None,
             netdev: None,
         }),
+        qp: crate::proto::QpSettings::default(),
+        sysfs_root: "/sys".into(),
     }
 }
 
@@ -1077,3 +1162,131 @@ mod wakeup_tests;
 #[cfg(all(test, feature = "doca-sim"))]
 #[path = "doca_resume_tests.rs"]
 mod resume_tests;
+
+/// Issue 35 item 5: what `--sl` and `--mtu` ask reaches the simulator's context (read back
+/// through `doca_rdma_get_sl`/`_get_mtu`, what the SDK says it uses), the MTU capped by the
+/// port's, and what DOCA has no setter for is refused at start-up.
+#[cfg(all(test, feature = "doca-sim"))]
+mod qp_tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn with_qp(role: Role, qp: QpSettings) -> SetupParams {
+        SetupParams {
+            qp,
+            ..sim_test_params(role, 4, 64)
+        }
+    }
+
+    fn ctx_sl_and_mtu(t: &DocaTransport) -> (u32, Option<u32>) {
+        let d = t.doca.as_ref().expect("built");
+        (d.ctx.sl().expect("get_sl"), d.ctx.mtu().expect("get_mtu"))
+    }
+
+    #[test]
+    fn the_service_level_and_mtu_reach_the_context_and_the_hello() {
+        let _serial = SIM_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let asked = QpSettings {
+            service_level: Some(5),
+            mtu: Some(2048),
+            ..QpSettings::default()
+        };
+        let mut sender = DocaTransport::new(&with_qp(Role::Sender, asked)).expect("sender");
+        let mut receiver = DocaTransport::new(&with_qp(Role::Receiver, asked)).expect("receiver");
+        assert_eq!(ctx_sl_and_mtu(&sender), (5, Some(2048)));
+        assert_eq!(
+            sender.qp_settings(),
+            QpSettings {
+                service_level: Some(5),
+                mtu: Some(2048),
+                ..QpSettings::default()
+            },
+            "the hello says what the context uses; DOCA cannot say the rest"
+        );
+        assert_eq!(sender.path_mtu(), None, "not connected yet");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let (to_sender, to_receiver) = (receiver.local_blob(), sender.local_blob());
+        sender.connect(&to_sender, deadline).expect("connect");
+        receiver.connect(&to_receiver, deadline).expect("connect");
+        assert_eq!(sender.path_mtu(), Some(2048));
+        assert_eq!(receiver.path_mtu(), Some(2048));
+
+        // Nothing asked: the SDK's defaults (the simulator's: SL 0, 1024 bytes), no MTU fixed.
+        let plain = DocaTransport::new(&with_qp(Role::Sender, QpSettings::default())).unwrap();
+        assert_eq!(ctx_sl_and_mtu(&plain), (0, Some(1024)));
+        assert_eq!(plain.qp_settings().mtu, None);
+        assert_eq!(plain.qp_settings().service_level, Some(0));
+    }
+
+    #[test]
+    fn an_mtu_above_the_ports_is_capped_by_the_netdevs_mtu() {
+        let _serial = SIM_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let sysfs = tempfile::tempdir().expect("tempdir");
+        let net = sysfs.path().join("class/net/eth9");
+        std::fs::create_dir_all(&net).unwrap();
+        std::fs::write(net.join("mtu"), "1500\n").unwrap();
+        let mut params = with_qp(
+            Role::Sender,
+            QpSettings {
+                mtu: Some(4096),
+                ..QpSettings::default()
+            },
+        );
+        params.sysfs_root = sysfs.path().to_owned();
+        if let Some(d) = params.device.as_mut() {
+            d.netdev = Some("eth9".to_owned());
+        }
+        let t = DocaTransport::new(&params).expect("sender");
+        // 1500 less RoCE's 96 header bytes: 1024 is the largest that fits.
+        assert_eq!(ctx_sl_and_mtu(&t).1, Some(1024));
+        assert_eq!(t.qp_settings().mtu, Some(1024));
+        assert_eq!(capped_mtu(2048, Some(4096), "mlx5_0"), 2048);
+        assert_eq!(capped_mtu(2048, None, "mlx5_0"), 2048);
+    }
+
+    #[test]
+    fn what_doca_cannot_set_is_refused_at_start_up() {
+        let _serial = SIM_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let live = doca_sys::sim::live_objects();
+        for (asked, flag) in [
+            (
+                QpSettings {
+                    traffic_class: Some(104),
+                    ..QpSettings::default()
+                },
+                "--tclass",
+            ),
+            (
+                QpSettings {
+                    ack_timeout: Some(14),
+                    ..QpSettings::default()
+                },
+                "--ack-timeout",
+            ),
+            (
+                QpSettings {
+                    retry_count: Some(3),
+                    ..QpSettings::default()
+                },
+                "--retry-count",
+            ),
+        ] {
+            let e = DocaTransport::new(&with_qp(Role::Sender, asked)).unwrap_err();
+            assert!(
+                matches!(e, Error::TransportUnavailable { .. }),
+                "{flag}: auto must be able to go on to verbs: {e:?}"
+            );
+            assert!(
+                e.to_string()
+                    .contains(&format!("{flag} cannot be applied: the DOCA RDMA API")),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            doca_sys::sim::live_objects(),
+            live,
+            "refused before anything was created"
+        );
+    }
+}

@@ -16,7 +16,7 @@ use std::net::Ipv4Addr;
 use std::os::fd::BorrowedFd;
 use std::time::Instant;
 
-use crate::proto::{Role, TransportKind};
+use crate::proto::{QpSettings, Role, TransportKind};
 use crate::roce::DeviceChoice;
 use crate::Result;
 
@@ -61,6 +61,13 @@ pub(crate) struct SetupParams {
     pub slot_size: usize,
     /// The RDMA device chosen by discovery (RDMA transports only).
     pub device: Option<DeviceChoice>,
+    /// The queue pair settings asked for (`--tclass`, `--sl`, `--mtu`, `--ack-timeout`,
+    /// `--retry-count`; `None`: the transport's default). RDMA transports only; a transport
+    /// that cannot apply one refuses to start ([`crate::Error::TransportUnavailable`]).
+    pub qp: QpSettings,
+    /// Where sysfs is mounted (the DOCA transport reads the netdev's MTU there).
+    #[cfg_attr(not(doca_transport), allow(dead_code))]
+    pub sysfs_root: std::path::PathBuf,
 }
 
 /// A slot token: move-only, minted only by the transport module, so whoever holds one is the
@@ -218,6 +225,12 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
 
     /// The data path's MTU in bytes after `connect`, when the transport has one.
     fn path_mtu(&self) -> Option<u32>;
+
+    /// The settings this end applies to its own queue pair, for our hello: what it knows it
+    /// uses (tcp: nothing).
+    fn qp_settings(&self) -> QpSettings {
+        QpSettings::default()
+    }
 
     /// Bytes per slot.
     fn slot_size(&self) -> usize;

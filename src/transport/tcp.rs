@@ -807,6 +807,8 @@ mod tests {
             slots,
             slot_size,
             device: None,
+            qp: crate::proto::QpSettings::default(),
+            sysfs_root: "/sys".into(),
         };
         let mut t = TcpTransport::new(&params).expect("transport");
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -830,6 +832,8 @@ mod tests {
             slots,
             slot_size,
             device: None,
+            qp: crate::proto::QpSettings::default(),
+            sysfs_root: "/sys".into(),
         };
         let mut rx = TcpTransport::new(&params(BootstrapSide::Server, Role::Receiver)).unwrap();
         let mut tx = TcpTransport::new(&params(BootstrapSide::Client, Role::Sender)).unwrap();

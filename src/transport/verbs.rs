@@ -49,7 +49,8 @@ use super::{
     receiver_arrivals, sender_events, Arrived, Completion, CreditRoute, DataPath, RecvPath,
     RecvSlot, SendEvent, SendPath, SetupParams, SetupStep, StagingSlot, WaitHandle,
 };
-use crate::proto::{Role, TransportKind};
+use crate::config::{DEFAULT_ACK_TIMEOUT, DEFAULT_RETRY_COUNT};
+use crate::proto::{QpSettings, Role, TransportKind};
 use crate::{Error, Result};
 
 const NAME: &str = "verbs";
@@ -158,6 +159,9 @@ pub(crate) struct VerbsTransport {
     scratch: Vec<Completion>,
     port: u8,
     gid_index: u8,
+    /// What the packets of our queue pair carry and how it retransmits (`--tclass`, `--sl`,
+    /// `--ack-timeout`, `--retry-count`, each with its default).
+    qp_params: QpParams,
     local: Endpoint,
     /// The path MTU both ends agreed on (`ibv_mtu`), once connected.
     path_mtu: Option<u8>,
@@ -234,11 +238,25 @@ impl VerbsTransport {
         memory.free_only_when(move || deregistration.done());
         let qp = create_qp(&pd, &cq, depth)?;
         init_qp(&qp, port, params.role)?;
+        let active = u8::try_from(port_attr.active_mtu)
+            .ok()
+            .filter(|m| (1..=5).contains(m))
+            .unwrap_or(ffi::IBV_MTU_1024 as u8);
+        let mtu = offered_mtu(params.qp.mtu, active);
+        if let Some(asked) = params.qp.mtu.filter(|&m| m > mtu_bytes(mtu)) {
+            log::warn!(
+                "verbs: --mtu {asked} is above the active MTU of {} port {port} ({} bytes): \
+                 using {}",
+                choice.device,
+                mtu_bytes(active),
+                mtu_bytes(mtu)
+            );
+        }
         let local = Endpoint {
             qpn: qp.qp_num(),
             psn: random_psn(),
             gid,
-            mtu: u8::try_from(port_attr.active_mtu).unwrap_or(ffi::IBV_MTU_1024 as u8),
+            mtu,
         };
         let max_inline = qp.cap().max_inline_data;
         log::debug!(
@@ -279,6 +297,7 @@ impl VerbsTransport {
             scratch: Vec::with_capacity(params.slots * 2 + 16),
             port,
             gid_index,
+            qp_params: QpParams::from_settings(&params.qp),
             local,
             closed: false,
             armed: false,
@@ -446,6 +465,16 @@ impl DataPath for VerbsTransport {
         self.path_mtu.map(mtu_bytes)
     }
 
+    fn qp_settings(&self) -> QpSettings {
+        QpSettings {
+            traffic_class: Some(self.qp_params.traffic_class),
+            service_level: Some(self.qp_params.service_level),
+            mtu: Some(mtu_bytes(self.local.mtu)),
+            ack_timeout: Some(self.qp_params.ack_timeout),
+            retry_count: Some(self.qp_params.retry_count),
+        }
+    }
+
     fn slot_size(&self) -> usize {
         self.memory.size()
     }
@@ -609,6 +638,99 @@ fn create_qp(pd: &ProtectionDomain, cq: &CompletionQueue, depth: u32) -> Result<
         .map_err(|e| verb("ibv_create_qp", e, None))
 }
 
+/// The settings of our queue pair that `--tclass`, `--sl`, `--ack-timeout` and `--retry-count`
+/// choose, each with today's default when not given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct QpParams {
+    traffic_class: u8,
+    service_level: u8,
+    ack_timeout: u8,
+    retry_count: u8,
+}
+
+impl QpParams {
+    fn from_settings(asked: &QpSettings) -> Self {
+        Self {
+            traffic_class: asked.traffic_class.unwrap_or(0),
+            service_level: asked.service_level.unwrap_or(0),
+            ack_timeout: asked.ack_timeout.unwrap_or(DEFAULT_ACK_TIMEOUT),
+            retry_count: asked.retry_count.unwrap_or(DEFAULT_RETRY_COUNT),
+        }
+    }
+}
+
+/// What the RTR and RTS transitions need besides the two endpoints.
+#[derive(Debug, Clone, Copy)]
+struct PathParams {
+    port: u8,
+    gid_index: u8,
+    qp: QpParams,
+    rnr_retry: u8,
+}
+
+/// The MTU (`ibv_mtu`) our endpoint offers: `--mtu` when given, capped by the port's active
+/// MTU `active`; the active MTU otherwise.
+fn offered_mtu(asked: Option<u32>, active: u8) -> u8 {
+    let Some(asked) = asked else {
+        return active;
+    };
+    // 256 is ibv_mtu 1, ... 4096 is 5 (Config::validate allowed only those five).
+    let wanted = (1..=5u8).find(|&m| mtu_bytes(m) >= asked).unwrap_or(5);
+    wanted.min(active)
+}
+
+/// The RTR transition toward `peer`: its attributes and their mask. The path MTU is the
+/// smaller of both endpoints' (RC needs one MTU on both queue pairs); the address vector
+/// carries our traffic class (the DSCP and ECN bits of every packet we send) and service level.
+fn rtr_attributes(
+    local: &Endpoint,
+    peer: &Endpoint,
+    path: &PathParams,
+) -> (ibv_qp_attr, ffi::ibv_qp_attr_mask) {
+    let mut rtr = zeroed_qp_attr();
+    rtr.qp_state = ffi::IBV_QPS_RTR;
+    rtr.path_mtu = u32::from(local.mtu.min(peer.mtu));
+    rtr.dest_qp_num = peer.qpn;
+    rtr.rq_psn = local.psn;
+    rtr.max_dest_rd_atomic = 0;
+    rtr.min_rnr_timer = 12;
+    rtr.ah_attr.is_global = 1;
+    rtr.ah_attr.port_num = path.port;
+    rtr.ah_attr.sl = path.qp.service_level;
+    rtr.ah_attr.grh.sgid_index = path.gid_index;
+    rtr.ah_attr.grh.dgid = ffi::ibv_gid { raw: peer.gid };
+    rtr.ah_attr.grh.hop_limit = 64;
+    rtr.ah_attr.grh.traffic_class = path.qp.traffic_class;
+    let mask = ffi::IBV_QP_STATE
+        | ffi::IBV_QP_AV
+        | ffi::IBV_QP_PATH_MTU
+        | ffi::IBV_QP_DEST_QPN
+        | ffi::IBV_QP_RQ_PSN
+        | ffi::IBV_QP_MAX_DEST_RD_ATOMIC
+        | ffi::IBV_QP_MIN_RNR_TIMER;
+    (rtr, mask)
+}
+
+/// The RTS transition: our starting PSN is the peer's expected one; the ACK timeout and retry
+/// count decide how long a lost packet is retransmitted before a send fails (the defaults:
+/// 4.096 us x 2^18 = 1.07 s, 7 retries, about 8.6 s).
+fn rts_attributes(peer: &Endpoint, path: &PathParams) -> (ibv_qp_attr, ffi::ibv_qp_attr_mask) {
+    let mut rts = zeroed_qp_attr();
+    rts.qp_state = ffi::IBV_QPS_RTS;
+    rts.sq_psn = peer.psn;
+    rts.timeout = path.qp.ack_timeout;
+    rts.retry_cnt = path.qp.retry_count;
+    rts.rnr_retry = path.rnr_retry;
+    rts.max_rd_atomic = 0;
+    let mask = ffi::IBV_QP_STATE
+        | ffi::IBV_QP_SQ_PSN
+        | ffi::IBV_QP_TIMEOUT
+        | ffi::IBV_QP_RETRY_CNT
+        | ffi::IBV_QP_RNR_RETRY
+        | ffi::IBV_QP_MAX_QP_RD_ATOMIC;
+    (rts, mask)
+}
+
 /// Moves a new QP to INIT on `port`.
 fn init_qp(qp: &QueuePair, port: u8, role: Role) -> Result<()> {
     let mut init = zeroed_qp_attr();
@@ -692,53 +814,20 @@ impl VerbsTransport {
                 peer_blob.len()
             ),
         })?;
-        let mut rtr = zeroed_qp_attr();
-        rtr.qp_state = ffi::IBV_QPS_RTR;
-        let path_mtu = self.local.mtu.min(peer.mtu);
-        rtr.path_mtu = u32::from(path_mtu);
-        self.path_mtu = Some(path_mtu);
-        rtr.dest_qp_num = peer.qpn;
-        rtr.rq_psn = self.local.psn;
-        rtr.max_dest_rd_atomic = 0;
-        rtr.min_rnr_timer = 12;
-        rtr.ah_attr.is_global = 1;
-        rtr.ah_attr.port_num = self.port;
-        rtr.ah_attr.sl = 0;
-        rtr.ah_attr.grh.sgid_index = self.gid_index;
-        rtr.ah_attr.grh.dgid = ffi::ibv_gid { raw: peer.gid };
-        rtr.ah_attr.grh.hop_limit = 64;
+        let path = PathParams {
+            port: self.port,
+            gid_index: self.gid_index,
+            qp: self.qp_params,
+            rnr_retry: rnr_retry(),
+        };
+        let (rtr, rtr_mask) = rtr_attributes(&self.local, &peer, &path);
+        self.path_mtu = Some(u8::try_from(rtr.path_mtu).unwrap_or(self.local.mtu));
         self.qp
-            .modify(
-                &rtr,
-                ffi::IBV_QP_STATE
-                    | ffi::IBV_QP_AV
-                    | ffi::IBV_QP_PATH_MTU
-                    | ffi::IBV_QP_DEST_QPN
-                    | ffi::IBV_QP_RQ_PSN
-                    | ffi::IBV_QP_MAX_DEST_RD_ATOMIC
-                    | ffi::IBV_QP_MIN_RNR_TIMER,
-            )
+            .modify(&rtr, rtr_mask)
             .map_err(|e| verb("ibv_modify_qp(RTR)", e, Some(ROCE_HINT)))?;
-        let mut rts = zeroed_qp_attr();
-        rts.qp_state = ffi::IBV_QPS_RTS;
-        rts.sq_psn = peer.psn;
-        // ACK timeout 4.096 us x 2^18 = 1.07 s (NCCL's default too). 14 (67 ms) made a
-        // stalled host, or an emulated one, retransmit packets that were only late (seen as
-        // duplicate_request / completer_retry_err in the soft-RoCE VM's counters).
-        rts.timeout = 18;
-        rts.retry_cnt = 7;
-        rts.rnr_retry = rnr_retry();
-        rts.max_rd_atomic = 0;
+        let (rts, rts_mask) = rts_attributes(&peer, &path);
         self.qp
-            .modify(
-                &rts,
-                ffi::IBV_QP_STATE
-                    | ffi::IBV_QP_SQ_PSN
-                    | ffi::IBV_QP_TIMEOUT
-                    | ffi::IBV_QP_RETRY_CNT
-                    | ffi::IBV_QP_RNR_RETRY
-                    | ffi::IBV_QP_MAX_QP_RD_ATOMIC,
-            )
+            .modify(&rts, rts_mask)
             .map_err(|e| verb("ibv_modify_qp(RTS)", e, Some(ROCE_HINT)))?;
         if self.role == Role::Sender {
             for _ in 0..self.memory.count() {
@@ -746,10 +835,15 @@ impl VerbsTransport {
             }
         }
         log::debug!(
-            "verbs: connected to qpn {:#x} gid {} (path MTU {})",
+            "verbs: connected to qpn {:#x} gid {} (path MTU {}, traffic class {}, service \
+             level {}, ACK timeout {}, retry count {})",
             peer.qpn,
             gid_text(&peer.gid),
-            mtu_bytes(self.local.mtu.min(peer.mtu))
+            mtu_bytes(self.local.mtu.min(peer.mtu)),
+            self.qp_params.traffic_class,
+            self.qp_params.service_level,
+            self.qp_params.ack_timeout,
+            self.qp_params.retry_count
         );
         Ok(())
     }
@@ -1182,6 +1276,8 @@ mod tests {
             slots,
             slot_size,
             device: Some(choice.clone()),
+            qp: QpSettings::default(),
+            sysfs_root: "/sys".into(),
         };
         let created = VerbsTransport::new(&params(Role::Receiver, rx_slot_size)).and_then(|rx| {
             Ok((
@@ -1386,6 +1482,84 @@ mod tests {
         assert_eq!(slots_and_bytes(&rx, &last), [(1, vec![7u8; 8])]);
         assert_eq!(sender_events(&mut tx, 1, 0), [1]);
         assert_quiet(&mut rx, &mut tx);
+    }
+
+    /// The settings the queue pair's RTR and RTS transitions carry (issue 35 item 5): the
+    /// traffic class and service level in the address vector, the smaller path MTU, the ACK
+    /// timeout and retry count; and today's values when nothing is asked.
+    #[test]
+    fn rtr_and_rts_attributes_carry_the_queue_pair_settings() {
+        let local = Endpoint {
+            qpn: 0x11,
+            psn: 0x1234,
+            gid: [1; 16],
+            mtu: 5,
+        };
+        let peer = Endpoint {
+            qpn: 0x22,
+            psn: 0xabcd,
+            gid: [2; 16],
+            mtu: 4,
+        };
+        let asked = QpSettings {
+            traffic_class: Some(104),
+            service_level: Some(3),
+            mtu: Some(4096),
+            ack_timeout: Some(14),
+            retry_count: Some(5),
+        };
+        let path = PathParams {
+            port: 2,
+            gid_index: 3,
+            qp: QpParams::from_settings(&asked),
+            rnr_retry: 7,
+        };
+        let (rtr, mask) = rtr_attributes(&local, &peer, &path);
+        assert_eq!(rtr.qp_state, ffi::IBV_QPS_RTR);
+        assert_eq!(rtr.ah_attr.grh.traffic_class, 104, "the traffic class");
+        assert_eq!(rtr.ah_attr.sl, 3, "the service level");
+        assert_eq!(rtr.path_mtu, 4, "the smaller of both MTUs: 2048");
+        assert_eq!((rtr.ah_attr.port_num, rtr.ah_attr.grh.sgid_index), (2, 3));
+        assert_eq!(rtr.ah_attr.is_global, 1);
+        // SAFETY: reading the raw bytes of a GID union (every bit pattern is valid).
+        assert_eq!(unsafe { rtr.ah_attr.grh.dgid.raw }, [2; 16]);
+        assert_eq!((rtr.dest_qp_num, rtr.rq_psn), (0x22, 0x1234));
+        for bit in [ffi::IBV_QP_AV, ffi::IBV_QP_PATH_MTU, ffi::IBV_QP_STATE] {
+            assert_ne!(mask & bit, 0, "RTR mask {mask:#x} lacks {bit:#x}");
+        }
+        let (rts, mask) = rts_attributes(&peer, &path);
+        assert_eq!(rts.qp_state, ffi::IBV_QPS_RTS);
+        assert_eq!((rts.timeout, rts.retry_cnt), (14, 5));
+        assert_eq!((rts.rnr_retry, rts.sq_psn), (7, 0xabcd));
+        for bit in [
+            ffi::IBV_QP_TIMEOUT,
+            ffi::IBV_QP_RETRY_CNT,
+            ffi::IBV_QP_STATE,
+        ] {
+            assert_ne!(mask & bit, 0, "RTS mask {mask:#x} lacks {bit:#x}");
+        }
+
+        // Nothing asked: what the queue pair always used.
+        let path = PathParams {
+            qp: QpParams::from_settings(&QpSettings::default()),
+            ..path
+        };
+        let (rtr, _) = rtr_attributes(&peer, &local, &path);
+        assert_eq!((rtr.ah_attr.grh.traffic_class, rtr.ah_attr.sl), (0, 0));
+        assert_eq!(rtr.path_mtu, 4, "the smaller MTU either way round");
+        let (rts, _) = rts_attributes(&local, &path);
+        assert_eq!((rts.timeout, rts.retry_cnt), (18, 7));
+    }
+
+    #[test]
+    fn mtu_asked_is_capped_by_the_ports_active_mtu() {
+        // ibv_mtu: 1 = 256 ... 5 = 4096.
+        assert_eq!(offered_mtu(None, 3), 3, "the active MTU by default");
+        assert_eq!(offered_mtu(Some(4096), 3), 3, "capped at 1024");
+        assert_eq!(offered_mtu(Some(512), 5), 2);
+        assert_eq!(offered_mtu(Some(2048), 4), 4);
+        assert_eq!(offered_mtu(Some(256), 1), 1);
+        assert_eq!(mtu_bytes(offered_mtu(Some(1024), 5)), 1024);
     }
 
     #[test]

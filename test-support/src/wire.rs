@@ -34,7 +34,7 @@ pub const TRANSPORT_DOCA: u8 = 2;
 /// Hello transport byte of verbs.
 pub const TRANSPORT_VERBS: u8 = 3;
 /// The protocol version these encoders speak.
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 /// Client to server, first with a key: the client's 32-byte nonce.
 pub const KIND_AUTH_CHALLENGE: u8 = 6;
 /// Server to client: the server's nonce and its proof.
@@ -158,7 +158,8 @@ pub fn authenticate(
     Ok((server, server_proof))
 }
 
-/// A Hello frame (version 6, tcp, 2 credits, no checksum, no resumption, the GID of 127.0.0.1).
+/// A Hello frame (version 7, tcp, 2 credits, no checksum, no resumption, no queue pair
+/// settings, the GID of 127.0.0.1).
 pub fn hello(role: u8, max_msg_size: u32, blob: &[u8]) -> Vec<u8> {
     hello_with(VERSION, role, TRANSPORT_TCP, max_msg_size, 2, blob)
 }
@@ -186,6 +187,9 @@ pub fn hello_with(
     // Resumption (version 5): off (timeout 0, no session id, no secret).
     b.extend_from_slice(&0u32.to_le_bytes());
     b.extend_from_slice(&[0u8; 16 + 32]);
+    // Queue pair settings (version 7): none (flags 0, then traffic class, service level, MTU
+    // as a u16, ACK timeout, retry count).
+    b.extend_from_slice(&[0u8; 1 + 1 + 1 + 2 + 1 + 1]);
     b.extend_from_slice(&(blob.len() as u16).to_le_bytes());
     b.extend_from_slice(blob);
     frame(&b)
@@ -232,7 +236,7 @@ pub fn hello_blob(body: &[u8]) -> Option<Vec<u8>> {
     if body.first() != Some(&KIND_HELLO) {
         return None;
     }
-    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16 + 1 + 4 + 16 + 32;
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16 + 1 + 4 + 16 + 32 + 7;
     let len = u16::from_le_bytes([*body.get(at)?, *body.get(at + 1)?]) as usize;
     body.get(at + 2..at + 2 + len).map(<[u8]>::to_vec)
 }

@@ -107,6 +107,15 @@ doca_error_t doca_rdma_set_max_num_connections(struct doca_rdma *rdma, uint16_t 
 /* Receiver-not-ready retries of a send (IB semantics: 7 = retry forever). */
 doca_error_t doca_rdma_set_rnr_retry_count(struct doca_rdma *rdma, uint8_t rnr_retry_count);
 
+/* Service level of the context's packets (IB SL; on RoCE the priority of VLAN-tagged frames). */
+doca_error_t doca_rdma_set_sl(struct doca_rdma *rdma, uint32_t sl);
+
+/* The service level in use. */
+doca_error_t doca_rdma_get_sl(const struct doca_rdma *rdma, uint32_t *sl);
+
+/* The MTU in use (one the user did not set may change when the connection is made). */
+doca_error_t doca_rdma_get_mtu(const struct doca_rdma *rdma, enum doca_mtu_size *mtu);
+
 /* ---- receive task ---- */
 
 struct doca_rdma_task_receive;

@@ -237,6 +237,7 @@ struct doca_rdma {
 	enum doca_mtu_size mtu;
 	uint16_t max_num_connections;
 	uint8_t rnr_retry_count;
+	uint32_t sl; /* service level (doca_rdma_set_sl): recorded, not enforced */
 	uint32_t send_queue_size;
 	struct sim_task_pool send_pool;
 	struct sim_task_pool recv_pool;

@@ -1145,6 +1145,34 @@ SIM_RDMA_SETTER(doca_rdma_set_grh_enabled, uint8_t, value <= 1, grh_enabled)
 SIM_RDMA_SETTER(doca_rdma_set_gid_index, uint32_t, value < 65536, gid_index)
 SIM_RDMA_SETTER(doca_rdma_set_max_num_connections, uint16_t, value > 0, max_num_connections)
 SIM_RDMA_SETTER(doca_rdma_set_rnr_retry_count, uint8_t, value <= SIM_RNR_INFINITE, rnr_retry_count)
+/* An IB service level is 4 bits. */
+SIM_RDMA_SETTER(doca_rdma_set_sl, uint32_t, value <= 15, sl)
+
+doca_error_t doca_rdma_get_sl(const struct doca_rdma *rdma, uint32_t *sl)
+{
+	struct doca_rdma *r;
+
+	SIM_ENTER();
+	if (rdma == NULL || sl == NULL)
+		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
+	r = sim_rdma_check(rdma, __func__);
+	SIM_FAULT();
+	*sl = r->sl;
+	SIM_RETURN(DOCA_SUCCESS);
+}
+
+doca_error_t doca_rdma_get_mtu(const struct doca_rdma *rdma, enum doca_mtu_size *mtu)
+{
+	struct doca_rdma *r;
+
+	SIM_ENTER();
+	if (rdma == NULL || mtu == NULL)
+		SIM_RETURN(DOCA_ERROR_INVALID_VALUE);
+	r = sim_rdma_check(rdma, __func__);
+	SIM_FAULT();
+	*mtu = r->mtu;
+	SIM_RETURN(DOCA_SUCCESS);
+}
 
 doca_error_t doca_rdma_set_recv_queue_size(struct doca_rdma *rdma, uint32_t recv_queue_size)
 {

@@ -5,13 +5,12 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{anyhow, bail, Context, Result};
-use rdma_container::{duplex, Config, RdmaSink, RdmaSrc};
+use rdma_container::{Config, RdmaSink, RdmaSrc};
 
 use super::header::{self, BwMeasured, Header};
 use super::measure::{self, RunOptions};
 use super::ops::{self, CounterSnapshot, EXIT_LIMIT_MISSED};
-use super::report::{self, Report, Row};
-use super::ALL_MAX;
+use super::report::{self, Report};
 use crate::cli::args::{BenchArgs, BenchMode};
 
 /// Room for the header message in a session whose messages are smaller.
@@ -20,9 +19,6 @@ const HEADER_ROOM: usize = 512;
 /// Runs every size against the server at `addr` and prints the results; `stop` ends a run
 /// without end (--run-infinitely) at Ctrl-C. Returns the exit status (3: a limit missed).
 pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) -> Result<u8> {
-    if args.ops.bidirectional && args.mode == BenchMode::Lat {
-        bail!("-b/--bidirectional is for --mode bw (a ping-pong goes both ways already)");
-    }
     let sizes = sizes(args);
     let iters = (args.duration.is_none() && !args.ops.run_infinitely).then(|| {
         args.iters.unwrap_or(match args.mode {
@@ -42,13 +38,22 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
     };
     let mut report: Option<Report> = None;
     let mut missed = Vec::new();
+    // Messages go both ways in a ping-pong and with -b; otherwise only the server's figures
+    // come back.
+    let both_ways = args.mode == BenchMode::Lat || args.ops.bidirectional;
     for (i, &size) in sizes.iter().enumerate() {
-        let config = base
-            .clone()
-            .with_max_msg_size(size.max(HEADER_ROOM))
-            .with_credits(args.credits_for(size));
-        let (mut sink, mut src) = duplex::connect(addr, &config)
+        let config = base.clone().with_credits(args.credits_for(size));
+        let (mut sink, mut src) = connect(addr, &config, size, both_ways)
             .with_context(|| format!("cannot start a benchmark session with {addr}"))?;
+        // The sessions' slots are set up (and were checked against the memory): now the
+        // message the loops send.
+        let payload = match measure::message(size) {
+            Ok(payload) => payload,
+            Err(e) => {
+                sink.abort(&format!("the bench client cannot run it: {e:#}"));
+                return Err(e);
+            }
+        };
         if report.is_none() {
             let device = sink.info().device.as_ref().map(|d| d.device.as_str());
             ops::bind_to_device(&args.ops, &args.sysfs_root, device);
@@ -69,38 +74,35 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
             busy_poll_us: base.busy_poll.map(|d| d.as_micros() as u64),
         };
         header::send(&mut sink, &header)?;
-        let mut rows = match args.mode {
+        let mut row = match args.mode {
             BenchMode::Bw if args.ops.bidirectional => {
-                bidirectional(sink, &mut src, &header, &run, args.report_gbits)?
+                bidirectional(sink, &mut src, &payload, &header, &run, args.report_gbits)?
             }
             BenchMode::Bw => {
-                let sent = measure::stream(sink, &header, &run)?;
+                let sent = measure::stream(sink, &payload, &header, &run)?;
                 let m = BwMeasured::recv(&mut src)?;
                 check_count(sent, &m)?;
-                vec![report::bw_row(size, &m, args.report_gbits)]
+                report::bw_row(size, &m, args.report_gbits)
             }
             BenchMode::Lat => {
-                let half_rtt_ns = measure::ping_pong(&mut sink, &mut src, &header, &run)?;
+                let half_rtt_ns = measure::ping_pong(&mut sink, &mut src, &payload, &header, &run)?;
                 measure::finish(sink)?;
-                vec![report::latency_row(size, half_rtt_ns)]
+                report::latency_row(size, half_rtt_ns)
             }
         };
+        drop(payload);
         while src.recv()?.is_some() {}
         if let Some(c) = &counters {
-            if let Some(first) = rows.first_mut() {
-                first.set_port_counters(c.deltas(&args.sysfs_root));
+            row.set_port_counters(c.deltas(&args.sysfs_root));
+        }
+        if !args.json {
+            report::print_row(&row);
+            if args.ops.histogram {
+                report::print_histogram(&row);
             }
         }
-        for row in rows {
-            if !args.json {
-                report::print_row(&row);
-                if args.ops.histogram {
-                    report::print_histogram(&row);
-                }
-            }
-            missed.extend(args.ops.missed_limits(&row));
-            report.results.push(row);
-        }
+        missed.extend(args.ops.missed_limits(&row));
+        report.results.push(row);
     }
     let Some(report) = report else {
         bail!("no size to run");
@@ -123,18 +125,62 @@ fn check_count(sent: u64, m: &BwMeasured) -> Result<()> {
     Ok(())
 }
 
-/// -b: streams to the server while counting the server's stream on a second thread; a row for
-/// each direction, each measured where its messages arrive.
+/// The two sessions of one size: the client's sending session carries `size`-byte messages;
+/// its receiving one too when messages go `both_ways` (a ping-pong, -b), otherwise only the
+/// server's figures (small slots: 1 GiB messages one way need no 1 GiB slots the other way, on
+/// either end). As [`rdma_container::duplex::connect`] otherwise. Each must carry `size`: a
+/// server whose --max-msg-size is smaller is told why, and so is the user.
+fn connect(
+    addr: SocketAddr,
+    config: &Config,
+    size: usize,
+    both_ways: bool,
+) -> Result<(RdmaSink, RdmaSrc)> {
+    let sending = config.clone().with_max_msg_size(size.max(HEADER_ROOM));
+    let receiving = if both_ways {
+        sending.clone()
+    } else {
+        config.clone().with_max_msg_size(HEADER_ROOM)
+    };
+    let sink = RdmaSink::connect(addr, &sending)?;
+    let src = match RdmaSrc::connect(addr, &receiving) {
+        Ok(src) => src,
+        Err(e) => {
+            sink.abort("duplex: the receiving session could not be set up");
+            return Err(e.into());
+        }
+    };
+    let back = if both_ways {
+        src.info().max_msg_size() as usize
+    } else {
+        usize::MAX
+    };
+    let carried = sink.max_message_size().min(back);
+    if carried < size {
+        let why = format!(
+            "the server takes messages up to {carried} bytes and this run needs {size} (start \
+it with bench --server ... --max-msg-size {size})"
+        );
+        sink.abort(&why);
+        src.abort(&why);
+        bail!(why);
+    }
+    Ok((sink, src))
+}
+
+/// -b: streams to the server while counting the server's stream on a second thread; one row,
+/// both directions added (perftest's), each direction measured where its messages arrive.
 fn bidirectional(
     sink: RdmaSink,
     src: &mut RdmaSrc,
+    payload: &[u8],
     header: &Header,
     run: &RunOptions<'_>,
     gbits: bool,
-) -> Result<Vec<Row>> {
+) -> Result<report::Row> {
     let (sent, counted) = std::thread::scope(|s| {
         let counting = s.spawn(|| measure::count(src, header));
-        let sent = measure::stream(sink, header, run);
+        let sent = measure::stream(sink, payload, header, run);
         let counted = counting
             .join()
             .unwrap_or_else(|_| Err(anyhow!("the counting thread panicked")));
@@ -145,20 +191,20 @@ fn bidirectional(
         .peer_figures
         .ok_or_else(|| anyhow!("the server ended without its measurements"))?;
     check_count(sent, &theirs)?;
-    let mut out = report::bw_row(header.size, &theirs, gbits);
-    let mut back = report::bw_row(header.size, &counted.measured, gbits);
-    for (row, name) in [(&mut out, "client->server"), (&mut back, "server->client")] {
-        if let Row::Bw { direction, .. } = row {
-            *direction = Some(name);
-        }
-    }
-    Ok(vec![out, back])
+    Ok(report::bidirectional_row(
+        report::bw_row(header.size, &theirs, gbits),
+        report::bw_row(header.size, &counted.measured, gbits),
+    ))
 }
 
-/// The sizes to run: `-s` (or the mode's default), or every power of two up to [`ALL_MAX`].
-fn sizes(args: &BenchArgs) -> Vec<usize> {
+/// The sizes to run: `-s` (or the mode's default), or every power of two from 2 up to
+/// `--max-msg-size` (8 MiB unless told).
+pub fn sizes(args: &BenchArgs) -> Vec<usize> {
     if args.all {
-        std::iter::successors(Some(2usize), |s| (*s < ALL_MAX).then_some(s * 2)).collect()
+        let top = super::all_max(args);
+        std::iter::successors(Some(2usize), |s| s.checked_mul(2))
+            .take_while(|s| *s <= top)
+            .collect()
     } else {
         vec![args.size.unwrap_or(match args.mode {
             BenchMode::Bw => 65536,

@@ -29,6 +29,12 @@ const LAT_KEEP_MAX: usize = 10_000_000;
 /// The payload byte of every benchmark message (figures are JSON, which starts with `{`).
 const FILL: u8 = 0x5a;
 
+/// The message every loop sends: `size` bytes of [`FILL`], allocated only when the memory is
+/// there (see [`super::memory`]). Allocate it once the size's sessions are set up.
+pub fn message(size: usize) -> Result<Vec<u8>> {
+    super::memory::message_buffer(size, FILL)
+}
+
 /// How the client's loops run: until Ctrl-C (`stop`, --run-infinitely) or their budget, with
 /// interval reports when asked.
 pub struct RunOptions<'a> {
@@ -81,10 +87,14 @@ impl<'a> Budget<'a> {
     }
 }
 
-/// Streams `h.size`-byte messages for the header's budget (not ending the stream); returns how
-/// many were sent.
-pub fn send_stream(sink: &mut RdmaSink, h: &Header, run: &RunOptions<'_>) -> Result<u64> {
-    let payload = vec![FILL; h.size];
+/// Streams `payload` (a [`message`] of `h.size` bytes) for the header's budget (not ending the
+/// stream); returns how many were sent.
+pub fn send_stream(
+    sink: &mut RdmaSink,
+    payload: &[u8],
+    h: &Header,
+    run: &RunOptions<'_>,
+) -> Result<u64> {
     let started = Instant::now();
     let budget = Budget::start(h, started, run.stop);
     let mut ticker = run
@@ -94,7 +104,7 @@ pub fn send_stream(sink: &mut RdmaSink, h: &Header, run: &RunOptions<'_>) -> Res
     let mut last_note = started;
     let mut sent = 0u64;
     while !budget.spent(sent, None) {
-        sink.send(&payload)?;
+        sink.send(payload)?;
         sent += 1;
         if !sent.is_multiple_of(CLOCK_EVERY) {
             continue;
@@ -119,8 +129,8 @@ pub fn send_stream(sink: &mut RdmaSink, h: &Header, run: &RunOptions<'_>) -> Res
 }
 
 /// Client, `bw`: streams the messages and ends the stream; returns how many were sent.
-pub fn stream(mut sink: RdmaSink, h: &Header, run: &RunOptions<'_>) -> Result<u64> {
-    let sent = send_stream(&mut sink, h, run)?;
+pub fn stream(mut sink: RdmaSink, payload: &[u8], h: &Header, run: &RunOptions<'_>) -> Result<u64> {
+    let sent = send_stream(&mut sink, payload, h, run)?;
     finish(sink)?;
     Ok(sent)
 }
@@ -132,17 +142,17 @@ pub fn finish(sink: RdmaSink) -> Result<()> {
     Ok(())
 }
 
-/// Client, `lat`: warms up, then times ping-pongs; returns half of each round trip in
-/// nanoseconds.
+/// Client, `lat`: warms up, then times ping-pongs of `payload` (a [`message`] of `h.size`
+/// bytes); returns half of each round trip in nanoseconds.
 pub fn ping_pong(
     sink: &mut RdmaSink,
     src: &mut RdmaSrc,
+    payload: &[u8],
     h: &Header,
     run: &RunOptions<'_>,
 ) -> Result<Vec<u64>> {
-    let payload = vec![FILL; h.size];
     let mut ping = || -> Result<()> {
-        sink.send(&payload)?;
+        sink.send(payload)?;
         match src.recv()? {
             Some(echo) if echo.len() == payload.len() => Ok(()),
             Some(echo) => bail!(

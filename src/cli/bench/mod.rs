@@ -7,14 +7,16 @@
 //! is a ping-pong (the server echoes every message) timed on the client, and reports half the
 //! round trip, as perftest does.
 //!
-//! Here: the entry point and the sizes. The client's loop over sizes is in [`client`], the wire
-//! messages in [`header`], the timed loops in [`measure`], the table and JSON in [`report`],
-//! the server in [`serve`].
+//! Here: the entry point, the sizes and the flags that cannot be used together. The client's
+//! loop over sizes is in [`client`], the wire messages in [`header`], the timed loops in
+//! [`measure`], the message buffer in [`memory`], the table and JSON in [`report`], the server
+//! in [`serve`].
 
 mod client;
 mod header;
 mod laps;
 mod measure;
+mod memory;
 mod ops;
 mod report;
 mod serve;
@@ -26,13 +28,93 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 
-use super::args::BenchArgs;
+use super::args::{BenchArgs, BenchMode};
+use super::UsageError;
 
-/// The largest size `-a` runs (perftest's default top size).
+/// The largest size `-a` runs unless told (perftest's top size).
 const ALL_MAX: usize = 8 << 20;
+
+/// The largest message a server takes unless told (`--max-msg-size`).
+const SERVER_MAX: usize = 1 << 30;
+
+/// The fewest messages a bw run can time: its clock starts at the first arrival.
+const MIN_BW_ITERS: u64 = 2;
+
+/// The top of the `-a` sweep: `--max-msg-size`, or [`ALL_MAX`].
+fn all_max(args: &BenchArgs) -> usize {
+    args.max_msg_size.unwrap_or(ALL_MAX)
+}
+
+/// Flags that cannot apply to this run (the mode, or the server's side), refused before
+/// anything listens or connects rather than ignored: one line each, exit status 2.
+fn check_usage(args: &BenchArgs) -> std::result::Result<(), UsageError> {
+    let refuse = |line: String| Err(UsageError(line));
+    let ops = &args.ops;
+    let limits = [
+        ("--limit-bw", ops.limit_bw.is_some(), BenchMode::Bw),
+        (
+            "--limit-msgrate",
+            ops.limit_msgrate.is_some(),
+            BenchMode::Bw,
+        ),
+        ("--limit-lat", ops.limit_lat.is_some(), BenchMode::Lat),
+    ];
+    if args.server.is_some() {
+        if let Some((flag, ..)) = limits.iter().find(|(_, set, _)| *set) {
+            return refuse(format!(
+                "{flag} is checked by the client (bench --client ... {flag}); the server \
+measures what its clients ask for"
+            ));
+        }
+        return Ok(());
+    }
+    for (flag, set, mode) in limits {
+        if set && args.mode != mode {
+            return refuse(format!(
+                "{flag} is for --mode {} runs; this is a --mode {} run (perftest would ignore it)",
+                mode_name(mode),
+                mode_name(args.mode)
+            ));
+        }
+    }
+    if ops.bidirectional && args.mode == BenchMode::Lat {
+        return refuse(
+            "-b/--bidirectional is for --mode bw (a ping-pong goes both ways already)".to_owned(),
+        );
+    }
+    if let Some(n) = args
+        .iters
+        .filter(|&n| args.mode == BenchMode::Bw && n < MIN_BW_ITERS)
+    {
+        return refuse(format!(
+            "-n {n}: a bw run needs at least {MIN_BW_ITERS} messages (its clock starts when the \
+first one arrives and times the ones after it)"
+        ));
+    }
+    if let (Some(size), Some(max)) = (args.size, args.max_msg_size) {
+        if size > max {
+            return refuse(format!("-s {size} exceeds --max-msg-size {max}"));
+        }
+    }
+    if args.all && all_max(args) < 2 {
+        return refuse(format!(
+            "-a runs the powers of two from 2 bytes up to --max-msg-size, and {} has none",
+            all_max(args)
+        ));
+    }
+    Ok(())
+}
+
+fn mode_name(mode: BenchMode) -> &'static str {
+    match mode {
+        BenchMode::Bw => "bw",
+        BenchMode::Lat => "lat",
+    }
+}
 
 /// Runs `bench`; returns the exit status.
 pub fn run(args: &BenchArgs, stop: Arc<AtomicBool>) -> Result<u8> {
+    check_usage(args)?;
     // A run without end stops at Ctrl-C between messages: the library's own waits must not
     // see that Ctrl-C (the stream still ends cleanly and the results come back).
     let library_stop = if args.ops.run_infinitely {
@@ -43,7 +125,12 @@ pub fn run(args: &BenchArgs, stop: Arc<AtomicBool>) -> Result<u8> {
     let config = super::config_from(&args.session_args(), &library_stop)?;
     super::check_rdma_request(&config)?;
     match (args.server, args.client) {
-        (Some(addr), None) => serve::serve(addr, config),
+        (Some(addr), None) => serve::serve(
+            addr,
+            config,
+            args.max_msg_size.unwrap_or(SERVER_MAX),
+            args.once,
+        ),
         (None, Some(addr)) => client::run(addr, config, args, &stop),
         _ => bail!("say bench --server IP:PORT or bench --client IP:PORT"),
     }
@@ -89,6 +176,73 @@ mod tests {
             panic!("a bench command");
         };
         args
+    }
+
+    /// The usage error `bench` gives for the options after `bench --client ...`, if any.
+    fn refused(extra: &[&str]) -> Option<String> {
+        check_usage(&bench_args(extra)).err().map(|e| e.0)
+    }
+
+    #[test]
+    fn limits_apply_only_to_their_mode_and_never_on_the_server() {
+        assert_eq!(refused(&["--limit-bw", "1", "--limit-msgrate", "1"]), None);
+        assert_eq!(refused(&["--mode", "lat", "--limit-lat", "5"]), None);
+        let line = refused(&["--limit-lat", "5"]).expect("refused");
+        assert!(line.starts_with("--limit-lat is for --mode lat"), "{line}");
+        for flag in ["--limit-bw", "--limit-msgrate"] {
+            let line = refused(&["--mode", "lat", flag, "1"]).expect("refused");
+            assert!(
+                line.starts_with(&format!("{flag} is for --mode bw")),
+                "{line}"
+            );
+        }
+        let server = |extra: &[&str]| {
+            let mut line = vec!["rdma-container", "bench", "--server", "127.0.0.1:1"];
+            line.extend_from_slice(extra);
+            let Some(Command::Bench(args)) = Cli::try_parse_from(line).unwrap().command else {
+                panic!("a bench command");
+            };
+            check_usage(&args).err().map(|e| e.0)
+        };
+        assert_eq!(server(&["--once", "--max-msg-size", "1073741824"]), None);
+        let line = server(&["--limit-bw", "1"]).expect("refused");
+        assert!(line.contains("checked by the client"), "{line}");
+    }
+
+    #[test]
+    fn a_bw_run_needs_two_messages_and_a_lat_run_one() {
+        let line = refused(&["-n", "1"]).expect("refused");
+        assert!(
+            line.starts_with("-n 1: a bw run needs at least 2"),
+            "{line}"
+        );
+        assert_eq!(refused(&["-n", "2"]), None);
+        assert_eq!(refused(&["--mode", "lat", "-n", "1"]), None);
+    }
+
+    #[test]
+    fn sizes_go_up_to_1_gib_and_beyond() {
+        let gib = (1usize << 30).to_string();
+        let top = bench_args(&["-a", "--max-msg-size", &gib]);
+        let sizes = client::sizes(&top);
+        assert_eq!((sizes[0], sizes.len()), (2, 30), "2 B .. 1 GiB");
+        assert_eq!(sizes.last(), Some(&(1 << 30)));
+        assert_eq!(client::sizes(&bench_args(&["-a"])).last(), Some(&(8 << 20)));
+        assert_eq!(client::sizes(&bench_args(&["-s", &gib])), [1 << 30]);
+        assert_eq!(refused(&["-s", &gib]), None);
+        let line = refused(&["-s", &gib, "--max-msg-size", "1048576"]).expect("refused");
+        assert_eq!(line, "-s 1073741824 exceeds --max-msg-size 1048576");
+        assert!(refused(&["-a", "--max-msg-size", "1"]).is_some());
+    }
+
+    #[test]
+    fn default_credits_keep_large_messages_slots_within_256_mib() {
+        let bw = bench_args(&[]);
+        assert_eq!(bw.credits_for(16 << 20), 16);
+        assert_eq!(bw.credits_for(64 << 20), 4);
+        assert_eq!(bw.credits_for(1 << 30), 2);
+        assert_eq!(bench_args(&["--mode", "lat"]).credits_for(1 << 30), 2);
+        assert_eq!(bench_args(&["--credits", "8"]).credits_for(1 << 30), 8);
     }
 
     #[test]

@@ -18,8 +18,9 @@ pub const EXIT_LIMIT_MISSED: u8 = 6;
 /// The options (flattened into `bench`'s).
 #[derive(Debug, Clone, Args)]
 pub struct OpsArgs {
-    /// bw: both directions at once, each side streaming to the other (perftest's -b); a row
-    /// for each direction, each measured where its messages arrive.
+    /// bw: both directions at once, each side streaming to the other (perftest's -b); one
+    /// row per size, both directions added as perftest prints it (--json also has each
+    /// direction's figures, measured where its messages arrive).
     #[arg(short = 'b', long)]
     pub bidirectional: bool,
 
@@ -40,7 +41,8 @@ pub struct OpsArgs {
     pub histogram: bool,
 
     /// Fail (exit status 6, after the results) when a bw result's average is below GBPS
-    /// gigabits per second (perftest's --limit_bw).
+    /// gigabits per second (perftest's --limit_bw; with -b, the sum). Refused (exit status 2)
+    /// on a lat run, as --limit-msgrate is.
     #[arg(long, value_name = "GBPS")]
     pub limit_bw: Option<f64>,
 
@@ -50,7 +52,7 @@ pub struct OpsArgs {
     pub limit_msgrate: Option<f64>,
 
     /// Fail (exit status 6) when a lat result's average (t_avg, half the round trip) is above
-    /// USEC microseconds (perftest's --limit_lat).
+    /// USEC microseconds (perftest's --limit_lat). Refused (exit status 2) on a bw run.
     #[arg(long, value_name = "USEC")]
     pub limit_lat: Option<f64>,
 
@@ -79,6 +81,7 @@ impl OpsArgs {
                     bw_average * 1024.0 * 1024.0 * 8.0 / 1e9
                 };
                 let what = match direction {
+                    Some("both") => format!("{bytes} B both directions"),
                     Some(d) => format!("{bytes} B {d}"),
                     None => format!("{bytes} B"),
                 };
@@ -310,7 +313,8 @@ impl Ticker {
         self.last_at.duration_since(self.started).as_secs_f64()
     }
 
-    /// A bw interval: `messages` sent in `secs`.
+    /// A bw interval: `messages` the client sent in `secs` (client->server; with -b the other
+    /// direction is measured by the server and reported with the size's row).
     pub fn print_bw(&self, secs: f64, messages: u64, gbits: bool) {
         let bytes_per_sec = (messages * self.size as u64) as f64 / secs.max(1e-9);
         let (bw, unit) = if gbits {
@@ -323,7 +327,7 @@ impl Ticker {
             println!(
                 "{}",
                 serde_json::json!({"interval": {"t_s": self.at(), "bytes": self.size, "messages": messages,
-                    "bw": bw, "unit": unit, "msg_rate_mpps": mpps}})
+                    "bw": bw, "unit": unit, "msg_rate_mpps": mpps, "direction": "client->server"}})
             );
         } else {
             // The table's columns: size, messages, (no peak), average, rate; the time first.

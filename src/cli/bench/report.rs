@@ -26,9 +26,13 @@ pub enum Row {
         bw_average: f64,
         msg_rate_mpps: f64,
         unit: &'static str,
-        /// With -b: "client->server" or "server->client".
+        /// With -b: "both" on the row (the two directions added, as perftest prints it), and
+        /// "client->server" or "server->client" on each of its `directions`.
         #[serde(skip_serializing_if = "Option::is_none")]
         direction: Option<&'static str>,
+        /// With -b: each direction's own figures, measured where its messages arrive.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        directions: Vec<Row>,
         /// What the size changed in the RDMA port's sysfs counters (none on tcp).
         #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         port_counters: BTreeMap<String, u64>,
@@ -140,6 +144,50 @@ pub fn bw_row(size: usize, m: &BwMeasured, report_gbits: bool) -> Row {
         msg_rate_mpps: m.timed_messages.unwrap_or(m.messages.saturating_sub(1)) as f64 / secs / 1e6,
         unit,
         direction: None,
+        directions: Vec::new(),
+        port_counters: BTreeMap::new(),
+    }
+}
+
+/// -b: perftest's one row, both directions added (bandwidth, peak, message rate), from the row
+/// of each (`out`: client->server, `back`: server->client); its iterations are the client's own,
+/// as perftest prints its own. Each direction's row stays under `directions`.
+pub fn bidirectional_row(mut out: Row, mut back: Row) -> Row {
+    let figures = |row: &Row| match row {
+        Row::Bw {
+            bytes,
+            iterations,
+            bw_peak,
+            bw_average,
+            msg_rate_mpps,
+            unit,
+            ..
+        } => (
+            *bytes,
+            *iterations,
+            *bw_peak,
+            *bw_average,
+            *msg_rate_mpps,
+            *unit,
+        ),
+        Row::Lat { .. } => unreachable!("-b is refused for lat"),
+    };
+    let (bytes, iterations, peak_out, avg_out, rate_out, unit) = figures(&out);
+    let (_, _, peak_back, avg_back, rate_back, _) = figures(&back);
+    for (row, name) in [(&mut out, "client->server"), (&mut back, "server->client")] {
+        if let Row::Bw { direction, .. } = row {
+            *direction = Some(name);
+        }
+    }
+    Row::Bw {
+        bytes,
+        iterations,
+        bw_peak: peak_out + peak_back,
+        bw_average: avg_out + avg_back,
+        msg_rate_mpps: rate_out + rate_back,
+        unit,
+        direction: Some("both"),
+        directions: vec![out, back],
         port_counters: BTreeMap::new(),
     }
 }
@@ -182,6 +230,9 @@ pub fn latency_row(size: usize, mut ns: Vec<u64>) -> Row {
 
 fn print_header(r: &Report, args: &BenchArgs, info: &SessionInfo) {
     let title = match args.mode {
+        BenchMode::Bw if args.ops.bidirectional => {
+            "Send Bidirectional BW Test (rdma-container bench, both directions added)"
+        }
         BenchMode::Bw => "Send BW Test (rdma-container bench)",
         BenchMode::Lat => "Send Latency Test (rdma-container bench, half round trip)",
     };
@@ -201,7 +252,8 @@ fn print_header(r: &Report, args: &BenchArgs, info: &SessionInfo) {
         " MTU             : {}",
         info.mtu().map_or("-".to_owned(), |m| format!("{m} bytes"))
     );
-    let larger = args.credits_for(usize::MAX);
+    let top = super::client::sizes(args).last().copied().unwrap_or(1);
+    let larger = args.credits_for(top);
     if args.all && larger != r.credits {
         println!(
             " Credits (depth) : {} ({larger} for the largest sizes)",
@@ -261,13 +313,12 @@ pub fn print_row(row: &Row) {
             bw_peak,
             bw_average,
             msg_rate_mpps,
-            direction,
             port_counters,
             ..
         } => {
+            // With -b this is the sum, as perftest prints it (the directions are in the JSON).
             println!(
-                " {bytes:<10} {iterations:<14} {bw_peak:<20.2} {bw_average:<22.2} {msg_rate_mpps:<14.6}{}",
-                direction.map_or(String::new(), |d| format!(" {d}"))
+                " {bytes:<10} {iterations:<14} {bw_peak:<20.2} {bw_average:<22.2} {msg_rate_mpps:<14.6}"
             );
             print_counters(port_counters);
         }
@@ -320,6 +371,44 @@ pub fn print_histogram(row: &Row) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bidirectional_row_adds_both_directions_and_keeps_each() {
+        let measured = |messages: u64, bytes: u64| BwMeasured {
+            messages,
+            bytes,
+            seconds: 1.0,
+            peak_bytes_per_sec: 2.0 * bytes as f64,
+            timed_messages: Some(messages - 1),
+        };
+        let row = bidirectional_row(
+            bw_row(1024, &measured(100, 1 << 20), false),
+            bw_row(1024, &measured(301, 3 << 20), false),
+        );
+        let Row::Bw {
+            iterations,
+            bw_peak,
+            bw_average,
+            msg_rate_mpps,
+            direction,
+            directions,
+            ..
+        } = &row
+        else {
+            panic!("a bw row");
+        };
+        assert_eq!((*iterations, *direction), (100, Some("both")));
+        assert_eq!((*bw_average, *bw_peak), (4.0, 8.0));
+        assert!((msg_rate_mpps - 399e-6).abs() < 1e-12, "{msg_rate_mpps}");
+        let names: Vec<_> = directions
+            .iter()
+            .map(|d| match d {
+                Row::Bw { direction, .. } => *direction,
+                Row::Lat { .. } => None,
+            })
+            .collect();
+        assert_eq!(names, [Some("client->server"), Some("server->client")]);
+    }
 
     #[test]
     fn latency_columns_are_perftests() {

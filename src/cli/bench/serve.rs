@@ -1,5 +1,7 @@
-//! `bench --server`: serves benchmark clients one after another, each size a duplex session
-//! on the client's credits and message size, until the client's last size (or Ctrl-C).
+//! `bench --server`: serves benchmark clients one after another until Ctrl-C (exit 130, as
+//! `--server`), or one client's run with `--once` (then exits with its status). A client's run
+//! is a duplex session per size, each on the client's credits and message size (up to
+//! `--max-msg-size`), the last one marked in its header.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,37 +11,59 @@ use rdma_container::{Config, Error, Listener, RdmaSink, RdmaSrc};
 
 use super::header::{self, Header};
 use super::measure::{self, RunOptions};
-use super::ALL_MAX;
 use crate::cli::args::BenchMode;
+use crate::cli::result::exit_status_of;
 use crate::cli::EXIT_INTERRUPTED;
 
-/// Serves benchmark clients until the client's last size (or Ctrl-C).
-pub fn serve(addr: SocketAddr, config: Config) -> Result<u8> {
-    let max_msg_size = ALL_MAX.max(config.max_msg_size);
+/// Serves benchmark clients of messages up to `max_msg_size` bytes until Ctrl-C, or (`once`)
+/// one client's run; returns the exit status.
+pub fn serve(addr: SocketAddr, config: Config, max_msg_size: usize, once: bool) -> Result<u8> {
     let busy_poll = config.busy_poll;
     let listener = Listener::bind(addr, &config.with_max_msg_size(max_msg_size))?;
-    log::info!("bench server listening on {addr}");
+    log::info!(
+        "bench server listening on {addr} (messages up to {max_msg_size} bytes; {})",
+        if once {
+            "one client's run: --once"
+        } else {
+            "clients one after another until Ctrl-C"
+        }
+    );
+    let mut runs = 0u64;
     loop {
         // The library's duplex accept, except that each session takes the client's credits and
         // message size (perftest's client chooses them; `accept_duplex` would use ours).
-        let (mut sink, mut src) = match listener.accept_duplex_with_peer_settings() {
-            Ok(pair) => pair,
-            Err(Error::Interrupted) => return Ok(EXIT_INTERRUPTED),
+        let failed = match listener.accept_duplex_with_peer_settings() {
+            Err(Error::Interrupted) => {
+                log::info!("interrupted after {runs} run(s)");
+                return Ok(EXIT_INTERRUPTED);
+            }
             Err(e) => {
-                log::error!("benchmark session setup failed: {}", e.chain());
-                continue;
+                let e = anyhow::Error::from(e);
+                log::error!("benchmark session setup failed: {e:#}");
+                e
             }
+            Ok((mut sink, mut src)) => match serve_one(&mut sink, &mut src, busy_poll) {
+                Ok(last) => {
+                    if let Err(e) = sink.finish() {
+                        log::warn!("ending the reply stream failed: {}", e.chain());
+                    }
+                    if last {
+                        runs += 1;
+                        if once {
+                            return Ok(0);
+                        }
+                        log::info!("run {runs} done; waiting for the next client");
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    log::error!("benchmark session failed: {e:#}");
+                    e
+                }
+            },
         };
-        match serve_one(&mut sink, &mut src, busy_poll) {
-            Ok(last) => {
-                if let Err(e) = sink.finish() {
-                    log::warn!("ending the reply stream failed: {}", e.chain());
-                }
-                if last {
-                    return Ok(0);
-                }
-            }
-            Err(e) => log::error!("benchmark session failed: {e:#}"),
+        if once {
+            return Ok(exit_status_of(&failed));
         }
     }
 }
@@ -68,9 +92,16 @@ fn serve_one(sink: &mut RdmaSink, src: &mut RdmaSrc, ours: Option<Duration>) -> 
         BenchMode::Bw if header.bidirectional => {
             // Both ways: our stream to the client while we count its stream; our figures
             // after our stream (the client tells them from its messages by their first byte).
+            let payload = match measure::message(header.size) {
+                Ok(payload) => payload,
+                Err(e) => {
+                    sink.abort_in_place(&format!("the bench server cannot run it: {e:#}"));
+                    return Err(e);
+                }
+            };
             let (sent, counted) = std::thread::scope(|s| {
                 let counting = s.spawn(|| measure::count(src, &header));
-                let sent = measure::send_stream(sink, &header, &RunOptions::SERVER);
+                let sent = measure::send_stream(sink, &payload, &header, &RunOptions::SERVER);
                 let counted = counting
                     .join()
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("the counting thread panicked")));
