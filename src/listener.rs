@@ -208,7 +208,7 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
     /// Either session failed to set up, or the second did not arrive within the handshake
     /// timeout.
     pub fn accept_duplex(&self) -> Result<(RdmaSink, RdmaSrc)> {
-        self.duplex(false)
+        self.duplex(None)
     }
 
     /// Like [`Listener::accept_duplex`], each session with the client's credits and largest
@@ -217,10 +217,23 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
     /// # Errors
     /// As for [`Listener::accept_duplex`].
     pub fn accept_duplex_with_peer_settings(&self) -> Result<(RdmaSink, RdmaSrc)> {
-        self.duplex(true)
+        self.duplex(Some(u16::MAX))
     }
 
-    fn duplex(&self, adopt_peer_settings: bool) -> Result<(RdmaSink, RdmaSrc)> {
+    /// Like [`Listener::accept_duplex_with_peer_settings`], the client's credits capped at
+    /// `max_credits` (a benchmark server whose operator set its own: the receiving end decides).
+    ///
+    /// # Errors
+    /// As for [`Listener::accept_duplex`].
+    pub fn accept_duplex_with_peer_settings_up_to(
+        &self,
+        max_credits: u16,
+    ) -> Result<(RdmaSink, RdmaSrc)> {
+        self.duplex(Some(max_credits))
+    }
+
+    /// `adopt_up_to`: take the client's settings, its credits at most this many.
+    fn duplex(&self, adopt_up_to: Option<u16>) -> Result<(RdmaSink, RdmaSrc)> {
         let mut first = loop {
             let incoming = self.accept()?;
             if incoming.peer_role() == Role::Sender {
@@ -229,8 +242,9 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
             incoming.refuse("duplex: send on the first session, receive on the second");
         };
         let peer = first.peer_addr().ip();
-        if adopt_peer_settings {
+        if let Some(cap) = adopt_up_to {
             first.adopt_peer_settings();
+            first.config.credits = first.config.credits.min(cap);
         }
         let src = first.accept_src()?;
         let deadline = deadline_after(Instant::now(), self.config.handshake_timeout);
@@ -244,8 +258,9 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
                 });
             };
             if incoming.peer_addr().ip() == peer && incoming.peer_role() == Role::Receiver {
-                if adopt_peer_settings {
+                if let Some(cap) = adopt_up_to {
                     incoming.adopt_peer_settings();
+                    incoming.config.credits = incoming.config.credits.min(cap);
                 }
                 return Ok((incoming.accept_sink()?, src));
             }

@@ -144,3 +144,50 @@ fn a_client_asking_for_more_slot_memory_than_the_servers_limit_is_refused_with_t
     s.signal(nix::sys::signal::Signal::SIGINT);
     s.wait(SHORT);
 }
+
+/// `bench` follows the same rule: its server takes the client's credits unless given its own.
+fn bench_run(server_credits: &[&str]) -> Proc {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut args = vec!["bench", "--server", &addr, "--once", "--transport", "tcp"];
+    args.extend_from_slice(server_credits);
+    let mut s = common::start("bench server", &args);
+    s.wait_for_stderr("listening on", SHORT);
+    let mut c = common::start(
+        "bench client",
+        &[
+            "bench",
+            "--client",
+            &addr,
+            "--transport",
+            "tcp",
+            "--credits",
+            "32",
+            "-n",
+            "200",
+            "-s",
+            "64",
+        ],
+    );
+    assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    c
+}
+
+#[test]
+fn a_bench_server_given_credits_caps_the_clients_and_the_client_warns() {
+    let c = bench_run(&["--credits", "4"]);
+    assert!(
+        c.stderr()
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("the server set 4 credits, not the 32")),
+        "{}",
+        c.report()
+    );
+    let c = bench_run(&[]);
+    assert!(
+        !c.stderr().contains("the server set"),
+        "without its own, the bench server takes the client's\n{}",
+        c.report()
+    );
+}

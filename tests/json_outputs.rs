@@ -405,7 +405,7 @@ fn demo_reports_the_client_and_the_server() {
 /// `bench --server 127.0.0.1:port`, once it listens.
 fn bench_server(port: u16) -> Proc {
     let a = addr(port);
-    let mut p = start("bench server", &["bench", "--server", &a]);
+    let mut p = start("bench server", &["bench", "--server", &a, "--once"]);
     p.wait_for_stderr("listening on", SHORT);
     p
 }
@@ -494,12 +494,22 @@ fn bench_lat_json_report_matches_the_schema() {
 }
 
 #[test]
-fn bench_bidirectional_json_report_has_a_row_per_direction() {
+fn bench_bidirectional_json_report_has_the_summed_row_with_each_direction() {
     let v = bench_report(&["--json", "-b", "--report-gbits", "-n", "200", "-s", "64"]);
     let r = rows(&v);
-    let directions: Vec<&str> = r.iter().filter_map(|x| x["direction"].as_str()).collect();
+    assert_eq!(r.len(), 1, "one summed row, as perftest prints: {v}");
+    assert_eq!(r[0]["direction"], "both", "{v}");
+    let directions: Vec<&str> = r[0]["directions"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|x| x["direction"].as_str()).collect())
+        .unwrap_or_default();
     assert_eq!(directions, ["client->server", "server->client"], "{v}");
     assert!(r.iter().all(|x| x["unit"] == "Gb/sec"), "{v}");
+    assert_schema_refuses(
+        BENCH,
+        &edited(&v, |v| remove(&mut v["results"][0], "directions")),
+        "a -b row without its directions",
+    );
 }
 
 /// `bench --json --interval` with `args`: every stdout line is JSON, each validated; the

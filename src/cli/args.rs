@@ -380,7 +380,8 @@ pub struct BenchArgs {
     /// 256 KiB messages: the receiver sends a credit message each time half the window is
     /// released, which in a ping-pong is one extra packet every 8 round trips with 16 and
     /// every 32 with 64. Above 16 MiB the default keeps a session's slots within 256 MiB
-    /// (at least 2 credits).
+    /// (at least 2 credits). The server takes the client's, at most its own --credits when
+    /// given (the client warns then), as --server does.
     #[arg(
         short = 't',
         long,

@@ -17,7 +17,7 @@ use crate::cli::args::{BenchArgs, BenchMode};
 const HEADER_ROOM: usize = 512;
 
 /// Runs every size against the server at `addr` and prints the results; `stop` ends a run
-/// without end (--run-infinitely) at Ctrl-C. Returns the exit status (3: a limit missed).
+/// without end (--run-infinitely) at Ctrl-C. Returns the exit status (6: a limit missed).
 pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) -> Result<u8> {
     let sizes = sizes(args);
     let iters = (args.duration.is_none() && !args.ops.run_infinitely).then(|| {
@@ -45,6 +45,14 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
         let config = base.clone().with_credits(args.credits_for(size));
         let (mut sink, mut src) = connect(addr, &config, size, both_ways)
             .with_context(|| format!("cannot start a benchmark session with {addr}"))?;
+        if i == 0 && sink.info().credits() != config.credits {
+            log::warn!(
+                "the server set {} credits, not the {} asked here: the receiving end's --credits \
+decides",
+                sink.info().credits(),
+                config.credits
+            );
+        }
         // The sessions' slots are set up (and were checked against the memory): now the
         // message the loops send.
         let payload = match measure::message(size) {

@@ -130,6 +130,7 @@ pub fn run(args: &BenchArgs, stop: Arc<AtomicBool>) -> Result<u8> {
             config,
             args.max_msg_size.unwrap_or(SERVER_MAX),
             args.once,
+            args.credits,
         ),
         (None, Some(addr)) => client::run(addr, config, args, &stop),
         _ => bail!("say bench --server IP:PORT or bench --client IP:PORT"),

@@ -16,8 +16,16 @@ use crate::cli::result::exit_status_of;
 use crate::cli::EXIT_INTERRUPTED;
 
 /// Serves benchmark clients of messages up to `max_msg_size` bytes until Ctrl-C, or (`once`)
-/// one client's run; returns the exit status.
-pub fn serve(addr: SocketAddr, config: Config, max_msg_size: usize, once: bool) -> Result<u8> {
+/// one client's run; returns the exit status. Each session takes the client's credits, at
+/// most `credits` when the operator gave `--credits` (the receiving end decides, as with
+/// `--server`).
+pub fn serve(
+    addr: SocketAddr,
+    config: Config,
+    max_msg_size: usize,
+    once: bool,
+    credits: Option<u16>,
+) -> Result<u8> {
     let busy_poll = config.busy_poll;
     let listener = Listener::bind(addr, &config.with_max_msg_size(max_msg_size))?;
     log::info!(
@@ -32,7 +40,11 @@ pub fn serve(addr: SocketAddr, config: Config, max_msg_size: usize, once: bool) 
     loop {
         // The library's duplex accept, except that each session takes the client's credits and
         // message size (perftest's client chooses them; `accept_duplex` would use ours).
-        let failed = match listener.accept_duplex_with_peer_settings() {
+        let accepted = match credits {
+            Some(cap) => listener.accept_duplex_with_peer_settings_up_to(cap),
+            None => listener.accept_duplex_with_peer_settings(),
+        };
+        let failed = match accepted {
             Err(Error::Interrupted) => {
                 log::info!("interrupted after {runs} run(s)");
                 return Ok(EXIT_INTERRUPTED);
