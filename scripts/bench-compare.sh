@@ -109,7 +109,7 @@ row() {
 }
 
 bench_server() {
-	"${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" --transport tcp >"$work/server.log" 2>&1 &
+	"${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" --once --transport tcp >"$work/server.log" 2>&1 &
 	pids+=($!)
 	sleep 0.3
 }
@@ -234,7 +234,7 @@ calls_total() { # counter output file -> total calls
 syscall_run() { # message count -> "server_total client_total"
 	local n=$1
 	next_port
-	count_calls "$work/st-server-$n.txt" "${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" \
+	count_calls "$work/st-server-$n.txt" "${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" --once \
 		--transport tcp >"$work/server-st.log" 2>&1 &
 	local spid=$!
 	pids+=("$spid")

@@ -38,7 +38,7 @@ measure() {
 	local field='.results[0].msg_rate_mpps * 1000000' credits=64
 	[ "$2" -ge 65536 ] && field='.results[0].bw_average' && credits=16
 	port=$((port + 1))
-	"$binary" bench --server "127.0.0.1:$port" --transport tcp --resume-timeout 10 >/dev/null 2>&1 &
+	"$binary" bench --server "127.0.0.1:$port" --once --transport tcp --resume-timeout 10 >/dev/null 2>&1 &
 	server_pid=$!
 	sleep 0.3
 	local args=("${off_args[@]}")

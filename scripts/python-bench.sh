@@ -73,7 +73,7 @@ json_field() { "$python" -c 'import json, sys; print(eval(sys.argv[1], {}, json.
 # rust SIZE COUNT CREDITS: prints "msg/s MiB/s"
 rust() {
 	port=$((port + 1))
-	cpu "$work/cpu-rs" "${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" --transport tcp >"$work/rs.log" 2>&1 &
+	cpu "$work/cpu-rs" "${server_pin[@]}" "$binary" bench --server "127.0.0.1:$port" --once --transport tcp >"$work/rs.log" 2>&1 &
 	pids+=($!)
 	sleep 0.3
 	cpu "$work/cpu-rc" "${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \

@@ -900,7 +900,7 @@ bench_pair() { # name wrapper-or-"" [client bench args...]
 	next_port
 	# shellcheck disable=SC2001 # the wrapper's output file differs per side
 	timeout "$T_RUN" ip netns exec "$NS_B" "${PIN_SERVER[@]}" "${wrapper[@]/@SIDE@/server}" "$BIN" bench \
-		--server "$IP_B:$PORT" --transport "$TRANSPORT" "${BENCH_SERVER_ARGS[@]}" \
+		--server "$IP_B:$PORT" --once --transport "$TRANSPORT" "${BENCH_SERVER_ARGS[@]}" \
 		>"/tmp/$name.server.out" 2>"/tmp/$name.server.err" &
 	spid=$!
 	if ! wait_listening "$NS_B" "$PORT" "$spid"; then
