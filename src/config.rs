@@ -373,7 +373,7 @@ impl Config {
     }
 
     /// The flags of the queue pair settings that are set.
-    fn qp_flags_set(&self) -> Vec<&'static str> {
+    pub(crate) fn qp_flags_set(&self) -> Vec<&'static str> {
         let q = self.qp_settings();
         [
             (q.traffic_class.is_some(), "--tclass"),

@@ -464,9 +464,9 @@ impl<P: RolePath + ?Sized> Prepared<P> {
         if transport.kind() == TransportKind::Tcp && config.qp_settings().any() {
             // Only auto gets here (validate() refuses them with --transport tcp).
             log::warn!(
-                "the tcp transport has no RDMA queue pair: --tclass, --sl, --mtu, --ack-timeout \
-                 and --retry-count do not apply to this session (its packets keep the default \
-                 class; docs/lossless-roce.md)"
+                "the tcp transport has no RDMA queue pair, so this session does not apply {} \
+                 (its packets keep the default class; docs/lossless-roce.md)",
+                config.qp_flags_set().join(", ")
             );
         }
         let gid = device
