@@ -39,11 +39,16 @@ fn a_server_whose_slots_exceed_its_address_space_limit_refuses_with_the_figures(
                 "tcp",
                 "--credits",
                 "1024",
+                // Above the session's 4 GiB of slots: the address-space limit is what refuses.
+                "--max-receive-memory",
+                "8589934592",
             ],
             TWO_GIB,
         ),
     );
     s.wait_for_stderr("listening on", SHORT);
+    // The client keeps 1024 messages of up to 4 MiB in flight (its own staging is allocated
+    // lazily), so the server's session has 1024 slots of 4 MiB.
     let mut c = common::start(
         "client",
         &[
@@ -55,6 +60,10 @@ fn a_server_whose_slots_exceed_its_address_space_limit_refuses_with_the_figures(
             "3",
             "--connect-timeout",
             "10",
+            "--credits",
+            "1024",
+            "--max-msg-size",
+            "4194304",
         ],
     );
     let client_code = c.wait_code(SHORT);

@@ -97,16 +97,28 @@ in effect; lower --credits or --max-msg-size, or raise the limit (in a container
     Ok(total)
 }
 
-/// `n` zeroed bytes, or an error instead of the allocator's abort.
+/// `n` zeroed bytes, or an error instead of the allocator's abort. The memory comes zeroed from
+/// the allocator (`calloc`: fresh pages of a large allocation are the kernel's zero pages, so
+/// slots cost memory only as messages land in them, and a gigabyte is not written at set-up).
 pub(crate) fn zeroed(n: usize) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    bytes.try_reserve_exact(n).map_err(|_| {
+    let refused = || {
         Error::InvalidConfig(format!(
             "cannot allocate {n} bytes of slot memory: lower --credits or --max-msg-size"
         ))
-    })?;
-    bytes.resize(n, 0);
-    Ok(bytes)
+    };
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).map_err(|_| refused())?;
+    // SAFETY: the layout's size is n > 0, as alloc_zeroed requires.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(refused());
+    }
+    // SAFETY: ptr is non-null and was allocated by the global allocator with the layout of
+    // [u8; n] (size n, alignment 1), which is the layout a Vec<u8> of capacity n frees with;
+    // all n bytes are initialised (zero); the Vec becomes its only owner.
+    Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
 }
 
 /// The address-space limit (`RLIMIT_AS`) and what this process maps now (`VmSize`), in
