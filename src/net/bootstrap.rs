@@ -86,7 +86,7 @@ pub(crate) fn connect(
         };
         if attempts == 1 {
             log::info!(
-                "waiting for the server at {addr} ({last}); retrying for up to {:.0} s",
+                "waiting for the server at {addr} ({last}); retrying for up to {:.1} s",
                 timeout.as_secs_f64()
             );
         }
