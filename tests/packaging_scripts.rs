@@ -605,6 +605,72 @@ fn every_script_has_help_and_rejects_unknown_options() {
     }
 }
 
+/// scripts/bench-sweep.sh parses its options before it needs any tool, and
+/// scripts/bench-plot.py draws both panels, a line per tool, from a sweep's JSON lines.
+#[test]
+fn bench_sweep_options_and_bench_plot_draws_a_sweep() {
+    let sweep = repo().join("scripts/bench-sweep.sh");
+    let out = run(command(&sweep, &["--help"]));
+    assert_eq!(out.code, Some(0), "bench-sweep.sh --help: {}", out.show());
+    assert!(out.stdout.contains("--seconds"), "{}", out.show());
+    let out = run(command(&sweep, &["--no-such-option"]));
+    assert_eq!(out.code, Some(64), "bench-sweep.sh: {}", out.show());
+    let out = run(command(&sweep, &["--sizes", "64 lots"]));
+    assert_eq!(out.code, Some(64), "bench-sweep.sh: {}", out.show());
+
+    let Some(python) = on_path("python3") else {
+        skip_or_fail("python3 is not installed (scripts/bench-plot.py needs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("sweep.jsonl");
+    fs::write(
+        &input,
+        concat!(
+            r#"{"tool":"rdma-container (tcp)","size":64,"gbit_per_second":0.35,"msg_rate_mpps":0.68,"#,
+            r#""seconds":3,"date":"2026-11-27T07:05:58Z","machine":"2 CPU(s), AMD EPYC"}"#,
+            "\n",
+            r#"{"tool":"rdma-container (tcp)","size":1048576,"gbit_per_second":12.5,"msg_rate_mpps":0.0015}"#,
+            "\n",
+            r#"{"tool":"iperf3","size":64,"gbit_per_second":0.14,"msg_rate_mpps":0.27}"#,
+            "\n",
+            r#"{"tool":"iperf3","size":1048576,"gbit_per_second":11.4,"msg_rate_mpps":0.0014}"#,
+            "\n",
+            r#"{"tool":"sockperf","size":64,"gbit_per_second":0.39,"msg_rate_mpps":0.77}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let output = dir.path().join("sweep.svg");
+    let mut cmd = Command::new(python);
+    cmd.arg(repo().join("scripts/bench-plot.py"))
+        .arg(&input)
+        .arg(&output);
+    let out = run(cmd);
+    assert_eq!(out.code, Some(0), "bench-plot.py: {}", out.show());
+    let svg = fs::read_to_string(&output).unwrap();
+    assert!(
+        svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+    for text in [
+        "Bandwidth",
+        "Message rate",
+        "Gb/s",
+        "million messages/s",
+        "message size",
+        "rdma-container (tcp)",
+        "iperf3",
+        "sockperf",
+        "2026-11-27T07:05:58Z",
+        "AMD EPYC",
+    ] {
+        assert!(svg.contains(text), "no {text:?} in the plot:\n{svg}");
+    }
+    // A line in each panel for each tool with two sizes or more (sockperf has one point).
+    assert_eq!(svg.matches("<polyline").count(), 4, "{svg}");
+}
+
 fn kernel_release() -> String {
     let out = run(command("uname", &["-r"]));
     out.stdout.trim().to_owned()
