@@ -206,7 +206,7 @@ fn queue_pair_settings_are_in_the_session_result() {
         assert_eq!(c.wait_code(SHORT), 2, "{}", c.report());
         assert!(
             c.stderr()
-                .contains("--sl, --mtu set the RDMA queue pair, and --transport tcp has none"),
+                .contains("--sl, --mtu apply to an RDMA queue pair, and --transport tcp has none"),
             "{}",
             c.report()
         );
