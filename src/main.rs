@@ -53,7 +53,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         _ => {}
     }
-    let stop = install_ctrl_c()?;
+    let stop = install_stop_signals()?;
     match cli.command {
         Some(Command::Demo(args)) => {
             let config = cli::config_from(&args, &stop)?;
@@ -113,14 +113,32 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-/// First Ctrl-C: set the stop flag so sessions end cleanly. Second: exit at once.
-fn install_ctrl_c() -> anyhow::Result<Arc<AtomicBool>> {
+/// The first SIGINT (Ctrl-C), SIGTERM (Kubernetes stopping the pod) or SIGHUP: remember which
+/// and set the stop flag, so sessions end cleanly and the program says and exits with that
+/// signal's status (130, 143). A second one exits at once, with its own status.
+fn install_stop_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    use cli::stop::StopSignal;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
-    ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            std::process::exit(i32::from(cli::EXIT_INTERRUPTED));
-        }
-    })?;
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ])?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for raw in signals.forever() {
+                let Some(signal) = StopSignal::from_raw(raw) else {
+                    continue;
+                };
+                if flag.load(Ordering::SeqCst) {
+                    std::process::exit(i32::from(signal.exit_status()));
+                }
+                // The signal first: whoever sees the flag set reads which one set it.
+                signal.record();
+                flag.store(true, Ordering::SeqCst);
+            }
+        })?;
     Ok(stop)
 }

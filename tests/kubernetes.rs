@@ -3,6 +3,8 @@
 //! Multus' network-status file, the shared device plugin's single uverbs node, an ambiguous
 //! resource, an explicit `--ib-dev`, and what `doctor` says about pod failure modes. The
 //! two-namespace test with the RoCE address on a second interface is in tests/netns.rs.
+//! Then the manifests under deploy/kubernetes: the rules of scripts/check-k8s-manifests.sh
+//! (each shown catching its bug) and their readiness probe, run as the kubelet would.
 
 mod common;
 
@@ -232,4 +234,251 @@ fn on_a_host_another_namespaces_device_is_not_a_problem_of_this_one() {
         !problems(&v).contains("mlx5_9 has no network interface"),
         "{v}"
     );
+}
+
+// ------------------------------------------------------------------------------------------
+// The manifests under deploy/kubernetes (issue 36): the rules scripts/check-k8s-manifests.sh
+// enforces (run here without the schema validator, which needs its venv), each shown to catch
+// the bug it is for, and the readiness probe's command run as the pod would run it.
+
+/// The manifests of the pods: the server Pods and the client Jobs.
+const POD_MANIFESTS: [&str; 4] = [
+    "deploy/kubernetes/shared/server.yaml",
+    "deploy/kubernetes/shared/client.yaml",
+    "deploy/kubernetes/sriov/server.yaml",
+    "deploy/kubernetes/sriov/client.yaml",
+];
+
+/// `scripts/check-k8s-manifests.sh --rules-only [--dir DIR]`; `None` when it cannot run here
+/// (no python3 with PyYAML: exit 3), after skip_or_fail.
+fn check_rules(dir: Option<&std::path::Path>) -> Option<common::Finished> {
+    let mut cmd = std::process::Command::new(common::repo().join("scripts/check-k8s-manifests.sh"));
+    cmd.arg("--rules-only");
+    if let Some(dir) = dir {
+        cmd.arg("--dir").arg(dir);
+    }
+    let out = common::run_command(cmd, SHORT);
+    if out.code == Some(3) {
+        common::skip_or_fail(&format!(
+            "the manifest rules cannot run: {}",
+            out.stderr.trim()
+        ));
+        return None;
+    }
+    Some(out)
+}
+
+/// Copies `from` (a directory tree of files) to `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn the_manifests_follow_the_rules() {
+    let Some(out) = check_rules(None) else {
+        return;
+    };
+    assert_eq!(out.code, Some(0), "{}", out.show());
+}
+
+/// Each rule of the checker, shown failing on the bug it is for: a copy of deploy/kubernetes
+/// with one planted change, refused with the words that name it.
+#[test]
+fn each_manifest_rule_catches_its_bug() {
+    let plants: [(&str, &str, &str, &str); 15] = [
+        (
+            "namespace.yaml",
+            "pod-security.kubernetes.io/enforce: privileged",
+            "pod-security.kubernetes.io/enforce: baseline",
+            "only the privileged Pod Security level allows",
+        ),
+        (
+            "shared/network.yaml",
+            "  namespace: rdma-container\n",
+            "",
+            "names no namespace",
+        ),
+        (
+            "shared/server.yaml",
+            "value: \"0.0.0.0:9464\"",
+            "value: \"9464\"",
+            "a bare port listens on 127.0.0.1",
+        ),
+        (
+            "sriov/server.yaml",
+            "value: \"0.0.0.0:9464\"",
+            "value: \"127.0.0.1:9464\"",
+            "is loopback",
+        ),
+        (
+            "sriov/client.yaml",
+            "- name: metrics",
+            "- name: prom",
+            "no container port named metrics",
+        ),
+        (
+            "shared/server.yaml",
+            "prometheus.io/scrape: \"true\"",
+            "prometheus.io/scrape: \"false\"",
+            "annotate prometheus.io/scrape",
+        ),
+        (
+            "shared/client.yaml",
+            ", \"--require-rdma\"]",
+            "]",
+            "readinessProbe exec rdma-container doctor --require-rdma",
+        ),
+        (
+            "shared/client.yaml",
+            "backoffLimit: 3",
+            "backoffLimit: 0",
+            "a failed client is never retried",
+        ),
+        (
+            "sriov/client.yaml",
+            "restartPolicy: Never",
+            "restartPolicy: OnFailure",
+            "a podFailurePolicy needs restartPolicy Never",
+        ),
+        (
+            "podmonitor.yaml",
+            "- port: metrics",
+            "- port: web",
+            "no container port named web",
+        ),
+        (
+            "podmonitor.yaml",
+            "      app.kubernetes.io/name: rdma-container\n  podMetricsEndpoints",
+            "      app.kubernetes.io/name: other\n  podMetricsEndpoints",
+            "the PodMonitor selects no pod here",
+        ),
+        (
+            "cluster/sriov-network-node-policy.yaml",
+            "\n  isRdma: true",
+            "\n  isRdma: false",
+            "isRdma: true, or the VFs come without their RDMA devices",
+        ),
+        (
+            "cluster/sriov-network-node-policy.yaml",
+            "resourceName: sriov_roce",
+            "resourceName: sriov_rdma",
+            "resourceName sriov_rdma is not the resource of a network here",
+        ),
+        (
+            "cluster/rdma-shared-device-plugin.yaml",
+            "\"resourceName\": \"roce_shared\"",
+            "\"resourceName\": \"hca_shared\"",
+            "makes no resource rdma/roce_shared",
+        ),
+        (
+            "cluster/rdma-shared-device-plugin.yaml",
+            "\"ifNames\": [\"ens1f0\"]",
+            "\"ifNames\": [\"ens2f0\"]",
+            "include no network's master",
+        ),
+    ];
+    let Some(clean) = check_rules(None) else {
+        return;
+    };
+    assert_eq!(clean.code, Some(0), "{}", clean.show());
+    for (file, from, to, says) in plants {
+        let dir = tempfile::tempdir().expect("tempdir");
+        copy_tree(&common::repo().join("deploy/kubernetes"), dir.path());
+        let path = dir.path().join(file);
+        let text = std::fs::read_to_string(&path).expect(file);
+        // Once, so that the plant cannot land in a comment instead.
+        assert_eq!(text.matches(from).count(), 1, "{file}: {from:?} once");
+        std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
+        let out = check_rules(Some(dir.path())).expect("ran once already");
+        assert!(
+            out.code == Some(1) && out.stderr.contains(says),
+            "{file}: {from:?} -> {to:?} should fail saying {says:?}\n{}",
+            out.show()
+        );
+    }
+}
+
+/// The `RDMA_CONTAINER_*` variables a manifest's container sets: `- name: X` followed by
+/// `value: "Y"`.
+fn manifest_env(text: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    lines
+        .windows(2)
+        .filter_map(|w| {
+            let name = w[0].strip_prefix("- name: ")?;
+            let value = w[1].strip_prefix("value: ")?;
+            Some((name.to_owned(), value.trim_matches('"').to_owned()))
+        })
+        .filter(|(name, _)| name.starts_with("RDMA_CONTAINER_"))
+        .collect()
+}
+
+/// The readiness probe's command: the `command: [...]` line (a JSON array) after
+/// `readinessProbe:`.
+fn probe_command(text: &str, manifest: &str) -> Vec<String> {
+    let after = text
+        .split_once("readinessProbe:")
+        .unwrap_or_else(|| panic!("{manifest} has no readinessProbe"))
+        .1;
+    let line = after
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("command: "))
+        .unwrap_or_else(|| panic!("{manifest}: the readinessProbe has no exec command"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{manifest}: {line}: {e}"))
+}
+
+/// The readiness probe, run as the kubelet runs it (the pod's command, the container's
+/// environment, no entrypoint): exit 0 on a node where RDMA is usable, 5 where it is not,
+/// never a usage error (the pod's session variables must not upset doctor); and its program
+/// is where the image puts the binary.
+#[test]
+fn the_readiness_probe_passes_where_rdma_is_usable_and_fails_where_not() {
+    let dockerfile = common::read("Dockerfile");
+    for manifest in POD_MANIFESTS {
+        let text = common::read(manifest);
+        let probe = probe_command(&text, manifest);
+        assert!(
+            probe.len() >= 3 && probe[1] == "doctor" && probe.contains(&"--require-rdma".into()),
+            "{manifest}: {probe:?}"
+        );
+        assert!(
+            dockerfile
+                .lines()
+                .any(|l| l.starts_with("COPY ") && l.ends_with(&format!(" {}", probe[0]))),
+            "{manifest}: the image has no {} (the probe runs it without the entrypoint)",
+            probe[0]
+        );
+        let env = manifest_env(&text);
+        assert!(
+            env.iter().any(|(n, _)| n == "RDMA_CONTAINER_REQUIRE_RDMA"),
+            "{manifest}: {env:?}"
+        );
+        for (host, usable) in [(FakeHost::empty(), false), (FakeHost::ready(), true)] {
+            let args: Vec<&str> = probe[1..].iter().map(String::as_str).collect();
+            let mut cmd = command(&args);
+            cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .env("RDMA_CONTAINER_SYSFS_ROOT", host.path("sys"))
+                .env_remove("RDMA_CONTAINER_DOCTOR_REQUIRE_RDMA");
+            host.env_for(&mut cmd);
+            let mut p = Proc::spawn("probe", cmd);
+            let code = p.wait_code(SHORT);
+            if !usable {
+                assert_eq!(code, 5, "{manifest}: no RDMA here\n{}", p.report());
+                assert!(p.stderr().contains("no RDMA device"), "{}", p.report());
+            } else if code == 5 && p.stderr().contains("transport") {
+                // No rdma-core on this machine: the fake device is fine, verbs cannot run.
+                eprintln!("note: the probe cannot pass here: {}", p.stderr().trim());
+            } else {
+                assert_eq!(code, 0, "{manifest}: RDMA usable\n{}", p.report());
+            }
+        }
+    }
 }

@@ -12,7 +12,7 @@ use super::metrics;
 use super::output::{summary_line, Payloads};
 use super::progress::{Progress, ProgressLabel, ProgressOptions};
 use super::result::{Ending, Reporter, SessionResult};
-use super::EXIT_INTERRUPTED;
+use super::stop::StopSignal;
 
 /// What the client sends, and how it reports.
 #[derive(Debug, Clone)]
@@ -28,7 +28,8 @@ pub struct ClientOptions {
 }
 
 /// Connects, sends, finishes; reports the session's result; returns the exit status (130
-/// after Ctrl-C; a failure is the error, whose status [`super::result::exit_status_of`] gives).
+/// after Ctrl-C, 143 after SIGTERM; a failure is the error, whose status
+/// [`super::result::exit_status_of`] gives).
 pub fn run(
     addr: SocketAddr,
     config: &Config,
@@ -45,8 +46,9 @@ pub fn run(
             report.ended(0, 0, started.elapsed(), Ending::of(&e));
             reporter.report(&report);
             if matches!(e, Error::Interrupted) {
-                log::info!("Ctrl-C before the session with {addr} started");
-                return Ok(EXIT_INTERRUPTED);
+                let signal = StopSignal::received();
+                log::info!("{} before the session with {addr} started", signal.name());
+                return Ok(signal.exit_status());
             }
             metrics::setup_failed(&e);
             return Err(e).with_context(|| format!("cannot start a session with {addr}"));
@@ -127,7 +129,11 @@ fn stream(
     report.ended(sent, bytes, started.elapsed(), ending);
     log::info!(
         "{}: sent {}",
-        if interrupted { "interrupted" } else { "done" },
+        if interrupted {
+            StopSignal::received().how()
+        } else {
+            "done"
+        },
         summary_line(
             sent,
             bytes,
@@ -136,7 +142,11 @@ fn stream(
             transport
         )
     );
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    Ok(if interrupted {
+        StopSignal::received().exit_status()
+    } else {
+        0
+    })
 }
 
 /// The summary's word on resumes, when there were any.
@@ -150,7 +160,7 @@ pub fn log_resumes(stats: rdma_container::ResumeStats) {
     }
 }
 
-/// Sends messages "0".."count-1" (sized by `size`), stopping early on Ctrl-C; counts each
+/// Sends messages "0".."count-1" (sized by `size`), stopping early on Ctrl-C or SIGTERM; counts each
 /// for the progress lines.
 pub fn send_all(
     sink: &mut RdmaSink,
@@ -168,7 +178,10 @@ pub fn send_all(
             std::thread::sleep(pace);
         }
         if stop.load(Ordering::Relaxed) {
-            log::info!("Ctrl-C: stopping after {i} message(s)");
+            log::info!(
+                "{}: stopping after {i} message(s)",
+                StopSignal::received().name()
+            );
             return Ok(());
         }
         let payload = payloads.message(i)?;
@@ -178,7 +191,10 @@ pub fn send_all(
                 progress.count(payload.len());
             }
             Err(Error::Interrupted) => {
-                log::info!("Ctrl-C: stopping after {i} message(s)");
+                log::info!(
+                    "{}: stopping after {i} message(s)",
+                    StopSignal::received().name()
+                );
                 return Ok(());
             }
             Err(e) => return Err(e).with_context(|| format!("sending message {i} failed")),

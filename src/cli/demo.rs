@@ -7,11 +7,12 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context, Result};
 use rdma_container::{Config, Listener};
 
+use super::client;
 use super::output::PayloadPrinter;
 use super::progress::ProgressOptions;
 use super::result::{Reporter, SessionResult};
 use super::server::{receive_all, SessionEnd};
-use super::{client, EXIT_INTERRUPTED};
+use super::stop::StopSignal;
 
 /// Runs the demo; returns the exit status.
 pub fn run(
@@ -60,7 +61,9 @@ pub fn run(
     let client_status = client_status?;
     match server_end {
         SessionEnd::EndOfStream if client_status == 0 => Ok(0),
-        SessionEnd::EndOfStream | SessionEnd::Interrupted => Ok(EXIT_INTERRUPTED),
+        SessionEnd::EndOfStream | SessionEnd::Interrupted => {
+            Ok(StopSignal::received().exit_status())
+        }
         SessionEnd::Failed | SessionEnd::TakenOver => Ok(1),
     }
 }

@@ -12,6 +12,7 @@ pub mod probe;
 pub mod progress;
 pub mod result;
 pub mod server;
+pub mod stop;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -22,8 +23,11 @@ use rdma_container::Config;
 
 use args::SessionArgs;
 
-/// Exit status after Ctrl-C, as shells report SIGINT.
+/// Exit status after Ctrl-C, as shells report SIGINT (SIGHUP too).
 pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Exit status after SIGTERM (how Kubernetes stops a pod), as shells report it: 128 + 15.
+pub const EXIT_TERMINATED: u8 = 143;
 
 /// Exit status of a command line or configuration the program refuses before doing anything
 /// (clap's own usage errors exit 2 too).

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use rdma_container::{Error, SessionInfo, TransportChoice};
 use serde::Serialize;
 
-use super::EXIT_INTERRUPTED;
+use super::stop::StopSignal;
 
 /// Exit status: the peer vanished (its connection closed or reset without a Finish).
 pub const EXIT_PEER_LOST: u8 = 3;
@@ -34,7 +34,7 @@ pub enum Ending {
     Rejected { reason: String },
     /// `--require-rdma` or an explicit device, port or GID index: RDMA was not possible here.
     RdmaRequired { reason: String },
-    /// Ctrl-C.
+    /// Ctrl-C or SIGTERM (exit status 130 or 143: the signal's).
     Interrupted,
     /// Any other failure.
     Failed { error: String },
@@ -77,7 +77,7 @@ impl Ending {
             Ending::PeerLost { .. } => EXIT_PEER_LOST,
             Ending::Rejected { .. } => EXIT_REJECTED,
             Ending::RdmaRequired { .. } => EXIT_RDMA_REQUIRED,
-            Ending::Interrupted => EXIT_INTERRUPTED,
+            Ending::Interrupted => StopSignal::received().exit_status(),
             Ending::Failed { .. } => 1,
         }
     }
@@ -337,7 +337,8 @@ mod tests {
         );
         assert_eq!(
             Ending::of(&Error::Interrupted).exit_status(),
-            EXIT_INTERRUPTED
+            crate::cli::EXIT_INTERRUPTED,
+            "no signal recorded in this test binary: the status a stop always had"
         );
         assert_eq!(Ending::of(&Error::Closed).exit_status(), 1);
         let wrapped = anyhow::Error::new(Error::Rejected("busy".into())).context("cannot start");
@@ -351,6 +352,7 @@ mod tests {
             EXIT_REJECTED,
             EXIT_RDMA_REQUIRED,
             130,
+            143,
         ];
         let mut unique = statuses.to_vec();
         unique.dedup();

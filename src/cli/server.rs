@@ -5,8 +5,10 @@
 //! or garbage peer cannot block anybody); a doorman thread hands valid clients to the main
 //! loop, which admits each one within `--max-sessions` and `--max-receive-memory` and runs its
 //! session on a thread of its own, or refuses it with Reject("busy: ..."). Sessions report
-//! their end to the main loop over the same channel. Ctrl-C sets the configuration's stop flag:
-//! every running session ends with the interrupted reason, and the server exits once all have.
+//! their end to the main loop over the same channel. Ctrl-C or SIGTERM sets the configuration's
+//! stop flag: every running session ends, its client told which signal stopped the server
+//! ("the server was stopped (SIGTERM)"), and the server exits once all have, with that
+//! signal's status (130, 143).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +23,7 @@ use super::metrics;
 use super::output::{summary_line, PayloadPrinter};
 use super::progress::{Progress, ProgressLabel, ProgressOptions};
 use super::result::{Ending, Reporter, SessionResult};
-use super::EXIT_INTERRUPTED;
+use super::stop::StopSignal;
 
 /// How often the main loop and the doorman look at the stop flag.
 const SLICE: Duration = Duration::from_millis(200);
@@ -31,7 +33,7 @@ const SLICE: Duration = Duration::from_millis(200);
 pub enum SessionEnd {
     /// The sender finished and every message arrived.
     EndOfStream,
-    /// Ctrl-C.
+    /// Ctrl-C or SIGTERM (the stop flag).
     Interrupted,
     /// Any other failure (already logged).
     Failed,
@@ -115,7 +117,7 @@ pub fn receive_all(
     metrics::session_ended(&end);
     let how = match end {
         SessionEnd::EndOfStream => "end of stream",
-        SessionEnd::Interrupted => "interrupted",
+        SessionEnd::Interrupted => StopSignal::received().how(),
         SessionEnd::Failed => "failed",
         SessionEnd::TakenOver => "taken over",
     };
@@ -130,7 +132,10 @@ pub fn receive_all(
         )
     );
     if end == SessionEnd::Interrupted {
-        src.abort("the server was interrupted (Ctrl-C)");
+        src.abort(&format!(
+            "the server was {}",
+            StopSignal::received().what_happened()
+        ));
     }
     end
 }
@@ -255,7 +260,8 @@ struct Held {
     took_over: bool,
 }
 
-/// Runs the server until Ctrl-C (or after one session with `once`); returns the exit status.
+/// Runs the server until Ctrl-C or SIGTERM (or after one session with `once`); returns the exit
+/// status (130 after Ctrl-C, 143 after SIGTERM).
 pub fn run(
     addr: SocketAddr,
     config: Config,
@@ -370,7 +376,11 @@ session at {} and up to {} MiB at {}",
         if !stopping && stop.load(Ordering::Relaxed) {
             stopping = true;
             if server.admission.running == 0 {
-                log::info!("interrupted after {} session(s)", server.sessions);
+                log::info!(
+                    "{} after {} session(s)",
+                    StopSignal::received().how(),
+                    server.sessions
+                );
             }
         }
         if stopping {
@@ -382,7 +392,7 @@ session at {} and up to {} MiB at {}",
         }
         if server.admission.running == 0 {
             if stopping {
-                return Ok(EXIT_INTERRUPTED);
+                return Ok(StopSignal::received().exit_status());
             }
             if doorman_stopped {
                 bail!("the doorman thread stopped");
@@ -591,7 +601,7 @@ fn start_session(incoming: Incoming, session: Session) -> Result<()> {
     Ok(())
 }
 
-/// Takes clients from the listener and hands them to the main loop, until Ctrl-C.
+/// Takes clients from the listener and hands them to the main loop, until the stop flag.
 fn doorman(listener: Listener, stop: Arc<AtomicBool>, tx: Sender<Event>) {
     while !stop.load(Ordering::Relaxed) {
         metrics::listener_refusals(listener.busy_refusals(), listener.auth_refusals());

@@ -1,5 +1,5 @@
 //! `bench --server`: serves benchmark clients one after another until Ctrl-C (exit 130, as
-//! `--server`), or one client's run with `--once` (then exits with its status). A client's run
+//! `--server`; SIGTERM: 143), or one client's run with `--once` (then exits with its status). A client's run
 //! is a duplex session per size, each on the client's credits and message size (up to
 //! `--max-msg-size`), the last one marked in its header.
 
@@ -13,7 +13,7 @@ use super::header::{self, Header};
 use super::measure::{self, RunOptions};
 use crate::cli::args::BenchMode;
 use crate::cli::result::exit_status_of;
-use crate::cli::EXIT_INTERRUPTED;
+use crate::cli::stop::StopSignal;
 
 /// Serves benchmark clients of messages up to `max_msg_size` bytes until Ctrl-C, or (`once`)
 /// one client's run; returns the exit status. Each session takes the client's credits, at
@@ -46,8 +46,9 @@ pub fn serve(
         };
         let failed = match accepted {
             Err(Error::Interrupted) => {
-                log::info!("interrupted after {runs} run(s)");
-                return Ok(EXIT_INTERRUPTED);
+                let signal = StopSignal::received();
+                log::info!("{} after {runs} run(s)", signal.how());
+                return Ok(signal.exit_status());
             }
             Err(e) => {
                 let e = anyhow::Error::from(e);
