@@ -28,7 +28,9 @@ fn session(server_args: &[&str], client_args: &[&str]) -> (u64, u64, Proc, Proc)
     let mut args = vec!["--quiet", "--once", "--json"];
     args.extend_from_slice(server_args);
     let mut s = server("server", port, &args);
-    let mut args = vec!["--count", "1000", "--json"];
+    // Small slots: 64 credits of the default 10 MiB would be 640 MiB to set up (the DOCA
+    // simulator registers them within the handshake timeout).
+    let mut args = vec!["--count", "1000", "--json", "--max-msg-size", "65536"];
     args.extend_from_slice(client_args);
     let mut c = client("client", port, &args);
     assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
@@ -104,7 +106,15 @@ fn credits_from_the_environment_count_as_given() {
     let mut c = client(
         "client",
         port,
-        &["--count", "100", "--json", "--credits", "16"],
+        &[
+            "--count",
+            "100",
+            "--json",
+            "--credits",
+            "16",
+            "--max-msg-size",
+            "65536",
+        ],
     );
     assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
