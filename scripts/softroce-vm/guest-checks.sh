@@ -38,7 +38,7 @@ PIN_SERVER=() PIN_CLIENT=()
 declare -gA CHECK_RESULTS=(
 	[messages]="messages_10k session_line rxe_traffic messages_64k messages_content"
 	[peer-lost]="peer_lost"
-	[link-flap]="link_flap link_flap_64k_crc control_kill finish_break"
+	[link-flap]="link_flap link_flap_64k_crc qp_settings control_kill finish_break"
 	[doctor]="doctor_text doctor_json doctor_gate doctor_probe"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[container]="container_load container_session container_nodev container_nonroot"
@@ -636,7 +636,10 @@ check_peer_lost() {
 # once, in order (docs/design.md, "Resuming a session"):
 #   link_flap          the link under the server's rxe device goes down long enough for the
 #                      sender's RC retries to run out (its QP fails), then up: 10,000 messages
-#   link_flap_64k_crc  the same with 1,000 x 64 KiB messages, --checksum crc32c, 16 credits
+#   link_flap_64k_crc  the same with 1,000 x 64 KiB messages, --checksum crc32c, 16 credits,
+#                      and --ack-timeout 14 --retry-count 1 (RC gives up after about 0.13 s)
+#   qp_settings        both ends' session lines of that session show the ACK timeout and retry
+#                      count asked for (the queue pair settings reach verbs)
 #   control_kill       the client's control connection killed (ss -K) mid-stream
 #   finish_break       the control connection killed while the sender waits after Finish (a
 #                      test build's receiver stalls with one message to go)
@@ -737,16 +740,23 @@ check_link_flap() {
 	fi
 	local BIN=$hooks
 	# 64 KiB messages run faster than the check can count them: the test build paces the
-	# sender (5 ms a message), so that the flap lands mid-stream. The link stays down 10 s,
-	# longer than an RC QP's retries last (timeout 18, 7 retries: about 8.6 s): with a paced
-	# sender whose window drained before the flap, 4 s can pass without a QP failing.
+	# sender (5 ms a message), so that the flap lands mid-stream. Its QPs give up after about
+	# 0.13 s (ACK timeout 14: 67 ms, one retry), well inside the 4 s the link stays down: with
+	# the defaults (about 8.6 s of retries, longer under TCG) a 10 s flap sometimes passed
+	# without a QP failing.
 	expected_payloads 65536 1000 >/tmp/expected.64k
 	RESUME_CLIENT_ENV=(RDMA_CONTAINER_TEST_SEND_PACE_US=5000)
-	local LINK_DOWN_SECS=10
 	resume_check link_flap_64k_crc break_link 200 /tmp/expected.64k \
-		--size 65536 --max-msg-size 65536 --credits 16 --checksum crc32c
-	LINK_DOWN_SECS=4
+		--size 65536 --max-msg-size 65536 --credits 16 --checksum crc32c \
+		--ack-timeout 14 --retry-count 1
 	RESUME_CLIENT_ENV=()
+	if grep -q "ack-timeout 14 " "$SERVER_ERR" && grep -q "ack-timeout 14 " "$CLIENT_ERR" &&
+		grep -q "retry-count 1" "$SERVER_ERR" && grep -q "retry-count 1" "$CLIENT_ERR"; then
+		result qp_settings PASS "$(grep -o 'ack-timeout 14 [^|]*| retry-count 1' "$CLIENT_ERR" | head -1)"
+	else
+		show "$SERVER_ERR" "$CLIENT_ERR"
+		result qp_settings FAIL "the session lines do not show --ack-timeout 14 --retry-count 1"
+	fi
 	# The receiver stalls 8 s with one message to go: the sender has sent everything and its
 	# Finish, and waits to be let go when its control connection breaks.
 	RESUME_SERVER_ENV=(RDMA_CONTAINER_TEST_RECV_STALL=9999:8000)
