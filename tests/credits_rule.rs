@@ -158,7 +158,7 @@ fn a_client_asking_for_more_slot_memory_than_the_servers_limit_is_refused_with_t
 /// `bench` follows the same rule: its server takes the client's credits unless given its own.
 fn bench_run(server_credits: &[&str]) -> Proc {
     let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("{}:{port}", common::test_ip());
     let mut args = vec!["bench", "--server", &addr, "--once", "--transport", "tcp"];
     args.extend_from_slice(server_credits);
     let mut s = common::start("bench server", &args);

@@ -97,7 +97,7 @@ fn restarted_client_takes_the_parked_sessions_place(extra: &[&str], once: bool) 
             s.report()
         );
     } else {
-        s.wait_for_stderr("session 2 from 127.0.0.1", SHORT);
+        s.wait_for_stderr(&format!("session 2 from {}", common::test_ip()), SHORT);
         let deadline = Instant::now() + short();
         while json_results(&s).len() < 2 {
             assert!(Instant::now() < deadline, "two results\n{}", s.report());
