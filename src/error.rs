@@ -213,8 +213,8 @@ place (after {messages} message(s))"
     VerbsCompletion {
         /// `send` or `receive`.
         op: &'static str,
-        /// The work completion status, named as rdma-core names it.
-        status: String,
+        /// The work completion status, with rdma-core's name for it.
+        status: crate::CompletionStatus,
         /// What usually causes this, when known.
         hint: Option<&'static str>,
     },
@@ -224,8 +224,10 @@ place (after {messages} message(s))"
     Doca {
         /// The DOCA function, e.g. `doca_rdma_connect`.
         call: &'static str,
-        /// DOCA's name for the `doca_error_t`, e.g. `DOCA_ERROR_CONNECTION_ABORTED`.
+        /// DOCA's name for the `doca_error_t`, e.g. `DOCA_ERROR_CONNECTION_ABORTED` (for display).
         code: String,
+        /// What the code means for the session, decided from its numeric value.
+        failure: crate::DocaFailure,
         /// What usually causes this, when known.
         hint: Option<&'static str>,
     },
@@ -348,17 +350,7 @@ impl Error {
     /// Whether the peer caused this error (it misbehaved, refused or vanished), as opposed to
     /// a local failure or our own bug.
     pub fn is_peer_fault(&self) -> bool {
-        matches!(
-            self,
-            Error::Protocol(_)
-                | Error::Decode(_)
-                | Error::Rejected(_)
-                | Error::Busy(_)
-                | Error::PeerLost { .. }
-                | Error::TakenOver { .. }
-                | Error::HandshakeTimeout { .. }
-                | Error::AuthenticationFailed(_)
-        )
+        self.kind().is_peer_fault()
     }
 }
 

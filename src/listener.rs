@@ -473,8 +473,8 @@ impl Acceptor {
         while !self.closed.load(Ordering::Relaxed) {
             match wait_any([Interest::read(self.listener.as_fd())], SLICE) {
                 // Nothing pending: look at the stop flag again without an accept() call.
-                Ok(0) => continue,
-                Ok(_) => {}
+                Ok([false]) => continue,
+                Ok([true]) => {}
                 Err(e) => {
                     log::error!("waiting for connections failed: {}", e.chain());
                     return;

@@ -13,8 +13,10 @@ use crate::config::Config;
 use crate::net::{Lost, Received};
 use crate::proto::Counts;
 use crate::proto::{Checksum, Message, Role};
-use crate::session::resume::{is_break, ResumeCore, ResumeCounters};
+use crate::session::resume::{ResumeCore, ResumeCounters};
+use crate::session::{Flow, StopFlag, Watch, Woke};
 use crate::session::{Session, SessionInfo};
+use crate::session_core::lifecycle::{Lifecycle, Trigger};
 use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
 use crate::session_core::resume::ReceiverPosition;
 use crate::session_core::FINISH_GRACE;
@@ -129,13 +131,13 @@ impl RdmaSrc {
         // control connection breaks first, the session resumes and lets it go again.
         let result = loop {
             let delivered = loop {
-                match self.next_message() {
-                    Err(e) if self.session.resumes() && is_break(&e) => {
-                        if let Err(e) = self.resume_after(e) {
-                            break Err(e);
-                        }
-                    }
-                    other => break other,
+                let trigger = match self.next_message() {
+                    Ok(Flow::Done(delivered)) => break Ok(delivered),
+                    Ok(Flow::ResumeAttempt) => Trigger::AttemptArrived,
+                    Err(e) => Trigger::Failed(e),
+                };
+                if let Err(e) = self.resume_after(trigger) {
+                    break Err(e);
                 }
             };
             let result = delivered.and_then(|delivered| loop {
@@ -143,16 +145,15 @@ impl RdmaSrc {
                     Ok(()) => break Ok(delivered),
                     // The delivered message is returned; the break comes once every message
                     // that arrived was delivered (then resumed from, or reported).
-                    Err(e) if delivered && is_break(&e) => {
+                    Err(e) if delivered && Lifecycle::is_break(&e) => {
                         self.core.on_data_broken(e);
                         break Ok(true);
                     }
-                    Err(e) if self.session.resumes() && is_break(&e) => {
-                        if let Err(e) = self.resume_after(e) {
+                    Err(e) => {
+                        if let Err(e) = self.resume_after(Trigger::Failed(e)) {
                             break Err(e);
                         }
                     }
-                    Err(e) => break Err(e),
                 }
             });
             if !matches!(result, Ok(false)) || !self.session.resumes() {
@@ -161,7 +162,7 @@ impl RdmaSrc {
             match self.await_sender_close() {
                 Ok(()) => break result,
                 Err(e) => {
-                    if let Err(e) = self.resume_after(e) {
+                    if let Err(e) = self.resume_after(Trigger::Failed(e)) {
                         break Err(e);
                     }
                 }
@@ -214,15 +215,16 @@ impl RdmaSrc {
                     return Err(lost.into_error(self.core.arrived()))
                 }
                 Ok(Received::Closed(_) | Received::Nothing) => return Ok(()),
-                Err(e) if is_break(&e) => return Err(e),
+                Err(e) if Lifecycle::is_break(&e) => return Err(e),
                 Err(_) => return Ok(()),
             }
         }
     }
 
-    /// Resumes the session after `e` (or carries on when only a stranger's attempt came).
-    fn resume_after(&mut self, e: Error) -> Result<()> {
-        let Some(outcome) = self.session.resume(e, &mut self.core)? else {
+    /// Hands `trigger` to the session's lifecycle: resumes (or carries on when only a
+    /// stranger's attempt came), or returns the error the operation ends with.
+    fn resume_after(&mut self, trigger: Trigger) -> Result<()> {
+        let Some(outcome) = self.session.resume(trigger, &mut self.core)? else {
             return Ok(());
         };
         let told = ReceiverPosition {
@@ -281,7 +283,7 @@ impl RdmaSrc {
             if let Err(e) = done {
                 // A break already waits behind the messages that arrived: the first one
                 // stands (a transport keeps a receive whose post failed for the resume).
-                if self.core.data_broken() && is_break(&e) {
+                if self.core.data_broken() && Lifecycle::is_break(&e) {
                     continue;
                 }
                 // A post that failed is our own failure (told to the sender at once), unless
@@ -297,13 +299,13 @@ impl RdmaSrc {
     }
 
     /// Whether a message is delivered (`false`: end of stream).
-    fn next_message(&mut self) -> Result<bool> {
+    fn next_message(&mut self) -> Result<Flow<bool>> {
         let mut polled = false;
         let mut busy = BusyPoll::new(self.session.config.busy_poll);
         loop {
             match self.core.next()? {
-                RecvStep::Deliver => return Ok(true),
-                RecvStep::End => return Ok(false),
+                RecvStep::Deliver => return Ok(Flow::Done(true)),
+                RecvStep::End => return Ok(Flow::Done(false)),
                 RecvStep::Wait => {}
             }
             // The released slot goes back to the transport before we look for more.
@@ -331,13 +333,15 @@ impl RdmaSrc {
                 self.core.restamp_last_arrival(now);
             }
             self.core.handle_timeout(now)?;
-            self.control_readable = self.session.wait(
-                now,
-                self.core.poll_timeout(),
-                !self.core.control_closed(),
-                !self.core.data_closed(),
-                true,
-            )?;
+            let watch = Watch {
+                control: !self.core.control_closed(),
+                data: !self.core.data_closed(),
+                stop: StopFlag::Honoured,
+            };
+            match self.session.wait(now, self.core.poll_timeout(), watch)? {
+                Woke::Ready { control } => self.control_readable = control,
+                Woke::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+            }
             // What arrives after the wait is stamped with this reading (re-stamped before the
             // next wait): a wait costs one clock read.
             self.stamp.prime(now);

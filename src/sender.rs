@@ -15,8 +15,10 @@ use crate::config::Config;
 use crate::net::{Lost, Received};
 use crate::proto::Counts;
 use crate::proto::{Checksum, Message, Role};
-use crate::session::resume::{is_break, ResumeCore, ResumeCounters};
+use crate::session::resume::{ResumeCore, ResumeCounters};
+use crate::session::{Flow, StopFlag, Watch, Woke};
 use crate::session::{Session, SessionInfo};
+use crate::session_core::lifecycle::Trigger;
 use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
 use crate::time::Stamp;
 use crate::transport::{SendEvent, SendPath, StagingSlot};
@@ -187,8 +189,9 @@ impl RdmaSink {
                 self.credit_wait += since.elapsed();
             }
             match taken {
-                Ok(taken) => break taken,
-                Err(e) => self.resume_or(e)?,
+                Ok(Flow::Done(taken)) => break taken,
+                Ok(Flow::ResumeAttempt) => self.resume_or(Trigger::AttemptArrived)?,
+                Err(e) => self.resume_or(Trigger::Failed(e))?,
             }
         };
         let (seq, mut slot) = taken;
@@ -210,24 +213,22 @@ impl RdmaSink {
         self.bytes += len as u64;
         if let Err(e) = self.session.transport.post_send(slot, wire_len) {
             let e = self.explain(e);
-            self.resume_or(e)?;
+            self.resume_or(Trigger::Failed(e))?;
         }
         loop {
             match self.push_output() {
-                Ok(()) => return Ok(()),
-                Err(e) => self.resume_or(e)?,
+                Ok(Flow::Done(())) => return Ok(()),
+                Ok(Flow::ResumeAttempt) => self.resume_or(Trigger::AttemptArrived)?,
+                Err(e) => self.resume_or(Trigger::Failed(e))?,
             }
         }
     }
 
-    /// After `e`: when it is a break and the session resumes, resumes it and sends again
-    /// what had not arrived (`Ok`: carry on); otherwise `e`.
-    fn resume_or(&mut self, mut e: Error) -> Result<()> {
+    /// After `trigger`: when the lifecycle core resumes the session, sends again what had not
+    /// arrived (`Ok`: carry on); otherwise the error the session ends with.
+    fn resume_or(&mut self, mut trigger: Trigger) -> Result<()> {
         loop {
-            if !self.session.resumes() || !is_break(&e) {
-                return Err(e);
-            }
-            let Some(outcome) = self.session.resume(e, &mut self.core)? else {
+            let Some(outcome) = self.session.resume(trigger, &mut self.core)? else {
                 return Ok(());
             };
             let plan = outcome
@@ -238,7 +239,7 @@ impl RdmaSink {
             self.control_readable = true;
             match self.post_again(again) {
                 Ok(()) => return Ok(()),
-                Err(next) => e = next,
+                Err(next) => trigger = Trigger::Failed(next),
             }
         }
     }
@@ -256,15 +257,18 @@ impl RdmaSink {
 
     /// Takes a credit and a staging slot, waiting for them; `stalled_since` is when it first
     /// had to wait (the clock is read only then, never when both are free at once).
-    fn take_slot(&mut self, stalled_since: &mut Option<Instant>) -> Result<(u64, StagingSlot)> {
+    fn take_slot(
+        &mut self,
+        stalled_since: &mut Option<Instant>,
+    ) -> Result<Flow<(u64, StagingSlot)>> {
         let mut busy = BusyPoll::new(self.session.config.busy_poll);
         loop {
             if let Some(taken) = self.core.try_take()? {
-                return Ok(taken);
+                return Ok(Flow::Done(taken));
             }
             self.progress()?;
             if let Some(taken) = self.core.try_take()? {
-                return Ok(taken);
+                return Ok(Flow::Done(taken));
             }
             // The clock is read only where polling reads it anyway, or before a sleep.
             match busy.next_round() {
@@ -278,7 +282,9 @@ impl RdmaSink {
             let now = self.now_for_wait();
             stalled_since.get_or_insert(now);
             self.core.handle_timeout(now)?;
-            self.wait(now, true)?;
+            if let Flow::ResumeAttempt = self.wait(now, StopFlag::Honoured)? {
+                return Ok(Flow::ResumeAttempt);
+            }
         }
     }
 
@@ -286,7 +292,7 @@ impl RdmaSink {
     /// for it ([`SendPath::output_queued`]). The message counts as sent already, so the stop
     /// flag does not interrupt this (the caller would send it again); the idle timeout, a
     /// closed control connection or a failed write end it.
-    fn push_output(&mut self) -> Result<()> {
+    fn push_output(&mut self) -> Result<Flow<()>> {
         let mut idle_since = None;
         while self.session.transport.output_queued() {
             self.progress()?;
@@ -313,11 +319,17 @@ impl RdmaSink {
                     });
                 }
             }
-            self.control_readable =
-                self.session
-                    .wait(now, until, !self.core.control_closed(), true, false)?;
+            let watch = Watch {
+                control: !self.core.control_closed(),
+                data: true,
+                stop: StopFlag::Ignored,
+            };
+            match self.session.wait(now, until, watch)? {
+                Woke::Ready { control } => self.control_readable = control,
+                Woke::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+            }
         }
-        Ok(())
+        Ok(Flow::Done(()))
     }
 
     /// The time before a wait; credits stamped with an older reading since the last wait count
@@ -332,22 +344,23 @@ impl RdmaSink {
     }
 
     /// Sleeps until the transport or the control channel may have news, or the core's next
-    /// deadline (`honor_stop`: the stop flag interrupts).
-    fn wait(&mut self, now: Instant, honor_stop: bool) -> Result<()> {
+    /// deadline (`stop`: whether the stop flag interrupts).
+    fn wait(&mut self, now: Instant, stop: StopFlag) -> Result<Flow<()>> {
         // Lingering after Finish, the data path may be closed: only the control channel matters.
         // (Resumable, a break of the data path while Finish waits must still be seen.)
-        let watch_data = !self.core.is_lingering() || self.session.resumes();
-        self.control_readable = self.session.wait(
-            now,
-            self.core.poll_timeout(),
-            !self.core.control_closed(),
-            watch_data,
-            honor_stop,
-        )?;
+        let watch = Watch {
+            control: !self.core.control_closed(),
+            data: !self.core.is_lingering() || self.session.resumes(),
+            stop,
+        };
+        match self.session.wait(now, self.core.poll_timeout(), watch)? {
+            Woke::Ready { control } => self.control_readable = control,
+            Woke::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+        }
         // Credits that come after the wait are stamped with this reading (re-stamped before
         // the next wait): a wait costs one clock read.
         self.stamp.prime(now);
-        Ok(())
+        Ok(Flow::Done(()))
     }
 
     /// After an operation: on an error, the core's failure policy; then its actions.
@@ -390,13 +403,13 @@ impl RdmaSink {
     /// The receiver ended or lost the session before every send completed.
     pub fn finish(mut self) -> Result<u64> {
         let result = self.core.begin_finish(Instant::now()).and_then(|()| loop {
-            match self.finish_inner() {
-                Ok(count) => break Ok(count),
-                Err(e) => {
-                    if let Err(e) = self.resume_or(e) {
-                        break Err(e);
-                    }
-                }
+            let trigger = match self.finish_inner() {
+                Ok(Flow::Done(count)) => break Ok(count),
+                Ok(Flow::ResumeAttempt) => Trigger::AttemptArrived,
+                Err(e) => Trigger::Failed(e),
+            };
+            if let Err(e) = self.resume_or(trigger) {
+                break Err(e);
             }
         });
         let result = self.after(result);
@@ -404,12 +417,12 @@ impl RdmaSink {
         result
     }
 
-    fn finish_inner(&mut self) -> Result<u64> {
+    fn finish_inner(&mut self) -> Result<Flow<u64>> {
         loop {
             // Sends Finish once the core queued it (every send completed).
             self.run_actions()?;
             match self.core.finish_step()? {
-                FinishStep::Done => return Ok(self.core.sent()),
+                FinishStep::Done => return Ok(Flow::Done(self.core.sent())),
                 FinishStep::Drain => {
                     if let Err(e) = self.session.transport.flush_sends() {
                         return Err(self.explain(e));
@@ -430,7 +443,9 @@ impl RdmaSink {
             let now = self.now_for_wait();
             self.core.handle_timeout(now)?;
             if self.core.finish_step()? != FinishStep::Done {
-                self.wait(now, false)?;
+                if let Flow::ResumeAttempt = self.wait(now, StopFlag::Ignored)? {
+                    return Ok(Flow::ResumeAttempt);
+                }
             }
         }
     }

@@ -30,7 +30,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use rdma_container::{Error, SessionInfo};
+use rdma_container::{Error, ErrorKind, SessionInfo};
 
 use super::server::SessionEnd;
 
@@ -100,25 +100,22 @@ const ERROR_KINDS: [&str; 7] = [
     "other",
 ];
 
-/// The `kind` label of `rdma_container_errors_total` for a library error.
+/// The `kind` label of `rdma_container_errors_total` for a library error: its
+/// [`ErrorKind`], grouped as docs/metrics.md lists them.
 pub fn error_kind(e: &Error) -> &'static str {
-    match e {
-        Error::PeerLost { .. } | Error::TakenOver { .. } => "peer_lost",
-        Error::Rejected(_)
-        | Error::Busy(_)
-        | Error::Refused(_)
-        | Error::AuthenticationFailed(_) => "rejected",
-        Error::Protocol(_) | Error::Decode(_) => "protocol_violation",
-        Error::ChecksumMismatch { .. } => "checksum",
-        Error::HandshakeTimeout { .. } | Error::IdleTimeout { .. } => "timeout",
-        Error::TransportIo { .. }
-        | Error::TransportProtocol { .. }
-        | Error::TransportClosed { .. }
-        | Error::Verbs { .. }
-        | Error::VerbsCompletion { .. }
-        | Error::Doca { .. }
-        | Error::TransportUnavailable { .. } => "transport",
-        _ => "other",
+    match e.kind() {
+        ErrorKind::PeerLost | ErrorKind::TakenOver => "peer_lost",
+        ErrorKind::Refused => "rejected",
+        ErrorKind::Violation => "protocol_violation",
+        ErrorKind::Checksum => "checksum",
+        ErrorKind::Timeout => "timeout",
+        ErrorKind::PathBroken | ErrorKind::PathFailed => "transport",
+        ErrorKind::Config
+        | ErrorKind::Host
+        | ErrorKind::Unreachable
+        | ErrorKind::Interrupted
+        | ErrorKind::Closed
+        | ErrorKind::Internal => "other",
     }
 }
 

@@ -145,8 +145,7 @@ fn explain(
             "rtr",
             format!("the queue pair could not move to RTR/RTS toward the peer's GID; {unreachable}"),
         ),
-        Error::VerbsCompletion { status, .. } | Error::TransportProtocol { detail: status, .. }
-            if large_failed && status.contains("retry") =>
+        Error::VerbsCompletion { status, .. } if large_failed && status.is_retry_exceeded() =>
         {
             (
                 "mtu",
@@ -159,7 +158,7 @@ fn explain(
                 ),
             )
         }
-        Error::VerbsCompletion { status, .. } if status.contains("retry") => {
+        Error::VerbsCompletion { status, .. } if status.is_retry_exceeded() => {
             ("gid_unreachable", format!("the peer's GID is unreachable: {unreachable}"))
         }
         Error::Doca { .. } => ("gid_unreachable", format!("the DOCA connection failed: {unreachable}")),
@@ -199,7 +198,10 @@ mod tests {
     fn failures_are_named_as_troubleshooting_names_them() {
         let retry = || Error::VerbsCompletion {
             op: "send",
-            status: "transport retry counter exceeded (12)".into(),
+            status: rdma_container::CompletionStatus {
+                code: rdma_container::CompletionStatus::RETRY_EXCEEDED,
+                name: "transport retry counter exceeded",
+            },
             hint: None,
         };
         // Retry exceeded on the large message after the small one: the MTU.

@@ -38,14 +38,14 @@ impl<'a> Interest<'a> {
     }
 }
 
-/// Waits until any descriptor is ready or `timeout` passes, and returns which were: bit `i`
-/// of the result is set when `interests[i]` is ready (readable, writable, closed or failed).
+/// Waits until any descriptor is ready or `timeout` passes, and returns which were: entry `i`
+/// is `true` when `interests[i]` is ready (readable, writable, closed or failed).
 /// EINTR counts as a spurious wake-up (nothing ready); callers re-check their own state.
 /// Takes an array so that a wait allocates nothing.
 pub(crate) fn wait_any<const N: usize>(
     interests: [Interest<'_>; N],
     timeout: Duration,
-) -> Result<u32> {
+) -> Result<[bool; N]> {
     let mut fds = interests.map(|i| {
         let mut flags = PollFlags::empty();
         if i.readable {
@@ -59,11 +59,11 @@ pub(crate) fn wait_any<const N: usize>(
     let ms = poll_millis(timeout);
     if N == 0 {
         std::thread::sleep(Duration::from_millis(u64::from(ms)));
-        return Ok(0);
+        return Ok([false; N]);
     }
     match poll(&mut fds, PollTimeout::from(ms)) {
         Ok(_) => {}
-        Err(nix::errno::Errno::EINTR) => return Ok(0),
+        Err(nix::errno::Errno::EINTR) => return Ok([false; N]),
         Err(e) => {
             return Err(Error::Socket {
                 what: "poll",
@@ -71,19 +71,17 @@ pub(crate) fn wait_any<const N: usize>(
             })
         }
     }
-    let mut ready = 0u32;
-    for (i, fd) in fds.iter().enumerate() {
-        if fd.revents().is_some_and(|r| !r.is_empty()) {
-            ready |= 1 << i;
-        }
+    let mut ready = [false; N];
+    for (ready, fd) in ready.iter_mut().zip(&fds) {
+        *ready = fd.revents().is_some_and(|r| !r.is_empty());
     }
     Ok(ready)
 }
 
 /// Waits until any of `fds` is readable (or closed, or failed) or `timeout` passes, for a
-/// number of descriptors known only at run time (a data path's set-up): bit `i` of the result
-/// is set when `fds[i]` is ready (the first 64 are reported; all are waited on).
-pub(crate) fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Result<u64> {
+/// number of descriptors known only at run time (a data path's set-up): entry `i` is `true`
+/// when `fds[i]` is ready.
+pub(crate) fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Result<Vec<bool>> {
     let mut polled: Vec<PollFd<'_>> = fds
         .iter()
         .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
@@ -91,7 +89,7 @@ pub(crate) fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Result
     let ms = poll_millis(timeout);
     match poll(&mut polled, PollTimeout::from(ms)) {
         Ok(_) => {}
-        Err(nix::errno::Errno::EINTR) => return Ok(0),
+        Err(nix::errno::Errno::EINTR) => return Ok(vec![false; fds.len()]),
         Err(e) => {
             return Err(Error::Socket {
                 what: "poll",
@@ -99,13 +97,10 @@ pub(crate) fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Result
             })
         }
     }
-    let mut ready = 0u64;
-    for (i, fd) in polled.iter().enumerate().take(64) {
-        if fd.revents().is_some_and(|r| !r.is_empty()) {
-            ready |= 1 << i;
-        }
-    }
-    Ok(ready)
+    Ok(polled
+        .iter()
+        .map(|fd| fd.revents().is_some_and(|r| !r.is_empty()))
+        .collect())
 }
 
 /// `poll`'s timeout in whole milliseconds, rounded up (at most 65,535 ms): a wait of 0.3 ms

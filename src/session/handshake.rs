@@ -12,20 +12,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::choice::create_transport;
+use super::connect::{connect_data_path, Connecting};
 use super::resume::{negotiated_timeout, ResumeAttempt, ResumeRegistry, Resumption};
 use super::{ipv4, Session, SessionInfo, WAIT_SLICE};
 use crate::auth::fresh_nonce;
 use crate::config::Config;
 use crate::net::bootstrap;
 use crate::net::iface::{path_info, PathInfo};
-use crate::net::wait::{remaining, wait_readable};
+use crate::net::wait::remaining;
 use crate::net::{ControlChannel, Received};
 use crate::proto::{Hello, Message, TransportKind, PROTOCOL_VERSION};
 use crate::roce::{self, DeviceChoice};
 use crate::session_core::handshake::{Auth, Handshake, HandshakeAction, AUTH_WINDOW};
 use crate::session_core::resume::{ResumeTicket, SessionId};
 use crate::time::deadline_after;
-use crate::transport::{BootstrapSide, RolePath, SetupParams, SetupStep};
+use crate::transport::{BootstrapSide, RolePath, SetupParams};
 use crate::{Error, Result};
 
 /// How long a client waits after its first busy answer before it tries again (a server whose
@@ -371,6 +372,37 @@ fn step(control: &mut ControlChannel, handshake: &mut Handshake, config: &Config
     expire(control, handshake, config)
 }
 
+/// The first connection's side of the connect loop: the control connection is always
+/// watched, and what it says goes to the handshake core.
+struct FirstConnection<'a> {
+    handshake: &'a mut Handshake,
+    config: &'a Config,
+}
+
+impl Connecting for FirstConnection<'_> {
+    type Failure = Error;
+
+    fn setup_failed(&mut self, e: Error) -> Error {
+        e
+    }
+
+    fn watch_control(&self) -> bool {
+        true
+    }
+
+    fn on_control(&mut self, control: &mut ControlChannel) -> Result<()> {
+        step(control, self.handshake, self.config)
+    }
+
+    fn on_quiet(&mut self, control: &mut ControlChannel, _deadline: Instant) -> Result<()> {
+        expire(control, self.handshake, self.config)
+    }
+
+    fn on_connected(&mut self, early_data: bool) -> Result<()> {
+        self.handshake.on_connected(early_data)
+    }
+}
+
 /// Applies the handshake's deadline and the stop flag.
 fn expire(control: &ControlChannel, handshake: &mut Handshake, config: &Config) -> Result<()> {
     if let Err(expired) = handshake.handle_timeout(Instant::now()) {
@@ -617,21 +649,13 @@ impl<P: RolePath + ?Sized> Prepared<P> {
         config: &Config,
     ) -> Result<()> {
         let deadline = handshake.poll_timeout().unwrap_or_else(Instant::now);
-        loop {
-            if self.transport.connect(peer_blob, deadline)? == SetupStep::Done {
-                return handshake.on_connected(self.transport.early_data());
-            }
-            let slice = remaining(deadline).map_or(Duration::ZERO, |left| left.min(WAIT_SLICE));
-            let ready = {
-                let mut fds = vec![control.fd()];
-                self.transport.setup_fds(&mut fds);
-                wait_readable(&fds, slice)?
-            };
-            if ready & 1 != 0 {
-                step(control, handshake, config)?;
-            } else {
-                expire(control, handshake, config)?;
-            }
-        }
+        let mut first = FirstConnection { handshake, config };
+        connect_data_path(
+            &mut *self.transport,
+            peer_blob,
+            deadline,
+            control,
+            &mut first,
+        )
     }
 }

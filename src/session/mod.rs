@@ -7,6 +7,7 @@
 
 mod attempt_queue;
 mod choice;
+mod connect;
 pub(crate) mod handshake;
 pub(crate) mod resume;
 
@@ -240,41 +241,41 @@ impl<P: RolePath + ?Sized> Session<P> {
         explanation.unexplained(e, messages)
     }
 
-    /// Sleeps until the control channel (when `watch_control`) or the transport (when
-    /// `watch_data`) may have news, `until` passes, or a short slice has passed, whichever is
-    /// first; `now` is the caller's reading of the clock just before (a clock read is a system
-    /// call on some machines: a wait costs one, not two). Returns whether the control channel
-    /// may be readable. A descriptor at end of file must not be watched (it is always
-    /// readable): callers pass `false` for it. Returns [`Error::Interrupted`] when the stop flag
-    /// is set and `honor_stop` is.
+    /// Sleeps until what `watch` names may have news, `until` passes, or a short slice has
+    /// passed, whichever is first; `now` is the caller's reading of the clock just before (a
+    /// clock read is a system call on some machines: a wait costs one, not two). A descriptor
+    /// at end of file must not be watched (it is always readable): callers leave it out.
+    /// Returns [`Error::Interrupted`] when the stop flag is set and `watch.stop` honours it,
+    /// and [`Woke::ResumeAttempt`] (an event, not an error) when a client's resume attempt
+    /// waits for this server session.
     pub(crate) fn wait(
         &mut self,
         now: Instant,
         until: Option<Instant>,
-        watch_control: bool,
-        watch_data: bool,
-        honor_stop: bool,
-    ) -> Result<bool> {
-        if honor_stop && self.config.stopped() {
+        watch: Watch,
+    ) -> Result<Woke> {
+        if watch.stop == StopFlag::Honoured && self.config.stopped() {
             return Err(Error::Interrupted);
         }
         if resume::poll_attempt(&mut self.resume) {
-            return Err(resume::attempt_marker());
+            return Ok(Woke::ResumeAttempt);
         }
         let slice = match until {
             Some(t) => t.saturating_duration_since(now).min(WAIT_SLICE),
             None => WAIT_SLICE,
         };
         if slice.is_zero() {
-            return Ok(watch_control);
+            return Ok(Woke::Ready {
+                control: watch.control,
+            });
         }
         let control = Interest::read(self.control.fd());
-        if watch_data && self.transport.before_wait()? {
+        if watch.data && self.transport.before_wait()? {
             // Completions came in while the transport armed its notification: no sleep.
-            let control_ready = watch_control && wait_any([control], Duration::ZERO)? != 0;
-            return Ok(control_ready);
+            let control = watch.control && wait_any([control], Duration::ZERO)? == [true];
+            return Ok(Woke::Ready { control });
         }
-        let data = if watch_data {
+        let data = if watch.data {
             self.transport.wait_handle().map(|h| Interest {
                 fd: h.fd,
                 readable: true,
@@ -283,13 +284,13 @@ impl<P: RolePath + ?Sized> Session<P> {
         } else {
             None
         };
-        let (control_ready, data_ready) = match (watch_control, data) {
+        let (control_ready, data_ready) = match (watch.control, data) {
             (true, Some(data)) => {
-                let ready = wait_any([control, data], slice)?;
-                (ready & 1 != 0, ready & 2 != 0)
+                let [control_ready, data_ready] = wait_any([control, data], slice)?;
+                (control_ready, data_ready)
             }
-            (true, None) => (wait_any([control], slice)? != 0, false),
-            (false, Some(data)) => (false, wait_any([data], slice)? != 0),
+            (true, None) => (wait_any([control], slice)? == [true], false),
+            (false, Some(data)) => (false, wait_any([data], slice)? == [true]),
             (false, None) => {
                 wait_any([], slice)?;
                 (false, false)
@@ -298,8 +299,54 @@ impl<P: RolePath + ?Sized> Session<P> {
         if data_ready {
             self.transport.on_wakeup();
         }
-        Ok(control_ready)
+        Ok(Woke::Ready {
+            control: control_ready,
+        })
     }
+}
+
+/// What a driver's wait watches ([`Session::wait`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Watch {
+    /// The control channel (never one at end of file).
+    pub(crate) control: bool,
+    /// The transport's data path.
+    pub(crate) data: bool,
+    /// Whether the stop flag ends the wait.
+    pub(crate) stop: StopFlag,
+}
+
+/// Whether a wait honours the caller's stop flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopFlag {
+    /// The stop flag ends the wait with [`Error::Interrupted`].
+    Honoured,
+    /// It does not (a message already counted as sent, Finish: what a Ctrl-C handler runs).
+    Ignored,
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woke {
+    /// News may have come, the deadline or a slice passed; `control`: the control channel may
+    /// be readable.
+    Ready {
+        /// Whether to read the control channel.
+        control: bool,
+    },
+    /// A client's resume attempt waits for this server session: the driver hands it to the
+    /// lifecycle core ([`crate::session_core::lifecycle::Trigger::AttemptArrived`]).
+    ResumeAttempt,
+}
+
+/// What a driver operation that waits came to: done, or a resume attempt arrived (an event the
+/// driver hands to the lifecycle, never an error).
+#[derive(Debug)]
+pub(crate) enum Flow<T> {
+    /// The operation finished with this.
+    Done(T),
+    /// A wait inside it saw [`Woke::ResumeAttempt`].
+    ResumeAttempt,
 }
 
 /// An ACK timeout exponent as time: 4.096 us x 2^n (0: the queue pair waits forever).

@@ -21,19 +21,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::attempt_queue::{AttemptQueue, Waiting};
+use super::connect::{connect_data_path, Connecting};
 use super::{Session, WAIT_SLICE};
 use crate::auth::{fresh_nonce, Nonce};
 use crate::net::bootstrap;
-use crate::net::wait::{remaining, wait_readable};
+use crate::net::wait::remaining;
 use crate::net::{ControlChannel, Received};
 use crate::proto::{Counts, Hello, Role};
-use crate::session_core::resume::{Parked, Reconnect, ReconnectStep, ResumeTicket, SessionId};
+use crate::session_core::lifecycle::{AfterAttempt, End, LifeStep, Lifecycle, Trigger};
+use crate::session_core::resume::{ResumeTicket, SessionId};
 use crate::session_core::resume_handshake::{
     ResumeAction, ResumeFailure, ResumeHandshake, ResumeSetup, Resumed, RESUME_BUSY,
     RESUME_NO_SESSION, RESUME_REFUSED,
 };
-use crate::transport::{RolePath, SetupStep, StagingSlot};
-use crate::{Error, Result};
+use crate::transport::{RolePath, StagingSlot};
+use crate::{Config, Error, Result};
 
 /// The server's sessions that can be resumed, by id: what the listener needs to check an
 /// attempt's proof, and where it hands a proven one.
@@ -294,17 +296,14 @@ enum Side {
     },
 }
 
-/// A session's resumption: its ticket, its time and its side.
+/// A session's resumption: its ticket, its side and its lifecycle.
 #[derive(Debug)]
 pub(crate) struct Resumption {
     ticket: ResumeTicket,
-    timeout: Duration,
     side: Side,
     pub(crate) counters: ResumeCounters,
-    /// The progress count at the first of the latest resumes that made none, and when: a
-    /// break that comes back with nothing getting through ends the session after the
-    /// resume timeout, as a peer that never comes back does.
-    stalled: Option<(u64, Instant)>,
+    /// Whether and how the session resumes after a break, and when it gives up (the core's).
+    life: Lifecycle,
 }
 
 /// What a resume gave the driver.
@@ -345,10 +344,9 @@ impl Resumption {
     pub(crate) fn client(ticket: ResumeTicket, timeout: Duration, server: SocketAddr) -> Self {
         Self {
             ticket,
-            timeout,
             side: Side::Client { server },
             counters: ResumeCounters::default(),
-            stalled: None,
+            life: Lifecycle::new(End::Client, timeout),
         }
     }
 
@@ -374,7 +372,7 @@ impl Resumption {
         );
         Self {
             ticket,
-            timeout,
+            life: Lifecycle::new(End::Server, timeout),
             side: Side::Server {
                 attempts: attempts.clone(),
                 pending: None,
@@ -385,7 +383,6 @@ impl Resumption {
                 },
             },
             counters: ResumeCounters::default(),
-            stalled: None,
         }
     }
 
@@ -404,43 +401,6 @@ impl Resumption {
             }
         }
     }
-}
-
-/// Whether an error is a break that a resume may repair: a lost peer, a failed control
-/// connection or data path (a reset or closed connection, a QP flushed or out of retries, a
-/// DOCA connection that failed). A Reject, a protocol violation, a local refusal or shortage
-/// (a message too long for the peer's slot, DOCA's lasting backpressure), the stop flag and
-/// our own bugs are not: resuming would meet them again.
-pub(crate) fn is_break(e: &Error) -> bool {
-    match e {
-        Error::PeerLost { .. }
-        | Error::ControlIo(_)
-        | Error::TransportIo { .. }
-        | Error::TransportClosed { .. }
-        | Error::Verbs { .. } => true,
-        // Flushed (the QP went to the error state), transport or RNR retries exhausted.
-        Error::VerbsCompletion { status, .. } => {
-            ["(5)", "(12)", "(13)"].iter().any(|s| status.ends_with(s))
-        }
-        other => is_doca_break(other),
-    }
-}
-
-#[cfg(doca_transport)]
-fn is_doca_break(e: &Error) -> bool {
-    matches!(e, Error::Doca { code, .. } if [
-        "DOCA_ERROR_IO_FAILED",
-        "DOCA_ERROR_CONNECTION_RESET",
-        "DOCA_ERROR_CONNECTION_ABORTED",
-        "DOCA_ERROR_NOT_CONNECTED",
-    ]
-    .iter()
-    .any(|failed| code.starts_with(failed)))
-}
-
-#[cfg(not(doca_transport))]
-fn is_doca_break(_: &Error) -> bool {
-    false
 }
 
 /// How one attempt ended.
@@ -469,64 +429,35 @@ impl<P: RolePath + ?Sized> Session<P> {
             .unwrap_or_default()
     }
 
-    /// After `cause` broke the session (or a client's attempt arrived while it ran): resumes
-    /// it. `Ok(Some)`: resumed on a new data path and control connection, with the counts the
-    /// driver restarts its core from. `Ok(None)`: only an attempt arrived and failed before
-    /// the client proved the secret; nothing changed, carry on. `Err`: the session cannot
-    /// resume (timeout, a proven peer's Reject or violation, the stop flag): `cause`, or what
-    /// ended it.
+    /// After `trigger` (a failure, or a client's attempt that arrived while the session ran):
+    /// resumes it as the lifecycle core decides. `Ok(Some)`: resumed on a new data path and
+    /// control connection, with the counts the driver restarts its core from. `Ok(None)`: only
+    /// an attempt arrived and failed before the client proved the secret; nothing changed,
+    /// carry on. `Err`: the session does not resume (not a break, the timeout, a proven peer's
+    /// Reject or violation, the stop flag): the error it ends with.
     pub(crate) fn resume(
         &mut self,
-        cause: Error,
+        trigger: Trigger,
         core: &mut dyn ResumeCore,
     ) -> Result<Option<ResumeOutcome>> {
-        let Some(resumption) = self.resume.as_ref() else {
-            return Err(cause);
-        };
-        let live = matches!(
-            &resumption.side,
-            Side::Server {
-                pending: Some(_),
-                ..
-            }
-        ) && is_attempt_marker(&cause);
-        let progress = core.progress();
-        let timeout = resumption.timeout;
-        let server_side = matches!(resumption.side, Side::Server { .. });
-        let client_of = match resumption.side {
-            Side::Client { server } => Some(server),
-            Side::Server { .. } => None,
-        };
-        if !live {
-            log::warn!(
-                "the session broke ({}); resuming (for up to {:.1} s)",
-                cause.chain(),
-                timeout.as_secs_f64()
-            );
-            if let Some(r) = self.resume.as_mut() {
-                match r.stalled {
-                    Some((count, since)) if count == progress && since.elapsed() >= timeout => {
-                        let why = "it broke again with no message through since a resume";
-                        return Err(gave_up(cause, progress, 0, timeout, Some(why.into())));
-                    }
-                    Some((count, _)) if count == progress => {}
-                    _ => r.stalled = Some((progress, Instant::now())),
+        let Some(resumption) = self.resume.as_mut() else {
+            return Err(match trigger {
+                Trigger::Failed(e) => e,
+                Trigger::AttemptArrived => {
+                    Error::Internal("an attempt for a session that does not resume".into())
                 }
-            }
-            if server_side && core.tell_peer_on_break() {
-                self.control.shutdown_write();
-            }
-        }
-        let started = Instant::now();
-        let outcome = match client_of {
-            Some(server) => self.resume_as_client(server, cause, core, started, progress),
-            None => self.resume_as_server(cause, core, started, live, progress),
+            });
         };
+        let started = Instant::now();
+        resumption
+            .life
+            .on_trigger(trigger, core.progress(), core.tell_peer_on_break(), started)?;
+        let outcome = self.run_resume(core);
+        self.set_parked(None);
         if let Some(r) = self.resume.as_ref() {
             r.counters.spent(started.elapsed());
         }
-        let outcome = outcome?;
-        let Some(outcome) = outcome else {
+        let Some(outcome) = outcome? else {
             return Ok(None);
         };
         if let Some(r) = self.resume.as_ref() {
@@ -541,48 +472,114 @@ impl<P: RolePath + ?Sized> Session<P> {
         Ok(Some(outcome))
     }
 
-    fn resume_as_client(
-        &mut self,
-        server: SocketAddr,
-        cause: Error,
-        core: &mut dyn ResumeCore,
-        started: Instant,
-        progress: u64,
-    ) -> Result<Option<ResumeOutcome>> {
-        let timeout = self.resume_timeout();
-        let mut reconnect = Reconnect::new(started, timeout);
-        let mut last_failure = None;
+    /// Carries out the lifecycle's steps until the session resumed, carries on, or gave up.
+    fn run_resume(&mut self, core: &mut dyn ResumeCore) -> Result<Option<ResumeOutcome>> {
         loop {
             if self.config.stopped() {
                 return Err(Error::Interrupted);
             }
-            match reconnect.step(Instant::now()) {
-                ReconnectStep::GiveUp => {
-                    let attempts = reconnect.attempts();
-                    return Err(gave_up(cause, progress, attempts, timeout, last_failure));
+            let now = Instant::now();
+            let Some(resumption) = self.resume.as_mut() else {
+                return Err(Error::Internal("resuming a session that does not".into()));
+            };
+            let server = match resumption.side {
+                Side::Client { server } => Some(server),
+                Side::Server { .. } => None,
+            };
+            let ended = match (resumption.life.poll_step(now), server) {
+                (LifeStep::GiveUp(e), _) => return Err(e),
+                (LifeStep::ShutControlWrite, _) => {
+                    self.control.shutdown_write();
+                    continue;
                 }
-                ReconnectStep::Wait { until } => {
+                (LifeStep::Wait { until }, Some(_)) => {
                     let left = remaining(until).unwrap_or_default();
                     std::thread::sleep(left.min(WAIT_SLICE));
+                    continue;
                 }
-                ReconnectStep::Attempt { attempt_deadline } => {
-                    match self.client_attempt(server, attempt_deadline, core) {
-                        Ok(AttemptEnd::Resumed(outcome)) => return Ok(Some(outcome)),
-                        Ok(AttemptEnd::NoSession) => {
-                            return Err(no_session(cause, server));
-                        }
-                        Ok(AttemptEnd::Failed { why, .. }) => {
-                            log::info!(
-                                "resume attempt {} to {server} failed: {why}",
-                                reconnect.attempts()
-                            );
-                            last_failure = Some(why);
-                            reconnect.on_attempt_failed(Instant::now());
-                        }
-                        Err(e) => return Err(e),
+                (LifeStep::Wait { until }, None) => match self.take_attempt(until) {
+                    Some(attempt) => self.server_attempt(attempt, core)?,
+                    None => continue,
+                },
+                (LifeStep::Reconnect { deadline }, Some(server)) => {
+                    self.client_attempt(server, deadline, core)?
+                }
+                (LifeStep::Reconnect { .. }, None) => {
+                    return Err(Error::Internal("a server told to reconnect".into()))
+                }
+            };
+            let Some(resumption) = self.resume.as_mut() else {
+                continue;
+            };
+            let life = &mut resumption.life;
+            match (ended, server) {
+                (AttemptEnd::Resumed(outcome), _) => {
+                    life.on_resumed(Instant::now());
+                    return Ok(Some(outcome));
+                }
+                (AttemptEnd::NoSession, Some(server)) => life.on_no_session(server),
+                (AttemptEnd::NoSession, None) => {
+                    return Err(Error::Internal(
+                        "a client's attempt said it has no session".into(),
+                    ))
+                }
+                (AttemptEnd::Failed { why, torn_down }, _) => {
+                    log::info!("a resume attempt failed: {why}");
+                    if life.on_attempt_failed(why, torn_down, Instant::now())
+                        == AfterAttempt::CarryOn
+                    {
+                        // A stranger (or a client that could not prove the secret) on a
+                        // running session: nothing changed.
+                        return Ok(None);
                     }
                 }
             }
+        }
+    }
+
+    /// Server: marks the session parked since `since` (a new client may take its place), or
+    /// no longer parked.
+    fn set_parked(&self, since: Option<Instant>) {
+        if let Some(Side::Server { attempts, .. }) = self.resume.as_ref().map(|r| &r.side) {
+            attempts.set_parked(since);
+        }
+    }
+
+    /// Server: the next attempt, one that arrived while the session ran or one the listener
+    /// hands over before `until` (waiting a slice at most); `None` when none came. While it
+    /// waits the session is parked; a new client taking its place ends the resume; an attempt
+    /// the lifecycle finds too late is refused.
+    fn take_attempt(&mut self, until: Instant) -> Option<ProvenAttempt> {
+        let resumption = self.resume.as_mut()?;
+        let Side::Server {
+            attempts, pending, ..
+        } = &mut resumption.side
+        else {
+            return None;
+        };
+        let life = &mut resumption.life;
+        let attempt = match pending.take() {
+            Some(attempt) => *attempt,
+            None => {
+                attempts.set_parked(life.resuming_since());
+                let slice_end = until.min(Instant::now() + WAIT_SLICE);
+                match attempts.take(Some(slice_end)) {
+                    Some(attempt) => attempt,
+                    None => {
+                        if attempts.taken_over() {
+                            life.on_taken_over(Instant::now());
+                        }
+                        return None;
+                    }
+                }
+            }
+        };
+        attempts.set_parked(None);
+        if life.on_attempt_taken(Instant::now()) {
+            Some(attempt)
+        } else {
+            attempt.tell_refused();
+            None
         }
     }
 
@@ -620,100 +617,6 @@ impl<P: RolePath + ?Sized> Session<P> {
         self.drive_attempt(&mut control, &mut handshake, core, Some(counts), false)
     }
 
-    fn resume_as_server(
-        &mut self,
-        cause: Error,
-        core: &mut dyn ResumeCore,
-        started: Instant,
-        live: bool,
-        progress: u64,
-    ) -> Result<Option<ResumeOutcome>> {
-        let timeout = self.resume_timeout();
-        let parked = Parked::new(started, timeout);
-        let mut broken = !live;
-        let mut last_failure = None;
-        let mut attempts = 0u32;
-        loop {
-            if self.config.stopped() {
-                return Err(Error::Interrupted);
-            }
-            let Some(attempt) = self.next_attempt(parked, started)? else {
-                if self.taken_over() {
-                    return Err(Error::TakenOver {
-                        messages: progress,
-                        waited: started.elapsed().as_secs_f64(),
-                    });
-                }
-                return Err(gave_up(cause, progress, attempts, timeout, last_failure));
-            };
-            attempts += 1;
-            match self.server_attempt(attempt, core)? {
-                AttemptEnd::Resumed(outcome) => return Ok(Some(outcome)),
-                AttemptEnd::NoSession => {
-                    return Err(Error::Internal(
-                        "a client's attempt said it has no session".into(),
-                    ))
-                }
-                AttemptEnd::Failed { why, torn_down } => {
-                    log::info!("a resume attempt failed: {why}");
-                    broken |= torn_down;
-                    if !broken {
-                        // A stranger (or a client that could not prove the secret) on a live
-                        // session: nothing changed.
-                        return Ok(None);
-                    }
-                    last_failure = Some(why);
-                }
-            }
-        }
-    }
-
-    /// Server: whether a new client took this parked session's place.
-    fn taken_over(&self) -> bool {
-        matches!(
-            self.resume.as_ref().map(|r| &r.side),
-            Some(Side::Server { attempts, .. }) if attempts.taken_over()
-        )
-    }
-
-    /// The next attempt for this server session: one that arrived while it ran, else one the
-    /// listener hands over before the parking ends (`None` then, or once a new client took
-    /// its place). While it waits with none queued the session is parked since `broke`.
-    fn next_attempt(&mut self, parked: Parked, broke: Instant) -> Result<Option<ProvenAttempt>> {
-        let Some(Side::Server {
-            attempts, pending, ..
-        }) = self.resume.as_mut().map(|r| &mut r.side)
-        else {
-            return Err(Error::Internal(
-                "a client waiting for resume attempts".into(),
-            ));
-        };
-        if let Some(attempt) = pending.take() {
-            return Ok(Some(*attempt));
-        }
-        let attempts = attempts.clone();
-        attempts.set_parked(Some(broke));
-        let next = loop {
-            if self.config.stopped() {
-                break Err(Error::Interrupted);
-            }
-            let Some(left) = remaining(parked.poll_timeout()) else {
-                break Ok(None);
-            };
-            match attempts.take(Some(Instant::now() + left.min(WAIT_SLICE))) {
-                Some(attempt) if !parked.admits(Instant::now()) => {
-                    attempt.tell_refused();
-                    break Ok(None);
-                }
-                Some(attempt) => break Ok(Some(attempt)),
-                None if attempts.taken_over() => break Ok(None),
-                None => {}
-            }
-        };
-        attempts.set_parked(None);
-        next
-    }
-
     /// A proven attempt: the session's side, from the `Prepare` the client's proof led to.
     fn server_attempt(
         &mut self,
@@ -727,10 +630,6 @@ impl<P: RolePath + ?Sized> Session<P> {
             None,
             true,
         )
-    }
-
-    fn resume_timeout(&self) -> Duration {
-        self.resume.as_ref().map_or(Duration::ZERO, |r| r.timeout)
     }
 
     fn resume_setup(&self, deadline: Instant) -> Result<ResumeSetup> {
@@ -891,110 +790,79 @@ impl<P: RolePath + ?Sized> Session<P> {
         peer_blob: &[u8],
     ) -> std::result::Result<(), ResumeFailure> {
         let deadline = handshake.poll_timeout().unwrap_or_else(Instant::now);
-        loop {
-            match self.transport.connect(peer_blob, deadline) {
-                Ok(SetupStep::Done) => return handshake.on_connected(self.transport.early_data()),
-                Ok(SetupStep::Waiting) => {}
-                Err(e) => return Err(handshake.on_setup_failed(&e.chain())),
-            }
-            let Some(left) = remaining(deadline) else {
-                return Err(handshake.on_setup_failed("the attempt's deadline passed"));
-            };
-            // Once Ready came, what follows on the control connection (credits) is the
-            // session's: it stays there until the session reads it.
-            let watch_control = !handshake.ready_seen();
-            let ready = {
-                let mut fds = Vec::with_capacity(4);
-                if watch_control {
-                    fds.push(control.fd());
-                }
-                self.transport.setup_fds(&mut fds);
-                wait_readable(&fds, left.min(WAIT_SLICE))
-                    .map_err(|e| ResumeFailure::Attempt(e.chain()))?
-            };
-            if watch_control && ready & 1 != 0 {
-                // The peer spoke (Ready on tcp may come before our side finished), or closed.
-                match control.try_recv() {
-                    Ok(Received::Message(msg)) => handshake.on_message(msg)?,
-                    Ok(Received::Closed(_)) => return Err(handshake.on_control_closed()),
-                    Ok(Received::Nothing) => {}
-                    Err(Error::Decode(e)) => return Err(handshake.on_undecodable(&e.to_string())),
-                    Err(e) => return Err(ResumeFailure::Attempt(e.chain())),
-                }
-            }
-            if self.config.stopped() {
-                return Err(ResumeFailure::Session(Error::Interrupted));
-            }
+        let config = self.config.clone();
+        let mut resumed = ResumedConnection {
+            handshake,
+            config: &config,
+        };
+        connect_data_path(
+            &mut *self.transport,
+            peer_blob,
+            deadline,
+            control,
+            &mut resumed,
+        )
+    }
+}
+
+/// A resume's side of the connect loop: the control connection is watched until the peer's
+/// Ready (what follows it, credits, is the session's and stays there until the session reads
+/// it); a setup failure fails only this attempt.
+struct ResumedConnection<'a> {
+    handshake: &'a mut ResumeHandshake,
+    config: &'a Config,
+}
+
+impl ResumedConnection<'_> {
+    fn stop_flag(&self) -> std::result::Result<(), ResumeFailure> {
+        if self.config.stopped() {
+            return Err(ResumeFailure::Session(Error::Interrupted));
         }
+        Ok(())
     }
 }
 
-/// The error that marks a client's attempt arriving at a running server session.
-pub(crate) fn attempt_marker() -> Error {
-    Error::PeerLost {
-        reason: ATTEMPT_MARKER.to_owned(),
-        messages: 0,
-        cause: None,
+impl Connecting for ResumedConnection<'_> {
+    type Failure = ResumeFailure;
+
+    fn setup_failed(&mut self, e: Error) -> ResumeFailure {
+        self.handshake.on_setup_failed(&e.chain())
     }
-}
 
-const ATTEMPT_MARKER: &str = "the client is resuming the session";
+    fn watch_control(&self) -> bool {
+        !self.handshake.ready_seen()
+    }
 
-fn is_attempt_marker(e: &Error) -> bool {
-    matches!(e, Error::PeerLost { reason, .. } if reason == ATTEMPT_MARKER)
-}
-
-/// The resume timeout passed: the break's own error, a lost peer's with what the attempts
-/// saw (`progress`: the count, where the break itself had none).
-fn gave_up(
-    cause: Error,
-    progress: u64,
-    attempts: u32,
-    timeout: Duration,
-    last: Option<String>,
-) -> Error {
-    let detail = format!(
-        "this end gave up: not resumed within {:.1} s, the resume timeout ({attempts} attempt(s){})",
-        timeout.as_secs_f64(),
-        last.map(|l| format!("; the last: {l}")).unwrap_or_default()
-    );
-    match cause {
-        Error::PeerLost { reason, .. } if reason == ATTEMPT_MARKER => {
-            log::warn!("{detail}");
-            Error::PeerLost {
-                reason: format!("a client's resume failed; {detail}"),
-                messages: progress,
-                cause: None,
-            }
+    fn on_control(
+        &mut self,
+        control: &mut ControlChannel,
+    ) -> std::result::Result<(), ResumeFailure> {
+        // The peer spoke (Ready on tcp may come before our side finished), or closed.
+        match control.try_recv() {
+            Ok(Received::Message(msg)) => self.handshake.on_message(msg)?,
+            Ok(Received::Closed(_)) => return Err(self.handshake.on_control_closed()),
+            Ok(Received::Nothing) => {}
+            Err(Error::Decode(e)) => return Err(self.handshake.on_undecodable(&e.to_string())),
+            Err(e) => return Err(ResumeFailure::Attempt(e.chain())),
         }
-        other => lost_for_good(other, &detail),
+        self.stop_flag()
     }
-}
 
-/// The session ends as lost: the server answered that it has no session with our id.
-fn no_session(cause: Error, server: SocketAddr) -> Error {
-    let detail = format!(
-        "not resuming: {server} has no session with our id (it restarted, or the session ended \
-or gave its place to a new client)"
-    );
-    lost_for_good(cause, &detail)
-}
+    fn on_quiet(
+        &mut self,
+        _control: &mut ControlChannel,
+        deadline: Instant,
+    ) -> std::result::Result<(), ResumeFailure> {
+        if remaining(deadline).is_none() {
+            return Err(self
+                .handshake
+                .on_setup_failed("the attempt's deadline passed"));
+        }
+        self.stop_flag()
+    }
 
-/// The break `cause` ends the session: logs `detail` and adds it to a lost peer's reason.
-fn lost_for_good(cause: Error, detail: &str) -> Error {
-    log::warn!("{detail}");
-    match cause {
-        Error::PeerLost {
-            reason,
-            messages,
-            cause,
-        } => Error::PeerLost {
-            reason: format!("{reason}; {detail}"),
-            messages,
-            cause,
-        },
-        // A failed data path keeps its own error (and exit status); the log says the rest.
-        other => other,
+    fn on_connected(&mut self, early_data: bool) -> std::result::Result<(), ResumeFailure> {
+        self.handshake.on_connected(early_data)
     }
 }
 
@@ -1040,41 +908,6 @@ pub(crate) fn poll_attempt(resume: &mut Option<Resumption>) -> bool {
 mod tests {
     use super::*;
     use crate::proto::Message;
-    use crate::ProtocolViolation;
-
-    fn completion(status: &str) -> Error {
-        Error::VerbsCompletion {
-            op: "send",
-            status: status.into(),
-            hint: None,
-        }
-    }
-
-    #[test]
-    fn lost_peers_and_failed_paths_are_breaks_refusals_violations_and_our_bugs_are_not() {
-        for e in [
-            Error::PeerLost {
-                reason: "control connection reset".into(),
-                messages: 3,
-                cause: None,
-            },
-            Error::TransportClosed { transport: "tcp" },
-            completion("work request flushed (5)"),
-            completion("transport retry counter exceeded (12)"),
-        ] {
-            assert!(is_break(&e), "{e}");
-        }
-        for e in [
-            Error::Rejected("the receiver closed".into()),
-            Error::Protocol(ProtocolViolation::DataBeforeReady),
-            Error::Internal("a bug".into()),
-            Error::Interrupted,
-            completion("local length error (1)"),
-            completion("remote invalid request (9)"),
-        ] {
-            assert!(!is_break(&e), "{e}");
-        }
-    }
 
     /// A client of the listener's answer to a Resume: sends Resume, reads the challenge,
     /// answers with `proof_with`'s proof (the right ticket or another), returns what the
@@ -1145,29 +978,5 @@ mod tests {
         );
         let (_, handed) = attempt_with(&ticket, &ticket);
         assert!(handed, "the real client's proven attempt is handed over");
-    }
-
-    #[test]
-    fn giving_up_keeps_the_breaks_count_and_says_why() {
-        let lost = Error::PeerLost {
-            reason: "control connection reset".into(),
-            messages: 7,
-            cause: None,
-        };
-        let e = gave_up(lost, 9, 3, Duration::from_secs(10), Some("refused".into()));
-        let text = e.to_string();
-        assert!(
-            matches!(e, Error::PeerLost { messages: 7, .. })
-                && text.contains(
-                    "this end gave up: not resumed within 10.0 s, the resume timeout (3 attempt(s); \
-the last: refused)"
-                ),
-            "{text}"
-        );
-        let marker = gave_up(attempt_marker(), 9, 1, Duration::from_secs(10), None);
-        assert!(
-            matches!(marker, Error::PeerLost { messages: 9, .. }),
-            "a failed client resume counts what arrived: {marker}"
-        );
     }
 }

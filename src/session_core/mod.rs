@@ -13,6 +13,7 @@
 //! `src/session_core/proptests.rs`).
 
 pub(crate) mod handshake;
+pub(crate) mod lifecycle;
 #[cfg(test)]
 mod proptests;
 pub(crate) mod receiving;
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 use crate::net::Lost;
 use crate::proto::{Message, Role};
 use crate::time::deadline_after;
-use crate::Error;
+use crate::{Error, ErrorKind};
 
 /// How long the sender waits, after Finish, for the receiver to acknowledge by closing.
 pub(crate) const FINISH_LINGER: Duration = Duration::from_secs(10);
@@ -120,13 +121,9 @@ impl Explanation {
     /// Starts looking for the peer's words about `e` at `now`; `None` when `e` is not the data
     /// path's (nothing to explain).
     pub(crate) fn start(e: &Error, role: Role, now: Instant) -> Option<Self> {
-        let wait = match e {
-            Error::TransportClosed { .. } => EXPLAIN_WAIT,
-            Error::TransportIo { .. }
-            | Error::TransportProtocol { .. }
-            | Error::Verbs { .. }
-            | Error::VerbsCompletion { .. }
-            | Error::Doca { .. } => match role {
+        let wait = match (e, e.kind()) {
+            (Error::TransportClosed { .. }, _) => EXPLAIN_WAIT,
+            (_, ErrorKind::PathBroken | ErrorKind::PathFailed) => match role {
                 Role::Sender => OWN_FAILURE_EXPLAIN_WAIT,
                 Role::Receiver => EXPLAIN_WAIT,
             },

@@ -61,7 +61,7 @@ use super::{
     RecvSlot, SendEvent, SendPath, SetupParams, SetupStep, StagingSlot, WaitHandle,
 };
 use crate::proto::{QpSettings, Role, TransportKind};
-use crate::{Error, Result};
+use crate::{DocaFailure, Error, Result};
 
 const NAME: &str = "doca";
 /// How long teardown waits for the context to drain to IDLE.
@@ -298,6 +298,7 @@ impl DocaTransport {
                     blob.len(),
                     crate::proto::MAX_BLOB_LEN
                 ),
+                failure: DocaFailure::Failed,
                 hint: None,
             });
         }
@@ -622,6 +623,7 @@ impl Doca {
                         "{} (still refused after {BACKPRESSURE_TIMEOUT:?} of progress and retries)",
                         error_name(e.code)
                     ),
+                    failure: DocaFailure::Failed,
                     hint: Some(FULL_HINT),
                 });
             }
@@ -716,16 +718,19 @@ fn failure_error(is_send: bool, code: doca_error_t) -> Error {
         DOCA_ERROR_DEVICE_FATAL_ERROR => Error::Doca {
             call,
             code: format!("{} ({op} completion)", error_name(code)),
+            failure: DocaFailure::Failed,
             hint: Some(FATAL_HINT),
         },
         doca_error::DOCA_ERROR_TOO_BIG => Error::Doca {
             call,
             code: error_name(code),
+            failure: DocaFailure::Failed,
             hint: Some("a message larger than the receive slot"),
         },
         _ => Error::Doca {
             call,
             code: format!("{} ({op} completion)", error_name(code)),
+            failure: doca_failure(code),
             hint: Some(CONNECTION_HINT),
         },
     }
@@ -837,6 +842,7 @@ impl DataPath for DocaTransport {
                         "the context is {} {STOP_TIMEOUT:?} after the stop, not IDLE",
                         state_name(d.ctx.state())
                     ),
+                    failure: DocaFailure::Failed,
                     hint: Some(
                         "the DOCA context did not drain after a stop (tasks still in flight): \
                          the session cannot resume on this device",
@@ -892,6 +898,7 @@ impl DocaTransport {
                     "the context is {} instead of RUNNING at the session deadline",
                     state_name(state)
                 ),
+                failure: DocaFailure::Failed,
                 hint: Some(CONNECTION_HINT),
             });
         }
@@ -1090,16 +1097,35 @@ fn fail(e: dsafe::Error, hint: Option<&'static str>) -> Error {
     Error::Doca {
         call: e.call,
         code: error_name(e.code),
+        failure: doca_failure(e.code),
         hint,
+    }
+}
+
+/// What a DOCA code means for the session: a connection that failed or was reset, aborted or
+/// never made is lost (a new one may work); anything else is a failure a new path would meet.
+fn doca_failure(code: doca_error_t) -> DocaFailure {
+    match code {
+        doca_error::DOCA_ERROR_IO_FAILED
+        | doca_error::DOCA_ERROR_CONNECTION_RESET
+        | doca_error::DOCA_ERROR_CONNECTION_ABORTED
+        | doca_error::DOCA_ERROR_NOT_CONNECTED => DocaFailure::ConnectionLost,
+        _ => DocaFailure::Failed,
     }
 }
 
 /// `fail` for a task allocation; `credit` is `"(credit)"` for a credit task.
 fn task_failure(e: dsafe::Error, credit: &str) -> Error {
     match fail(e, None) {
-        Error::Doca { call, code, hint } if !credit.is_empty() => Error::Doca {
+        Error::Doca {
+            call,
+            code,
+            failure,
+            hint,
+        } if !credit.is_empty() => Error::Doca {
             call,
             code: format!("{code} {credit}"),
+            failure,
             hint,
         },
         other => other,

@@ -1144,7 +1144,7 @@ fn completion_error(is_send: bool, status: u32) -> Error {
     };
     Error::VerbsCompletion {
         op: if is_send { "send" } else { "receive" },
-        status: format!("{name} ({status})"),
+        status: crate::CompletionStatus { code: status, name },
         hint,
     }
 }
