@@ -9,14 +9,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::host;
 use crate::net::iface::{interface_owning, path_info, PathInfo};
 use crate::net::route::route_to;
 use crate::roce::pod::{restrict, PodSources};
-use crate::roce::{select, DeviceChoice, GidEntry, GidTable, Overrides, PortInfo};
+use crate::roce::{roce_active_mtu, select, DeviceChoice, GidEntry, GidTable, Overrides, PortInfo};
 use crate::{compiled_in_transports, TransportKind};
 
-/// Bit of CAP_IPC_LOCK in the capability sets.
-const CAP_IPC_LOCK_BIT: u32 = 14;
 /// Below this memlock limit (without CAP_IPC_LOCK) default-sized slots cannot be registered.
 const MEMLOCK_NEEDED: u64 = 64 * 1024 * 1024;
 
@@ -227,8 +226,8 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
     let dev_root = dev_root();
     let devices = device_reports(request, &dev_root, &full, choice.as_ref());
     let path_known = path.is_some();
-    let memlock = memlock_limit();
-    let cap = has_cap_ipc_lock();
+    let memlock = host::memlock_limit();
+    let cap = host::has_cap_ipc_lock();
     if cap != Some(true) && memlock.is_some_and(|m| m < MEMLOCK_NEEDED) {
         problems.push(format!(
             "memlock limit is {} KiB (/proc/self/limits) and CAP_IPC_LOCK is missing: RDMA memory \
@@ -464,36 +463,6 @@ fn pod_problems(
     }
 }
 
-/// The soft memlock limit in bytes; `None` when unlimited. Read from `/proc/self/limits` (what
-/// a pod sees; it has no ulimit field), else from getrlimit.
-pub(crate) fn memlock_limit() -> Option<u64> {
-    if let Ok(text) = std::fs::read_to_string("/proc/self/limits") {
-        if let Some(soft) = text
-            .lines()
-            .find_map(|l| l.strip_prefix("Max locked memory"))
-            .and_then(|rest| rest.split_whitespace().next())
-        {
-            return soft.parse().ok();
-        }
-    }
-    match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK) {
-        Ok((soft, _)) if soft == nix::sys::resource::RLIM_INFINITY => None,
-        Ok((soft, _)) => Some(soft),
-        Err(_) => None,
-    }
-}
-
-/// Whether CAP_IPC_LOCK is in the effective set (from /proc/self/status).
-pub(crate) fn has_cap_ipc_lock() -> Option<bool> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))?
-        .trim();
-    let caps = u64::from_str_radix(hex, 16).ok()?;
-    Some(caps & (1 << CAP_IPC_LOCK_BIT) != 0)
-}
-
 /// Where `/dev` is (`RDMA_CONTAINER_DEV_ROOT`, for tests and the scripts' fake trees).
 fn dev_root() -> PathBuf {
     std::env::var_os("RDMA_CONTAINER_DEV_ROOT").map_or_else(|| PathBuf::from("/dev"), PathBuf::from)
@@ -509,20 +478,6 @@ fn list_dev_infiniband(dev: &Path) -> Vec<String> {
         .unwrap_or_default();
     nodes.sort();
     nodes
-}
-
-/// The RoCE v2 headers the kernel takes off a netdev MTU to get a port's active MTU
-/// (`iboe_get_mtu`: GRH 40 + UDP 8 + BTH 12 + XRC ETH 4 + AtomicETH 28 + ICRC 4).
-pub const ROCE_HEADER_BYTES: u32 = 96;
-
-/// The IB MTUs, smallest first.
-const IB_MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
-
-/// The RoCE active MTU a netdev MTU allows: the largest IB MTU not above `netdev_mtu` less
-/// [`ROCE_HEADER_BYTES`] (the kernel's rule); `None` below 256.
-pub fn roce_active_mtu(netdev_mtu: u32) -> Option<u32> {
-    let room = netdev_mtu.checked_sub(ROCE_HEADER_BYTES)?;
-    IB_MTUS.iter().rev().copied().find(|&m| m <= room)
 }
 
 /// A port's `rate` file, `100 Gb/sec (4X EDR)`: (Gb/s, width, lane speed), each when present.
@@ -651,7 +606,7 @@ fn queried_active_mtu(sysfs_root: &Path, device: &str, port: u32) -> Option<u32>
     let attr = context.query_port(port).ok()?;
     // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5.
     let index = usize::try_from(attr.active_mtu).ok()?.checked_sub(1)?;
-    IB_MTUS.get(index).copied()
+    crate::roce::IB_MTUS.get(index).copied()
 }
 
 #[cfg(not(feature = "verbs"))]
@@ -932,19 +887,6 @@ fn transport_failure() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn roce_active_mtu_is_the_largest_ib_mtu_below_the_netdev_mtu_less_headers() {
-        assert_eq!(roce_active_mtu(1500), Some(1024));
-        assert_eq!(roce_active_mtu(9000), Some(4096));
-        assert_eq!(roce_active_mtu(4192), Some(4096));
-        assert_eq!(roce_active_mtu(4191), Some(2048));
-        assert_eq!(roce_active_mtu(2144), Some(2048));
-        assert_eq!(roce_active_mtu(2143), Some(1024));
-        assert_eq!(roce_active_mtu(352), Some(256));
-        assert_eq!(roce_active_mtu(351), None);
-        assert_eq!(roce_active_mtu(0), None);
-    }
 
     #[test]
     fn rate_files_give_rate_width_and_speed() {

@@ -45,6 +45,7 @@ pub mod doctor;
 pub mod duplex;
 mod error;
 mod error_kind;
+pub mod host;
 mod listener;
 pub mod log_text;
 pub(crate) mod net;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::busy_poll::{BusyPoll, Spin};
 use crate::checksum;
 use crate::config::Config;
-use crate::net::{Lost, Received};
+use crate::net::{Lost, Received, SendFailed};
 use crate::proto::Counts;
 use crate::proto::{Checksum, Message, Role};
 use crate::session::resume::{ResumeCore, ResumeCounters};
@@ -261,10 +261,8 @@ impl RdmaSrc {
                 ReceiverAction::AnnounceCredit { released } => {
                     match self.session.control.send(&Message::Credit { released }) {
                         Ok(()) => Ok(()),
-                        Err(Error::PeerLost { reason, cause, .. }) => {
-                            return Err(self.rejected_or_lost(Lost { reason, cause }))
-                        }
-                        Err(e) => Err(e),
+                        Err(SendFailed::PeerGone(lost)) => return Err(self.rejected_or_lost(lost)),
+                        Err(SendFailed::Io(e)) => Err(e),
                     }
                 }
                 ReceiverAction::ShutdownControlWrite => {

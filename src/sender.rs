@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::busy_poll::{BusyPoll, Spin};
 use crate::checksum;
 use crate::config::Config;
-use crate::net::{Lost, Received};
+use crate::net::{Received, SendFailed};
 use crate::proto::Counts;
 use crate::proto::{Checksum, Message, Role};
 use crate::session::resume::{ResumeCore, ResumeCounters};
@@ -382,10 +382,8 @@ impl RdmaSink {
                     match self.session.control.send(&Message::Finish { count }) {
                         Ok(()) => self.core.on_finish_sent(Instant::now()),
                         // The core says what a close before Finish means, with its count.
-                        Err(Error::PeerLost { reason, cause, .. }) => {
-                            self.core.on_control_closed(Lost { reason, cause })?
-                        }
-                        Err(e) => return Err(e),
+                        Err(SendFailed::PeerGone(lost)) => self.core.on_control_closed(lost)?,
+                        Err(SendFailed::Io(e)) => return Err(e),
                     }
                 }
                 SenderAction::Reject(reason) => self.session.control.reject(&reason),

@@ -206,7 +206,7 @@ fn print_device(d: &DeviceReport) {
             (Some(m), Some("port")) => format!("active MTU {m} (from the port, ibv_query_port)"),
             (Some(m), _) => format!(
                 "active MTU {m} (derived: the largest IB MTU <= netdev MTU - {} bytes of RoCE headers)",
-                rdma_container::doctor::ROCE_HEADER_BYTES
+                rdma_container::roce::ROCE_HEADER_BYTES
             ),
             (None, _) => "active MTU unknown".to_owned(),
         };

@@ -68,7 +68,7 @@ impl ControlChannel {
     }
 
     /// Sends one message, waiting at most a few seconds for socket buffer space.
-    pub(crate) fn send(&mut self, msg: &Message) -> Result<()> {
+    pub(crate) fn send(&mut self, msg: &Message) -> std::result::Result<(), SendFailed> {
         let mut frame = std::mem::take(&mut self.out);
         encode_frame_into(msg, &mut frame);
         let result = self.send_frame(&frame);
@@ -76,24 +76,36 @@ impl ControlChannel {
         result
     }
 
-    fn send_frame(&mut self, frame: &[u8]) -> Result<()> {
+    fn send_frame(&mut self, frame: &[u8]) -> std::result::Result<(), SendFailed> {
         let mut sent = 0;
         // The clock is read only when the socket pushes back (a frame usually goes at once).
         let mut deadline = None;
         while sent < frame.len() {
             match self.stream.write(&frame[sent..]) {
-                Ok(0) => return Err(lost("control connection closed while sending")),
+                Ok(0) => {
+                    return Err(SendFailed::PeerGone(Lost::closed(
+                        "control connection closed while sending",
+                    )))
+                }
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let deadline =
                         *deadline.get_or_insert_with(|| Instant::now() + WRITE_STALL_LIMIT);
                     let Some(left) = remaining(deadline) else {
-                        return Err(lost("control channel write stalled for 10 s"));
+                        return Err(SendFailed::PeerGone(Lost::closed(
+                            "control channel write stalled for 10 s",
+                        )));
                     };
-                    wait_any([Interest::write(self.stream.as_fd())], left)?;
+                    wait_any([Interest::write(self.stream.as_fd())], left)
+                        .map_err(SendFailed::Io)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_to_lost(e)),
+                Err(e) => {
+                    return Err(match peer_gone(e) {
+                        Ok(lost) => SendFailed::PeerGone(lost),
+                        Err(e) => SendFailed::Io(e),
+                    })
+                }
             }
         }
         Ok(())
@@ -147,16 +159,13 @@ impl ControlChannel {
                     match e.kind() {
                         io::ErrorKind::WouldBlock => return Ok(Received::Nothing),
                         io::ErrorKind::Interrupted => {}
-                        _ => match io_to_lost(e) {
-                            Error::PeerLost { reason, cause, .. } => {
-                                self.eof = true;
-                                self.reset = Some((reason, cause));
+                        _ => {
+                            self.eof = true;
+                            match peer_gone(e) {
+                                Ok(lost) => self.reset = Some((lost.reason, lost.cause)),
+                                Err(other) => return Err(other),
                             }
-                            other => {
-                                self.eof = true;
-                                return Err(other);
-                            }
-                        },
+                        }
                     }
                 }
             }
@@ -203,7 +212,11 @@ impl ControlChannel {
     /// Sends a Reject (best effort), then half-closes.
     pub(crate) fn reject(&mut self, reason: &str) {
         if let Err(e) = self.send(&Message::reject(reason)) {
-            log::debug!("could not deliver Reject to {}: {e}", self.peer);
+            log::debug!(
+                "could not deliver Reject to {}: {}",
+                self.peer,
+                Error::from(e)
+            );
         }
         self.shutdown_write();
     }
@@ -257,12 +270,29 @@ fn same_error(e: &io::Error) -> io::Error {
     }
 }
 
-fn lost(reason: &str) -> Error {
-    Lost::closed(reason).into_error(0)
+/// Why [`ControlChannel::send`] failed: the peer is gone (the session core gives the loss its
+/// count), or the socket failed in a way that says nothing about the peer.
+#[derive(Debug)]
+pub(crate) enum SendFailed {
+    /// The connection closed, reset, timed out or stalled: the peer is gone.
+    PeerGone(Lost),
+    /// Anything else.
+    Io(Error),
 }
 
-/// A socket error that means the peer is gone: [`Error::PeerLost`] keeping it as the source.
-fn io_to_lost(e: io::Error) -> Error {
+impl From<SendFailed> for Error {
+    /// A loss outside a session's count (a handshake's): zero messages.
+    fn from(e: SendFailed) -> Error {
+        match e {
+            SendFailed::PeerGone(lost) => lost.into_error(0),
+            SendFailed::Io(e) => e,
+        }
+    }
+}
+
+/// A socket error that means the peer is gone, as a [`Lost`] keeping it as the cause; any
+/// other socket error as [`Error::ControlIo`].
+fn peer_gone(e: io::Error) -> std::result::Result<Lost, Error> {
     let reason = match e.kind() {
         io::ErrorKind::ConnectionReset
         | io::ErrorKind::BrokenPipe
@@ -273,11 +303,10 @@ fn io_to_lost(e: io::Error) -> Error {
         io::ErrorKind::HostUnreachable | io::ErrorKind::NetworkUnreachable => {
             "control connection: the peer's host became unreachable"
         }
-        _ => return Error::ControlIo(e),
+        _ => return Err(Error::ControlIo(e)),
     };
-    Lost {
+    Ok(Lost {
         reason: reason.to_owned(),
         cause: Some(e),
-    }
-    .into_error(0)
+    })
 }

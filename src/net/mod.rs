@@ -7,7 +7,7 @@ pub(crate) mod iface;
 pub(crate) mod route;
 pub(crate) mod wait;
 
-pub(crate) use control::{ControlChannel, Lost, Received};
+pub(crate) use control::{ControlChannel, Lost, Received, SendFailed};
 
 #[cfg(test)]
 mod tests;

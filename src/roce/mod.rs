@@ -5,7 +5,8 @@
 //! `gid_attrs/ndevs/<i>`). This module reads that table ([`GidTable::read`], the root is
 //! injectable so tests can build fixture trees), picks the RoCE v2 GID that carries the source
 //! address of the bootstrap connection ([`select()`], rdma_cm's rule, see docs/design.md "How the
-//! device and GID are chosen"), and renders the table the way `show_gids` does ([`render_table`]).
+//! device and GID are chosen"), renders the table the way `show_gids` does ([`render_table`]),
+//! and derives a RoCE port's active MTU from its netdev's MTU ([`roce_active_mtu`]).
 //!
 //! Nothing here talks to the RDMA stack itself; only the file system is read.
 
@@ -118,6 +119,20 @@ impl GidEntry {
     }
 }
 
+/// The RoCE v2 headers the kernel takes off a netdev MTU to get a port's active MTU
+/// (`iboe_get_mtu`: GRH 40 + UDP 8 + BTH 12 + XRC ETH 4 + AtomicETH 28 + ICRC 4).
+pub const ROCE_HEADER_BYTES: u32 = 96;
+
+/// The IB MTUs, smallest first.
+pub(crate) const IB_MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
+
+/// The RoCE active MTU a netdev MTU allows: the largest IB MTU not above `netdev_mtu` less
+/// [`ROCE_HEADER_BYTES`] (the kernel's rule); `None` below 256.
+pub fn roce_active_mtu(netdev_mtu: u32) -> Option<u32> {
+    let room = netdev_mtu.checked_sub(ROCE_HEADER_BYTES)?;
+    IB_MTUS.iter().rev().copied().find(|&m| m <= room)
+}
+
 /// Orders names the way people read them: `mlx5_2` before `mlx5_10`.
 ///
 /// Runs of ASCII digits compare by numeric value, everything else byte-wise; equal keys fall back
@@ -208,6 +223,19 @@ mod tests {
         assert_eq!(json["gid"], "0000:0000:0000:0000:0000:ffff:0a07:9f47");
         assert_eq!(json["gid_type"], "RoCE v2");
         assert_eq!(json["netdev"], "ens1f0");
+    }
+
+    #[test]
+    fn roce_active_mtu_is_the_largest_ib_mtu_below_the_netdev_mtu_less_headers() {
+        assert_eq!(roce_active_mtu(1500), Some(1024));
+        assert_eq!(roce_active_mtu(9000), Some(4096));
+        assert_eq!(roce_active_mtu(4192), Some(4096));
+        assert_eq!(roce_active_mtu(4191), Some(2048));
+        assert_eq!(roce_active_mtu(2144), Some(2048));
+        assert_eq!(roce_active_mtu(2143), Some(1024));
+        assert_eq!(roce_active_mtu(352), Some(256));
+        assert_eq!(roce_active_mtu(351), None);
+        assert_eq!(roce_active_mtu(0), None);
     }
 
     #[test]

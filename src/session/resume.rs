@@ -747,7 +747,7 @@ impl<P: RolePath + ?Sized> Session<P> {
                         return Err(ResumeFailure::Attempt(format!(
                             "sending {}: {}",
                             msg.name(),
-                            e.chain()
+                            Error::from(e).chain()
                         )));
                     }
                 }

@@ -347,7 +347,7 @@ fn port_mtu(params: &SetupParams, netdev: Option<&str>) -> Option<u32> {
         .join(netdev?)
         .join("mtu");
     let netdev_mtu = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
-    crate::doctor::roce_active_mtu(netdev_mtu)
+    crate::roce::roce_active_mtu(netdev_mtu)
 }
 
 /// `--mtu asked`, capped by the port's active MTU `port` (with a warning); as asked when the

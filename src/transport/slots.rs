@@ -2,6 +2,7 @@
 
 use std::ptr::NonNull;
 
+use crate::host::{self, MemoryLimits, MemoryShortfall};
 use crate::roce::DeviceChoice;
 use crate::{Error, Result};
 
@@ -40,49 +41,42 @@ unsafe impl Send for SlotMemory {}
 
 /// Checks that `count` slots of `size` bytes can be had before anything is allocated, so that
 /// a large `--credits` x `--max-msg-size` ends in an error that names both, never in an
-/// allocation failure (an abort) or the OOM killer: the total must fit in the memory the machine
-/// has available, and memory that will be registered (`pinned`) must fit in the memlock limit
+/// allocation failure (an abort) or the OOM killer: the total must fit every limit
+/// [`MemoryLimits`] reads (the memory the machine has available, the address-space limit, the
+/// cgroup's), and memory that will be registered (`pinned`) must fit in the memlock limit
 /// unless CAP_IPC_LOCK lifts it. Returns the total in bytes.
 pub(crate) fn check_slot_memory(count: usize, size: usize, pinned: bool) -> Result<usize> {
     let total = count
         .checked_mul(size)
         .ok_or_else(|| Error::InvalidConfig(format!("{count} slots of {size} bytes overflow")))?;
     let what = || format!("{count} slots of {size} bytes ({} MiB)", total >> 20);
-    if let Some(available) = mem_available() {
-        if total as u64 > available {
-            return Err(Error::InvalidConfig(format!(
+    if let Some(shortfall) = MemoryLimits::of_this_process().shortfall(total as u64) {
+        return Err(Error::InvalidConfig(match shortfall {
+            MemoryShortfall::Available { available } => format!(
                 "{} are more than the {} MiB of memory this machine has available: lower \
 --credits or --max-msg-size",
                 what(),
                 available >> 20
-            )));
-        }
-    }
-    if let Some((limit, used)) = address_space_left() {
-        if (total as u64).saturating_add(used) > limit {
-            return Err(Error::InvalidConfig(format!(
+            ),
+            MemoryShortfall::AddressSpace { limit, used } => format!(
                 "{} do not fit the address-space limit (RLIMIT_AS, ulimit -v) of {} MiB, of which \
 this process uses {} MiB: lower --credits or --max-msg-size, or raise the limit",
                 what(),
                 limit >> 20,
                 used >> 20
-            )));
-        }
-    }
-    if let Some((limit, used)) = cgroup_memory_left() {
-        if (total as u64).saturating_add(used) > limit {
-            return Err(Error::InvalidConfig(format!(
+            ),
+            MemoryShortfall::Cgroup { limit, used } => format!(
                 "{} do not fit the memory limit of this container (cgroup: {} MiB, of which {} MiB \
 are in use): lower --credits or --max-msg-size (RDMA_CONTAINER_CREDITS, \
 RDMA_CONTAINER_MAX_MSG_SIZE), or raise the pod's limits.memory",
                 what(),
                 limit >> 20,
                 used >> 20
-            )));
-        }
+            ),
+        }));
     }
-    if pinned && crate::doctor::has_cap_ipc_lock() != Some(true) {
-        if let Some(limit) = crate::doctor::memlock_limit() {
+    if pinned && host::has_cap_ipc_lock() != Some(true) {
+        if let Some(limit) = host::memlock_limit() {
             if total as u64 > limit {
                 return Err(Error::InvalidConfig(format!(
                     "{} cannot be registered: the memlock limit is {} KiB and CAP_IPC_LOCK is not \
@@ -119,76 +113,6 @@ pub(crate) fn zeroed(n: usize) -> Result<Vec<u8>> {
     // [u8; n] (size n, alignment 1), which is the layout a Vec<u8> of capacity n frees with;
     // all n bytes are initialised (zero); the Vec becomes its only owner.
     Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
-}
-
-/// The address-space limit (`RLIMIT_AS`) and what this process maps now (`VmSize`), in
-/// bytes; `None` without a limit.
-fn address_space_left() -> Option<(u64, u64)> {
-    let (soft, _) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS).ok()?;
-    if soft == nix::sys::resource::RLIM_INFINITY {
-        return None;
-    }
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let used_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some((soft, used_kib.saturating_mul(1024)))
-}
-
-/// This process's cgroup memory limit and usage, in bytes (v2 `memory.max`/`memory.current`,
-/// v1 `memory.limit_in_bytes`/`memory.usage_in_bytes`); `None` without a limit.
-fn cgroup_memory_left() -> Option<(u64, u64)> {
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    cgroup_limit_from(&cgroups, std::path::Path::new("/sys/fs/cgroup"))
-}
-
-/// [`cgroup_memory_left`] from `/proc/self/cgroup`'s text and the cgroup mount.
-fn cgroup_limit_from(cgroups: &str, mount: &std::path::Path) -> Option<(u64, u64)> {
-    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok();
-    let number = |t: Option<String>| t.and_then(|t| t.trim().parse::<u64>().ok());
-    for line in cgroups.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let path = path.trim_start_matches('/');
-        if controllers.is_empty() {
-            let dir = mount.join(path);
-            // "max" (no limit) does not parse: None.
-            let limit = number(read(dir.join("memory.max")))?;
-            let used = number(read(dir.join("memory.current"))).unwrap_or(0);
-            return Some((limit, used));
-        }
-        if controllers.split(',').any(|c| c == "memory") {
-            let dir = mount.join("memory").join(path);
-            let limit = number(read(dir.join("memory.limit_in_bytes")))?;
-            // v1 writes a huge page-rounded number when there is no limit.
-            if limit >= 1 << 62 {
-                return None;
-            }
-            let used = number(read(dir.join("memory.usage_in_bytes"))).unwrap_or(0);
-            return Some((limit, used));
-        }
-    }
-    None
-}
-
-/// `MemAvailable` from /proc/meminfo, in bytes (`None` where it cannot be read).
-fn mem_available() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    kib.checked_mul(1024)
 }
 
 impl SlotMemory {
@@ -323,32 +247,6 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-
-    #[test]
-    fn a_cgroup_memory_limit_is_read_from_v2_and_v1_and_no_limit_is_none() {
-        let dir = tempfile::tempdir().expect("dir");
-        let v2 = dir.path().join("kubepods/pod1");
-        std::fs::create_dir_all(&v2).expect("mkdir");
-        std::fs::write(v2.join("memory.max"), "1073741824\n").expect("write");
-        std::fs::write(v2.join("memory.current"), "104857600\n").expect("write");
-        assert_eq!(
-            cgroup_limit_from("0::/kubepods/pod1\n", dir.path()),
-            Some((1 << 30, 100 << 20))
-        );
-        std::fs::write(v2.join("memory.max"), "max\n").expect("write");
-        assert_eq!(cgroup_limit_from("0::/kubepods/pod1\n", dir.path()), None);
-        let v1 = dir.path().join("memory/docker/abc");
-        std::fs::create_dir_all(&v1).expect("mkdir");
-        std::fs::write(v1.join("memory.limit_in_bytes"), "536870912\n").expect("write");
-        std::fs::write(v1.join("memory.usage_in_bytes"), "0\n").expect("write");
-        let v1_lines = "12:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n";
-        assert_eq!(
-            cgroup_limit_from(v1_lines, dir.path()),
-            Some((512 << 20, 0))
-        );
-        std::fs::write(v1.join("memory.limit_in_bytes"), "9223372036854771712\n").expect("write");
-        assert_eq!(cgroup_limit_from(v1_lines, dir.path()), None);
-    }
 
     #[test]
     fn zeroed_slot_memory_beyond_what_can_be_had_is_an_error_not_an_abort() {
