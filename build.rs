@@ -25,10 +25,4 @@ fn main() {
         (kind, Err(_)) => format!("unknown version ({kind})"),
     };
     println!("cargo:rustc-env=RDMA_CONTAINER_DOCA_VERSION={doca}");
-    // A library's link arguments do not reach the final binary: add the SDK's rpath here.
-    if let Ok(rpath) = std::env::var("DEP_DOCA_RPATH") {
-        for dir in rpath.split(':').filter(|d| !d.is_empty()) {
-            println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
-        }
-    }
 }

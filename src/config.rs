@@ -31,7 +31,7 @@ pub const DEFAULT_RETRY_COUNT: u8 = 7;
 /// Which transport to use: a [`crate::TransportKind`], or `Auto` to let the route decide. (The
 /// kind is what runs and what the hello carries; this is what the user asks for.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum TransportChoice {
     /// RDMA when a RoCE v2 GID owns the source address and an RDMA transport is compiled in
     /// and starts, otherwise TCP (said in one log line).

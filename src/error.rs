@@ -540,7 +540,6 @@ mod tests {
 
     /// The program prints its errors through anyhow as `{:#}` (the message, then each source
     /// after ": "): every cause appears exactly once.
-    #[cfg(feature = "cli")]
     #[test]
     fn the_programs_error_line_says_each_cause_once() {
         for (e, source) in with_sources() {

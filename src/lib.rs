@@ -79,6 +79,14 @@ pub mod path {
     pub use crate::net::route::{route_to, RouteInfo, RouteType};
 }
 
+/// What this build was made with, as `rdma-container --version` prints it.
+pub mod build_info {
+    /// The transports compiled in, in the order `auto` prefers them (`doca,verbs,tcp`).
+    pub const TRANSPORTS: &str = env!("RDMA_CONTAINER_TRANSPORTS");
+    /// The DOCA SDK found at build time (`none (transport compiled out)` without one).
+    pub const DOCA_VERSION: &str = env!("RDMA_CONTAINER_DOCA_VERSION");
+}
+
 /// The transports compiled into this build, in the order `auto` prefers them.
 pub fn compiled_in_transports() -> &'static [TransportKind] {
     transport::compiled_in()

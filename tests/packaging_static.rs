@@ -381,7 +381,7 @@ fn dockerfile_build_stage_pins_rust_and_builds_with_require_doca() {
         rust.split('.').count() == 3 && rust.split('.').all(|p| p.parse::<u32>().is_ok()),
         "RUST_VERSION must be pinned to x.y.z, got {rust}"
     );
-    for manifest in ["Cargo.toml", "doca-sys/Cargo.toml"] {
+    for manifest in ["Cargo.toml", "lib/Cargo.toml", "doca-sys/Cargo.toml"] {
         if !repo().join(manifest).exists() {
             continue;
         }

@@ -848,19 +848,17 @@ fn payload_size(s: &str) -> Result<usize, String> {
 }
 
 fn long_version() -> &'static str {
-    const TEXT: &str = concat!(
-        env!("CARGO_PKG_VERSION"),
-        "\ntransports: ",
-        env!("RDMA_CONTAINER_TRANSPORTS"),
-        "\nDOCA: ",
-        env!("RDMA_CONTAINER_DOCA_VERSION")
-    );
-    if cfg!(feature = "test-hooks") {
-        static WITH_HOOKS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        WITH_HOOKS.get_or_init(|| {
-            format!("{TEXT}\ntest hooks: on (RDMA_CONTAINER_TEST_*: a test build, never ship it)")
-        })
-    } else {
-        TEXT
-    }
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let mut text = format!(
+            "{}\ntransports: {}\nDOCA: {}",
+            env!("CARGO_PKG_VERSION"),
+            rdma_container::build_info::TRANSPORTS,
+            rdma_container::build_info::DOCA_VERSION
+        );
+        if cfg!(feature = "test-hooks") {
+            text.push_str("\ntest hooks: on (RDMA_CONTAINER_TEST_*: a test build, never ship it)");
+        }
+        text
+    })
 }

@@ -105,7 +105,7 @@ impl std::fmt::Display for TransportKind {
 
 /// The check each message carries, if any; both ends must use the same.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Checksum {
     /// No check beyond the transport's own (RoCE's ICRC, TCP's checksum).
