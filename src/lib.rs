@@ -65,11 +65,12 @@ pub use config::InterruptCheck;
 pub use config::{Config, TransportChoice};
 pub use error::{Error, ProtocolViolation, Result};
 pub use error_kind::{CompletionStatus, DocaFailure, ErrorKind};
+pub use listener::resume_registry::ParkedSessions;
 pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
 pub use proto::{Checksum, Role, TransportKind};
 pub use receiver::RdmaSrc;
 pub use sender::RdmaSink;
-pub use session::resume::{ParkedSessions, ResumeCounters, ResumeStats};
+pub use session::resume::{ResumeCounters, ResumeStats};
 pub use session::SessionInfo;
 pub use transport::auto_order;
 

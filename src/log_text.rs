@@ -4,8 +4,8 @@
 //! - text a peer chose (a Reject's reason, anything it sent that we show) reaches a log or an
 //!   error message only through [`peer_text`]: control characters (terminal escapes, carriage
 //!   returns, line ends) appear as escapes, and at most [`MAX_SHOWN`] characters are shown;
-//! - an event strangers can repeat at will is logged through a [`RateLimitedLog`]: the first
-//!   at once, then at most one line per [`LOG_INTERVAL`], with the count so far.
+//! - an event strangers can repeat at will is logged through a `RateLimitedLog`: the first
+//!   at once, then at most one line per `LOG_INTERVAL`, with the count so far.
 
 use std::fmt::Write;
 use std::time::{Duration, Instant};

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 
 use super::choice::create_transport;
 use super::connect::{connect_data_path, Connecting};
-use super::resume::{negotiated_timeout, ResumeAttempt, ResumeRegistry, Resumption};
+use super::resume::{negotiated_timeout, Resumption};
 use super::{ipv4, Session, SessionInfo, WAIT_SLICE};
 use crate::auth::fresh_nonce;
 use crate::config::Config;
+use crate::listener::resume_registry::{ResumeAttempt, ResumeRegistry};
 use crate::net::bootstrap;
 use crate::net::iface::{path_info, PathInfo};
 use crate::net::wait::remaining;

@@ -5,7 +5,6 @@
 //! Set-up lives beside it: [`handshake`] drives the core's handshake state machine over the
 //! bootstrap connection, [`choice`] picks the transport.
 
-mod attempt_queue;
 mod choice;
 mod connect;
 pub(crate) mod handshake;

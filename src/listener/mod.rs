@@ -16,6 +16,9 @@
 //! lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the acceptor backs off
 //! instead of spinning, logging once per second with the count.
 
+pub(crate) mod attempt_queue;
+pub(crate) mod resume_registry;
+
 use std::collections::VecDeque;
 use std::io;
 use std::net::TcpStream;
@@ -33,10 +36,10 @@ use crate::net::bootstrap;
 use crate::net::wait::{wait_any, Interest};
 use crate::proto::Role;
 use crate::session::handshake::{read_hello, Opening};
-use crate::session::resume::{route_attempt, ParkedSessions, ResumeRegistry};
 use crate::session::{PendingHello, Session};
 use crate::time::deadline_after;
 use crate::{Error, RdmaSink, RdmaSrc, Result};
+use resume_registry::{route_attempt, ParkedSessions, ResumeRegistry};
 
 /// Hellos read at the same time; more connections are closed on arrival.
 pub const MAX_PENDING_HANDSHAKES: usize = 64;
