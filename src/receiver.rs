@@ -120,70 +120,20 @@ impl RdmaSrc {
         if !self.core.is_open() {
             return Err(Error::Closed);
         }
-        // The actions (re-posting the released slot, credits) are part of the call: a failure
-        // there gets the same policy as any other.
-        // A break the session resumes from is repaired where it is found: waiting, it waits
-        // again on the new path. Found while messages that arrived are still to be delivered
-        // or carrying out the actions (a message is delivered and held by then), it waits in
-        // the core until every message that arrived was delivered: nothing that arrived is
-        // lost, whether the session then resumes or ends.
-        // At the end of a resumable stream the sender must have heard us let it go: if the
-        // control connection breaks first, the session resumes and lets it go again.
-        let result = loop {
-            let delivered = loop {
-                let trigger = match self.next_message() {
-                    Ok(Flow::Done(delivered)) => break Ok(delivered),
-                    Ok(Flow::ResumeAttempt) => Trigger::AttemptArrived,
-                    Err(e) => Trigger::Failed(e),
-                };
-                if let Err(e) = self.resume_after(trigger) {
-                    break Err(e);
-                }
-            };
-            let result = delivered.and_then(|delivered| loop {
-                match self.run_actions() {
-                    Ok(()) => break Ok(delivered),
-                    // The delivered message is returned; the break comes once every message
-                    // that arrived was delivered (then resumed from, or reported).
-                    Err(e) if delivered && Lifecycle::is_break(&e) => {
-                        self.core.on_data_broken(e);
-                        break Ok(true);
-                    }
-                    Err(e) => {
-                        if let Err(e) = self.resume_after(Trigger::Failed(e)) {
-                            break Err(e);
-                        }
-                    }
-                }
-            });
-            if !matches!(result, Ok(false)) || !self.session.resumes() {
-                break result;
-            }
-            match self.await_sender_close() {
-                Ok(()) => break result,
-                Err(e) => {
-                    if let Err(e) = self.resume_after(Trigger::Failed(e)) {
-                        break Err(e);
-                    }
-                }
-            }
-        };
-        if let Err(e) = &result {
+        let delivered = self.deliver();
+        if let Err(e) = &delivered {
             self.core.on_error(e);
             // The failure's own actions (a Reject, closing); the first error says more.
             let _ = self.run_actions();
         }
-        if !result? {
+        if !delivered? {
             return Ok(None);
         }
         let index = self.core.delivered().saturating_sub(1);
-        let checked = match self.core.held() {
-            Some(held) => {
-                checksum::check(self.checksum, self.session.transport.message(held), index)
-            }
-            None => return Ok(None),
+        let Some(held) = self.core.held() else {
+            return Ok(None);
         };
-        match checked {
+        match checksum::check(self.checksum, self.session.transport.message(held), index) {
             Ok(len) => Ok(self
                 .core
                 .held()
@@ -192,6 +142,57 @@ impl RdmaSrc {
                 self.core.fail_held(&e);
                 let _ = self.run_actions();
                 Err(e)
+            }
+        }
+    }
+
+    /// Delivers the next message (`false`: end of stream), with its actions (re-posting the
+    /// released slot, credits) part of the call: a failure there gets the same policy as any
+    /// other. Every failure, and a resume attempt that arrives, goes to the lifecycle core
+    /// ([`Session::resume`](crate::session::Session)), which resumes or ends the session. A
+    /// break found while messages that arrived are still to be delivered, or carrying out the
+    /// actions (a message is delivered and held by then), waits in the receiver core until
+    /// every message that arrived was delivered: nothing that arrived is lost, whether the
+    /// session then resumes or ends. At the end of a resumable stream the sender must have
+    /// heard us let it go: if the control connection breaks first, the session resumes and
+    /// lets it go again.
+    fn deliver(&mut self) -> Result<bool> {
+        loop {
+            let delivered = self.next_message_resuming()?;
+            let delivered = self.run_actions_resuming(delivered)?;
+            if delivered || !self.session.resumes() {
+                return Ok(delivered);
+            }
+            match self.await_sender_close() {
+                Ok(()) => return Ok(false),
+                Err(e) => self.resume_after(Trigger::Failed(e))?,
+            }
+        }
+    }
+
+    /// [`RdmaSrc::next_message`], through the resumes the lifecycle decides on.
+    fn next_message_resuming(&mut self) -> Result<bool> {
+        loop {
+            let trigger = match self.next_message() {
+                Ok(Flow::Done(delivered)) => return Ok(delivered),
+                Ok(Flow::ResumeAttempt) => Trigger::AttemptArrived,
+                Err(e) => Trigger::Failed(e),
+            };
+            self.resume_after(trigger)?;
+        }
+    }
+
+    /// The core's actions after a delivery: a break there with a message delivered comes
+    /// once every message that arrived was delivered (the message is returned now).
+    fn run_actions_resuming(&mut self, delivered: bool) -> Result<bool> {
+        loop {
+            match self.run_actions() {
+                Ok(()) => return Ok(delivered),
+                Err(e) if delivered && Lifecycle::is_break(&e) => {
+                    self.core.on_data_broken(e);
+                    return Ok(true);
+                }
+                Err(e) => self.resume_after(Trigger::Failed(e))?,
             }
         }
     }

@@ -43,7 +43,7 @@ pub fn run(
     let sink = match RdmaSink::connect(addr, config) {
         Ok(sink) => sink,
         Err(e) => {
-            report.ended(0, 0, started.elapsed(), Ending::of(&e));
+            report.ended(0, 0, started.elapsed(), Ending::before_start(&e));
             reporter.report(&report);
             if matches!(e, Error::Interrupted) {
                 let signal = StopSignal::received();
@@ -79,8 +79,8 @@ receiving end's --credits decides"
     drop(progress);
     report.resumed(resumes.get());
     log_resumes(resumes.get());
-    metrics::client_session_ended(&result);
     if let Err(e) = &result {
+        metrics::client_failed(e);
         let ending = e
             .chain()
             .find_map(|c| c.downcast_ref::<Error>())
@@ -93,12 +93,13 @@ receiving end's --credits decides"
         report.ending = ending;
         report.exit_status = report.ending.exit_status();
     }
+    metrics::session_ended(&report.ending);
     reporter.report(&report);
-    result
+    result.map(|()| report.exit_status)
 }
 
-/// Sends the messages and finishes the stream; returns the exit status. Fills in `report`'s
-/// counts and time (its ending too when the stream ends without an error).
+/// Sends the messages and finishes the stream. Fills in `report`'s counts and time (its
+/// ending too when the stream ends without an error).
 fn stream(
     mut sink: RdmaSink,
     count: u64,
@@ -106,7 +107,7 @@ fn stream(
     stop: &Arc<AtomicBool>,
     report: &mut SessionResult,
     progress: &Progress,
-) -> Result<u8> {
+) -> Result<()> {
     let started = Instant::now();
     let resumes = sink.resume_counters();
     let sent = send_all(&mut sink, count, size, stop, progress);
@@ -126,14 +127,10 @@ fn stream(
     } else {
         Ending::Finished
     };
+    let how = ending.how_sent();
     report.ended(sent, bytes, started.elapsed(), ending);
     log::info!(
-        "{}: sent {}",
-        if interrupted {
-            StopSignal::received().how()
-        } else {
-            "done"
-        },
+        "{how}: sent {}",
         summary_line(
             sent,
             bytes,
@@ -142,11 +139,7 @@ fn stream(
             transport
         )
     );
-    Ok(if interrupted {
-        StopSignal::received().exit_status()
-    } else {
-        0
-    })
+    Ok(())
 }
 
 /// The summary's word on resumes, when there were any.

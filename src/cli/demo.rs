@@ -10,8 +10,8 @@ use rdma_container::{Config, Listener};
 use super::client;
 use super::output::PayloadPrinter;
 use super::progress::ProgressOptions;
-use super::result::{Reporter, SessionResult};
-use super::server::{receive_all, SessionEnd};
+use super::result::{Ending, Reporter, SessionResult};
+use super::server::receive_all;
 use super::stop::StopSignal;
 
 /// Runs the demo; returns the exit status.
@@ -31,7 +31,7 @@ pub fn run(
     log::info!("demo: server on {addr}, client sends {count} message(s)");
     let server = std::thread::Builder::new()
         .name("demo-server".into())
-        .spawn(move || -> Result<SessionEnd> {
+        .spawn(move || -> Result<Ending> {
             let incoming = listener.accept()?;
             let peer = incoming.peer_addr();
             let src = incoming.accept_src()?;
@@ -60,10 +60,8 @@ pub fn run(
         .map_err(|_| anyhow!("the demo server thread panicked"))??;
     let client_status = client_status?;
     match server_end {
-        SessionEnd::EndOfStream if client_status == 0 => Ok(0),
-        SessionEnd::EndOfStream | SessionEnd::Interrupted => {
-            Ok(StopSignal::received().exit_status())
-        }
-        SessionEnd::Failed | SessionEnd::TakenOver => Ok(1),
+        Ending::Finished if client_status == 0 => Ok(0),
+        Ending::Finished | Ending::Interrupted => Ok(StopSignal::received().exit_status()),
+        _ => Ok(1),
     }
 }

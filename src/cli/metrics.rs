@@ -7,7 +7,7 @@
 //! no allocation on the data path. What changes without a hook is read when Prometheus
 //! scrapes: the sender's credit wait as its last send left it, the listener's busy refusals as
 //! the server last saw them, and the sysfs counters of every RDMA port a session used
-//! ([`read_port_counters`]).
+//! ([`rdma_container::roce::counters`], encoded here).
 //!
 //! The HTTP side (`metrics_http.rs`) is one thread that serves every connection at once, each
 //! with a whole-request deadline, at most a few open: a request head of at most
@@ -17,7 +17,7 @@
 
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -30,9 +30,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use rdma_container::roce::counters::{self, CounterGroup, PortCounter};
 use rdma_container::{Error, ErrorKind, SessionInfo};
 
-use super::server::SessionEnd;
+use super::result::Ending;
 
 /// The longest request head the metrics server reads; a longer one gets 431.
 pub const MAX_REQUEST: usize = 8 * 1024;
@@ -47,47 +48,6 @@ type Label = [(&'static str, &'static str); 1];
 
 /// The process's metrics, once [`start`] ran.
 static METRICS: OnceLock<Metrics> = OnceLock::new();
-
-/// How a session ended: the `outcome` label of `rdma_container_sessions_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The sender finished and every message arrived.
-    EndOfStream,
-    /// Ctrl-C.
-    Interrupted,
-    /// Any other failure, during set-up or after.
-    Failed,
-    /// The handshake was refused: by our server (busy) or by either end during set-up.
-    Refused,
-}
-
-impl Outcome {
-    const ALL: [Outcome; 4] = [
-        Outcome::EndOfStream,
-        Outcome::Interrupted,
-        Outcome::Failed,
-        Outcome::Refused,
-    ];
-
-    fn label(self) -> &'static str {
-        match self {
-            Outcome::EndOfStream => "end_of_stream",
-            Outcome::Interrupted => "interrupted",
-            Outcome::Failed => "failed",
-            Outcome::Refused => "refused",
-        }
-    }
-}
-
-impl From<&SessionEnd> for Outcome {
-    fn from(end: &SessionEnd) -> Self {
-        match end {
-            SessionEnd::EndOfStream => Outcome::EndOfStream,
-            SessionEnd::Interrupted => Outcome::Interrupted,
-            SessionEnd::Failed | SessionEnd::TakenOver => Outcome::Failed,
-        }
-    }
-}
 
 /// The `kind` labels of `rdma_container_errors_total`, in the order docs/metrics.md lists them.
 const ERROR_KINDS: [&str; 7] = [
@@ -154,8 +114,8 @@ impl Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let sessions = Family::<Label, Counter>::default();
         // Every series exists from the start, at zero.
-        for outcome in Outcome::ALL {
-            let _ = sessions.get_or_create(&[("outcome", outcome.label())]);
+        for outcome in Ending::OUTCOMES {
+            let _ = sessions.get_or_create(&[("outcome", outcome)]);
         }
         registry.register(
             "sessions",
@@ -210,9 +170,10 @@ impl Metrics {
         (metrics, registry)
     }
 
-    fn outcome(&self, outcome: Outcome) {
+    /// Counts a session that ended so, by its outcome label.
+    fn ended(&self, ending: &Ending) {
         self.sessions
-            .get_or_create(&[("outcome", outcome.label())])
+            .get_or_create(&[("outcome", ending.outcome())])
             .inc();
     }
 
@@ -252,15 +213,15 @@ impl Collector for Scraped {
         let read: Vec<(&str, String, Vec<PortCounter>)> = ports
             .iter()
             .map(|(device, port)| {
-                let counters = read_port_counters(&self.sysfs_root, device, *port);
-                (device.as_str(), port.to_string(), counters)
+                let found = counters::read_port(&self.sysfs_root, device, *port);
+                (device.as_str(), port.to_string(), found)
             })
             .collect();
-        for group in [CounterGroup::Counters, CounterGroup::HwCounters] {
+        for group in CounterGroup::ALL {
             let mut samples = read
                 .iter()
-                .flat_map(|(device, port, counters)| {
-                    counters
+                .flat_map(|(device, port, found)| {
+                    found
                         .iter()
                         .filter(move |c| c.group == group)
                         .map(move |c| (*device, port.as_str(), c))
@@ -270,8 +231,8 @@ impl Collector for Scraped {
                 continue;
             }
             let mut family = encoder.encode_descriptor(
-                group.metric_name(),
-                group.help(),
+                counter_metric_name(group),
+                counter_help(group),
                 None,
                 MetricType::Counter,
             )?;
@@ -288,91 +249,22 @@ impl Collector for Scraped {
     }
 }
 
-/// Which directory of an RDMA port a counter comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum CounterGroup {
-    /// `ports/<p>/counters/`: the InfiniBand port counters (PMA), every provider.
-    Counters,
-    /// `ports/<p>/hw_counters/`: the provider's own (mlx5: out_of_sequence, rnr_nak_retry_err, ...).
-    HwCounters,
-}
-
-impl CounterGroup {
-    fn dir(self) -> &'static str {
-        match self {
-            CounterGroup::Counters => "counters",
-            CounterGroup::HwCounters => "hw_counters",
-        }
-    }
-
-    fn metric_name(self) -> &'static str {
-        match self {
-            CounterGroup::Counters => "port_counters",
-            CounterGroup::HwCounters => "port_hw_counters",
-        }
-    }
-
-    fn help(self) -> &'static str {
-        match self {
-            CounterGroup::Counters => {
-                "The RDMA port's sysfs counters/ as the kernel reports them (port_xmit_data and port_rcv_data count 4-byte words)."
-            }
-            CounterGroup::HwCounters => "The RDMA port's sysfs hw_counters/ (the provider's own).",
-        }
+/// The metric family of a counter group's samples (`_total` is added).
+fn counter_metric_name(group: CounterGroup) -> &'static str {
+    match group {
+        CounterGroup::Counters => "port_counters",
+        CounterGroup::HwCounters => "port_hw_counters",
     }
 }
 
-/// One counter file of an RDMA port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortCounter {
-    /// Its directory.
-    pub group: CounterGroup,
-    /// The file name (`port_rcv_data`, `out_of_sequence`, ...).
-    pub name: String,
-    /// Its value.
-    pub value: u64,
-}
-
-/// Reads `<sysfs_root>/class/infiniband/<device>/ports/<port>/counters/*` and `.../hw_counters/*`:
-/// every file that holds one unsigned number, by group and name. A directory that is absent
-/// (a provider without hw_counters) gives nothing; so does a file that cannot be read (some
-/// counters answer EINVAL) or holds no number, and `hw_counters/lifespan`, which is a setting
-/// (how long the provider caches its counters), not a counter. A device name that is not a
-/// single path component gives nothing.
-pub fn read_port_counters(sysfs_root: &Path, device: &str, port: u32) -> Vec<PortCounter> {
-    let mut components = Path::new(device).components();
-    if !matches!(
-        (components.next(), components.next()),
-        (Some(Component::Normal(_)), None)
-    ) {
-        return Vec::new();
+/// The help text of [`counter_metric_name`]'s family.
+fn counter_help(group: CounterGroup) -> &'static str {
+    match group {
+        CounterGroup::Counters => {
+            "The RDMA port's sysfs counters/ as the kernel reports them (port_xmit_data and port_rcv_data count 4-byte words)."
+        }
+        CounterGroup::HwCounters => "The RDMA port's sysfs hw_counters/ (the provider's own).",
     }
-    let port_dir = sysfs_root
-        .join("class/infiniband")
-        .join(device)
-        .join("ports")
-        .join(port.to_string());
-    let mut out = Vec::new();
-    for group in [CounterGroup::Counters, CounterGroup::HwCounters] {
-        let Ok(entries) = std::fs::read_dir(port_dir.join(group.dir())) else {
-            continue;
-        };
-        let mut found: Vec<PortCounter> = entries
-            .filter_map(|entry| {
-                let entry = entry.ok()?;
-                let name = entry.file_name().into_string().ok()?;
-                if group == CounterGroup::HwCounters && name == "lifespan" {
-                    return None;
-                }
-                let text = std::fs::read_to_string(entry.path()).ok()?;
-                let value = text.trim().parse().ok()?;
-                Some(PortCounter { group, name, value })
-            })
-            .collect();
-        found.sort_by(|a, b| a.name.cmp(&b.name));
-        out.append(&mut found);
-    }
-    out
 }
 
 /// Serves the metrics at `http://addr/metrics` from now on, when `addr` is given; logs the
@@ -424,29 +316,22 @@ pub fn session_started(info: &SessionInfo) {
     }
 }
 
-/// A session that [`session_started`] ended (counted by outcome).
-pub fn session_ended(outcome: impl Into<Outcome>) {
+/// A session that [`session_started`] ended (counted by [`Ending::outcome`]).
+pub fn session_ended(ending: &Ending) {
     let Some(m) = METRICS.get() else { return };
     m.active.dec();
-    m.outcome(outcome.into());
+    m.ended(ending);
 }
 
-/// A session failed before it started: counted as interrupted after Ctrl-C; otherwise by error
-/// kind, and as refused when either end refused the handshake, else as failed.
+/// A session failed before it started, with `e`: counted by error kind (unless interrupted)
+/// and by the outcome of its [`Ending::before_start`] (interrupted, refused or failed).
 pub fn setup_failed(e: &Error) {
     let Some(m) = METRICS.get() else { return };
-    if matches!(e, Error::Interrupted) {
-        m.outcome(Outcome::Interrupted);
-        return;
+    let ending = Ending::before_start(e);
+    if ending != Ending::Interrupted {
+        m.error(e);
     }
-    m.error(e);
-    m.outcome(match e {
-        Error::Refused(_)
-        | Error::Rejected(_)
-        | Error::Busy(_)
-        | Error::AuthenticationFailed(_) => Outcome::Refused,
-        _ => Outcome::Failed,
-    });
+    m.ended(&ending);
 }
 
 /// A running session failed with `e` (counted by kind; [`session_ended`] counts the session).
@@ -478,7 +363,9 @@ pub fn message_sent(len: usize, credit_wait: Duration) {
 pub fn refused() {
     if let Some(m) = METRICS.get() {
         m.scraped.server_refusals.fetch_add(1, Ordering::Relaxed);
-        m.outcome(Outcome::Refused);
+        m.ended(&Ending::Refused {
+            reason: String::new(),
+        });
     }
 }
 
@@ -491,24 +378,17 @@ pub fn listener_refusals(busy: u64, auth: u64) {
     }
 }
 
-/// The client's session ended with `result` (its exit status or error).
-pub fn client_session_ended(result: &Result<u8>) {
-    let outcome = match result {
-        Ok(0) => Outcome::EndOfStream,
-        Ok(_) => Outcome::Interrupted,
-        Err(e) => {
-            match e.downcast_ref::<Error>() {
-                Some(e) => error(e),
-                None => {
-                    if let Some(m) = METRICS.get() {
-                        m.errors.get_or_create(&[("kind", "other")]).inc();
-                    }
-                }
+/// The client's running session failed with `e` (counted by the kind of its library error,
+/// `other` without one; [`session_ended`] counts the session).
+pub fn client_failed(e: &anyhow::Error) {
+    match e.downcast_ref::<Error>() {
+        Some(e) => error(e),
+        None => {
+            if let Some(m) = METRICS.get() {
+                m.errors.get_or_create(&[("kind", "other")]).inc();
             }
-            Outcome::Failed
         }
-    };
-    session_ended(outcome);
+    }
 }
 
 /// The answer to a request head (`None`: longer than [`MAX_REQUEST`]).
@@ -646,48 +526,6 @@ mod tests {
     }
 
     #[test]
-    fn port_counters_are_read_from_counters_and_hw_counters_skipping_what_is_no_number() {
-        let sysfs = FakeSysfs::new();
-        sysfs.active("mlx5_0", 1);
-        let port = "class/infiniband/mlx5_0/ports/1";
-        sysfs.write(&format!("{port}/counters/port_rcv_data"), "123456\n");
-        sysfs.write(&format!("{port}/counters/port_xmit_data"), "42\n");
-        sysfs.write(&format!("{port}/counters/symbol_error"), "N/A\n");
-        sysfs.write(&format!("{port}/hw_counters/out_of_sequence"), "7\n");
-        sysfs.write(&format!("{port}/hw_counters/lifespan"), "10\n");
-        sysfs.write(
-            "class/infiniband/mlx5_0/ports/2/counters/port_rcv_data",
-            "9\n",
-        );
-        let got = read_port_counters(sysfs.root(), "mlx5_0", 1);
-        let pc = |group, name: &str, value| PortCounter {
-            group,
-            name: name.to_owned(),
-            value,
-        };
-        assert_eq!(
-            got,
-            vec![
-                pc(CounterGroup::Counters, "port_rcv_data", 123_456),
-                pc(CounterGroup::Counters, "port_xmit_data", 42),
-                pc(CounterGroup::HwCounters, "out_of_sequence", 7),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_port_without_counters_or_a_device_name_with_a_slash_reads_nothing() {
-        let sysfs = FakeSysfs::new();
-        sysfs.active("rxe0", 1);
-        assert_eq!(read_port_counters(sysfs.root(), "rxe0", 1), Vec::new());
-        assert_eq!(read_port_counters(sysfs.root(), "absent", 1), Vec::new());
-        sysfs.write("class/infiniband/x/ports/1/counters/c", "1\n");
-        for device in ["../infiniband/x", "", ".", "x/.."] {
-            assert_eq!(read_port_counters(sysfs.root(), device, 1), Vec::new());
-        }
-    }
-
-    #[test]
     fn scrape_text_has_every_outcome_and_kind_at_zero_and_the_ports_counters() {
         let sysfs = FakeSysfs::new();
         sysfs.write(
@@ -700,7 +538,7 @@ mod tests {
         );
         let (metrics, registry) = Metrics::new(sysfs.root());
         metrics.received_messages.inc_by(2);
-        metrics.outcome(Outcome::EndOfStream);
+        metrics.ended(&Ending::Finished);
         metrics
             .scraped
             .ports

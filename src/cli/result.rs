@@ -22,7 +22,17 @@ pub const EXIT_REJECTED: u8 = 4;
 /// Exit status: `--require-rdma` and RDMA is not possible here (auto would have used TCP).
 pub const EXIT_RDMA_REQUIRED: u8 = 5;
 
-/// How a session ended.
+/// How a session ended: the one answer everything said about a session's end comes from.
+///
+/// - the exit status: [`Ending::exit_status`];
+/// - the summary line's first words: [`Ending::how_received`] (the server's `end of stream:
+///   received ...`), [`Ending::how_sent`] (the client's `done: sent ...`);
+/// - the session result's `ending` (`--json`): its serialization, `kind` and the variant's
+///   fields (two variants share a kind: see [`Ending::TakenOver`] and [`Ending::Refused`]);
+/// - the `outcome` label of `rdma_container_sessions_total`: [`Ending::outcome`].
+///
+/// A failed set-up is [`Ending::before_start`], a running session's failure [`Ending::of`]:
+/// they differ in a refusal, which is [`Ending::Refused`] only while the handshake runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Ending {
@@ -30,7 +40,16 @@ pub enum Ending {
     Finished,
     /// The peer vanished; `messages` had arrived (or been delivered) before.
     PeerLost { messages: u64, reason: String },
-    /// The session was refused or rejected, by the peer or by us.
+    /// The server's session waited for its client to resume and a new client took its place:
+    /// its peer is lost for good (`kind` `peer_lost`, as [`Ending::PeerLost`]).
+    #[serde(rename = "peer_lost")]
+    TakenOver { messages: u64, reason: String },
+    /// The handshake was refused, by the peer or by us (busy, authentication, incompatible
+    /// settings): the session never started (`kind` `rejected`, as [`Ending::Rejected`]).
+    #[serde(rename = "rejected")]
+    Refused { reason: String },
+    /// The running session was rejected: the peer ended it with a reason (it was stopped, it
+    /// would not resume it, ...).
     Rejected { reason: String },
     /// `--require-rdma` or an explicit device, port or GID index: RDMA was not possible here.
     RdmaRequired { reason: String },
@@ -41,7 +60,10 @@ pub enum Ending {
 }
 
 impl Ending {
-    /// How the error ended the session.
+    /// Every [`Ending::outcome`] label, in the order docs/metrics.md lists them.
+    pub const OUTCOMES: [&'static str; 4] = ["end_of_stream", "interrupted", "failed", "refused"];
+
+    /// How the error ended the session (a running one: a refusal is [`Ending::Rejected`]).
     pub fn of(e: &Error) -> Ending {
         match e {
             Error::Interrupted => Ending::Interrupted,
@@ -51,7 +73,7 @@ impl Ending {
                 messages: *messages,
                 reason: reason.clone(),
             },
-            Error::TakenOver { messages, .. } => Ending::PeerLost {
+            Error::TakenOver { messages, .. } => Ending::TakenOver {
                 messages: *messages,
                 reason: e.to_string(),
             },
@@ -70,15 +92,63 @@ impl Ending {
         }
     }
 
+    /// How the error ended a session during its set-up: as [`Ending::of`], but a refusal by
+    /// either end is [`Ending::Refused`].
+    pub fn before_start(e: &Error) -> Ending {
+        match Ending::of(e) {
+            Ending::Rejected { reason } => Ending::Refused { reason },
+            ending => ending,
+        }
+    }
+
     /// The exit status that goes with this ending.
     pub fn exit_status(&self) -> u8 {
         match self {
             Ending::Finished => 0,
-            Ending::PeerLost { .. } => EXIT_PEER_LOST,
-            Ending::Rejected { .. } => EXIT_REJECTED,
+            Ending::PeerLost { .. } | Ending::TakenOver { .. } => EXIT_PEER_LOST,
+            Ending::Refused { .. } | Ending::Rejected { .. } => EXIT_REJECTED,
             Ending::RdmaRequired { .. } => EXIT_RDMA_REQUIRED,
             Ending::Interrupted => StopSignal::received().exit_status(),
             Ending::Failed { .. } => 1,
+        }
+    }
+
+    /// The words the server's summary line starts with: `end of stream: received ...`,
+    /// `interrupted: received ...` (or the signal's), `taken over: ...`, `failed: ...`.
+    pub fn how_received(&self) -> &'static str {
+        match self {
+            Ending::Finished => "end of stream",
+            Ending::Interrupted => StopSignal::received().how(),
+            Ending::TakenOver { .. } => "taken over",
+            Ending::PeerLost { .. }
+            | Ending::Refused { .. }
+            | Ending::Rejected { .. }
+            | Ending::RdmaRequired { .. }
+            | Ending::Failed { .. } => "failed",
+        }
+    }
+
+    /// The words the client's summary line starts with: `done: sent ...`, `interrupted: sent
+    /// ...` (or the signal's); otherwise as [`Ending::how_received`] (the client prints no
+    /// summary after a failure: the error says it).
+    pub fn how_sent(&self) -> &'static str {
+        match self {
+            Ending::Finished => "done",
+            other => other.how_received(),
+        }
+    }
+
+    /// The `outcome` label of `rdma_container_sessions_total` (one of [`Ending::OUTCOMES`]).
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Ending::Finished => "end_of_stream",
+            Ending::Interrupted => "interrupted",
+            Ending::Refused { .. } => "refused",
+            Ending::PeerLost { .. }
+            | Ending::TakenOver { .. }
+            | Ending::Rejected { .. }
+            | Ending::RdmaRequired { .. }
+            | Ending::Failed { .. } => "failed",
         }
     }
 }
@@ -357,5 +427,97 @@ mod tests {
         let mut unique = statuses.to_vec();
         unique.dedup();
         assert_eq!(unique.len(), statuses.len());
+    }
+
+    /// One of each variant.
+    fn every_ending() -> [Ending; 8] {
+        let reason = || "r".to_owned();
+        [
+            Ending::Finished,
+            Ending::PeerLost {
+                messages: 1,
+                reason: reason(),
+            },
+            Ending::TakenOver {
+                messages: 2,
+                reason: reason(),
+            },
+            Ending::Refused { reason: reason() },
+            Ending::Rejected { reason: reason() },
+            Ending::RdmaRequired { reason: reason() },
+            Ending::Interrupted,
+            Ending::Failed { error: reason() },
+        ]
+    }
+
+    #[test]
+    fn a_refusal_is_refused_during_set_up_and_rejected_once_running() {
+        for e in [
+            Error::Rejected("busy".into()),
+            Error::Busy("busy".into()),
+            Error::Refused("no key".into()),
+            Error::AuthenticationFailed("wrong key".into()),
+        ] {
+            assert!(matches!(Ending::of(&e), Ending::Rejected { .. }), "{e}");
+            assert!(
+                matches!(Ending::before_start(&e), Ending::Refused { .. }),
+                "{e}"
+            );
+            assert_eq!(Ending::before_start(&e).outcome(), "refused");
+            assert_eq!(Ending::of(&e).outcome(), "failed");
+        }
+        assert_eq!(
+            Ending::before_start(&Error::Interrupted),
+            Ending::Interrupted
+        );
+        assert_eq!(Ending::before_start(&Error::Closed).outcome(), "failed");
+    }
+
+    #[test]
+    fn the_json_kind_words_and_outcome_of_every_ending() {
+        let kind = |e: &Ending| serde_json::to_value(e).unwrap_or_default()["kind"].clone();
+        let got: Vec<_> = every_ending()
+            .iter()
+            .map(|e| {
+                (
+                    kind(e),
+                    e.exit_status(),
+                    e.how_received(),
+                    e.how_sent(),
+                    e.outcome(),
+                )
+            })
+            .collect();
+        let want = [
+            ("finished", 0, "end of stream", "done", "end_of_stream"),
+            ("peer_lost", 3, "failed", "failed", "failed"),
+            ("peer_lost", 3, "taken over", "taken over", "failed"),
+            ("rejected", 4, "failed", "failed", "refused"),
+            ("rejected", 4, "failed", "failed", "failed"),
+            ("rdma_required", 5, "failed", "failed", "failed"),
+            (
+                "interrupted",
+                130,
+                "interrupted",
+                "interrupted",
+                "interrupted",
+            ),
+            ("failed", 1, "failed", "failed", "failed"),
+        ];
+        assert_eq!(got.len(), want.len());
+        for ((kind, status, received, sent, outcome), got) in want.into_iter().zip(got) {
+            assert_eq!(got, (kind.into(), status, received, sent, outcome));
+            assert!(Ending::OUTCOMES.contains(&outcome));
+        }
+        let taken = serde_json::to_value(&every_ending()[2]).unwrap_or_default();
+        assert_eq!(
+            taken,
+            serde_json::json!({"kind": "peer_lost", "messages": 2, "reason": "r"})
+        );
+        let refused = serde_json::to_value(&every_ending()[3]).unwrap_or_default();
+        assert_eq!(
+            refused,
+            serde_json::json!({"kind": "rejected", "reason": "r"})
+        );
     }
 }

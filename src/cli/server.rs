@@ -28,27 +28,15 @@ use super::stop::StopSignal;
 /// How often the main loop and the doorman look at the stop flag.
 const SLICE: Duration = Duration::from_millis(200);
 
-/// How a receiving session ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum SessionEnd {
-    /// The sender finished and every message arrived.
-    EndOfStream,
-    /// Ctrl-C or SIGTERM (the stop flag).
-    Interrupted,
-    /// Any other failure (already logged).
-    Failed,
-    /// It waited for its client to resume and a new client took its place (logged).
-    TakenOver,
-}
-
-/// Receives until end of stream, printing payloads and a summary line; fills in `report`.
+/// Receives until end of stream, printing payloads and a summary line; fills in `report`;
+/// returns how the session ended (as `report` says it).
 pub fn receive_all(
     mut src: RdmaSrc,
     printer: &mut PayloadPrinter,
     label: &str,
     report: &mut SessionResult,
     progress: &ProgressOptions,
-) -> SessionEnd {
+) -> Ending {
     let started = Instant::now();
     let progress = Progress::start(
         progress,
@@ -61,11 +49,10 @@ pub fn receive_all(
     );
     metrics::session_started(src.info());
     report.started(src.info());
-    let mut ending = Ending::Finished;
     let resumes = src.resume_counters();
     #[cfg(feature = "test-hooks")]
     let stall = recv_stall_hook();
-    let end = loop {
+    let ending = loop {
         #[cfg(feature = "test-hooks")]
         if let Some((at, pause)) = stall {
             if src.received() == at {
@@ -83,24 +70,19 @@ pub fn receive_all(
                 progress.count(payload.len());
                 printer.print(payload)
             }
-            Ok(None) => break SessionEnd::EndOfStream,
-            Err(Error::Interrupted) => {
-                ending = Ending::Interrupted;
-                break SessionEnd::Interrupted;
-            }
+            Ok(None) => break Ending::Finished,
+            Err(Error::Interrupted) => break Ending::Interrupted,
             Err(e @ Error::TakenOver { .. }) => {
-                ending = Ending::of(&e);
                 metrics::error(&e);
                 printer.flush();
                 log::warn!("{label}: {e}");
-                break SessionEnd::TakenOver;
+                break Ending::of(&e);
             }
             Err(e) => {
-                ending = Ending::of(&e);
                 metrics::error(&e);
                 printer.flush();
                 log::error!("{label}: {}", e.chain());
-                break SessionEnd::Failed;
+                break Ending::of(&e);
             }
         }
     };
@@ -110,19 +92,14 @@ pub fn receive_all(
         src.received(),
         src.bytes_received(),
         started.elapsed(),
-        ending,
+        ending.clone(),
     );
     report.resumed(resumes.get());
     super::client::log_resumes(resumes.get());
-    metrics::session_ended(&end);
-    let how = match end {
-        SessionEnd::EndOfStream => "end of stream",
-        SessionEnd::Interrupted => StopSignal::received().how(),
-        SessionEnd::Failed => "failed",
-        SessionEnd::TakenOver => "taken over",
-    };
+    metrics::session_ended(&ending);
     log::info!(
-        "{label}: {how}: received {}",
+        "{label}: {}: received {}",
+        ending.how_received(),
         summary_line(
             src.received(),
             src.bytes_received(),
@@ -131,13 +108,13 @@ pub fn receive_all(
             src.info().transport.name()
         )
     );
-    if end == SessionEnd::Interrupted {
+    if ending == Ending::Interrupted {
         src.abort(&format!(
             "the server was {}",
             StopSignal::received().what_happened()
         ));
     }
-    end
+    ending
 }
 
 /// The server's own flags.
@@ -164,12 +141,12 @@ pub struct ServerOptions {
 enum Event {
     /// A client whose hello arrived.
     Client(Box<Incoming>),
-    /// A session's thread ended; its slots (`memory` bytes) are free; `status` is the exit
-    /// status its ending gives.
+    /// A session's thread ended, so; its slots (`memory` bytes) are free. `started`: it got
+    /// past its set-up.
     Ended {
-        end: SessionEnd,
+        ending: Ending,
         memory: u64,
-        status: u8,
+        started: bool,
     },
     /// The doorman could not accept any more clients (logged).
     DoormanStopped,
@@ -226,20 +203,28 @@ impl Admission {
 struct EndReport {
     tx: Sender<Event>,
     memory: u64,
-    end: SessionEnd,
-    status: u8,
+    /// Failed until the session says otherwise (a panic leaves it so).
+    ending: Ending,
+    started: bool,
 }
 
 impl Drop for EndReport {
     fn drop(&mut self) {
-        let end = std::mem::replace(&mut self.end, SessionEnd::Failed);
+        let ending = std::mem::replace(&mut self.ending, EndReport::PANICKED);
         // The main loop outlives every session unless it failed itself.
         let _ = self.tx.send(Event::Ended {
-            end,
+            ending,
             memory: self.memory,
-            status: self.status,
+            started: self.started,
         });
     }
+}
+
+impl EndReport {
+    /// The ending of a session whose thread ended without saying how.
+    const PANICKED: Ending = Ending::Failed {
+        error: String::new(),
+    };
 }
 
 /// How long a session must have waited for its client to resume, with no attempt of that
@@ -353,18 +338,20 @@ session at {} and up to {} MiB at {}",
                 server.arrived(incoming);
             }
             Ok(Event::Ended {
-                end,
+                ending,
                 memory,
-                status,
+                started,
             }) => {
                 server.admission.running = server.admission.running.saturating_sub(1);
                 server.admission.memory = server.admission.memory.saturating_sub(memory);
-                match end {
-                    SessionEnd::Interrupted => stopping = true,
-                    SessionEnd::EndOfStream if options.once => return Ok(0),
-                    SessionEnd::Failed if options.once => return Ok(status),
+                match ending {
+                    // The stop flag ended a running session (its summary said so): the server
+                    // stops.
+                    Ending::Interrupted if started => stopping = true,
                     // Its place went to a new client: under --once, that one's session is the
                     // one the server serves.
+                    Ending::TakenOver { .. } if started => {}
+                    _ if options.once => return Ok(ending.exit_status()),
                     _ => {}
                 }
             }
@@ -581,20 +568,23 @@ fn start_session(incoming: Incoming, session: Session) -> Result<()> {
             let mut end_report = EndReport {
                 tx,
                 memory,
-                end: SessionEnd::Failed,
-                status: 1,
+                ending: EndReport::PANICKED,
+                started: false,
             };
             let started = Instant::now();
-            end_report.end = match incoming.accept_src() {
-                Ok(src) => receive_all(src, &mut printer, &label, &mut report, &progress),
+            end_report.ending = match incoming.accept_src() {
+                Ok(src) => {
+                    end_report.started = true;
+                    receive_all(src, &mut printer, &label, &mut report, &progress)
+                }
                 Err(e) => {
                     metrics::setup_failed(&e);
                     log::error!("{label}: setup failed: {}", e.chain());
-                    report.ended(0, 0, started.elapsed(), Ending::of(&e));
-                    SessionEnd::Failed
+                    let ending = Ending::before_start(&e);
+                    report.ended(0, 0, started.elapsed(), ending.clone());
+                    ending
                 }
             };
-            end_report.status = report.exit_status;
             reporter.report(&report);
         })
         .context("cannot start its thread; the client's connection was closed")?;

@@ -1,4 +1,4 @@
-//! RoCE device and GID choice.
+//! RoCE device and GID choice, and an RDMA port's sysfs counters.
 //!
 //! The kernel publishes each RDMA port's GID table in sysfs
 //! (`<sysfs>/class/infiniband/<dev>/ports/<p>/gids/<i>` with `gid_attrs/types/<i>` and
@@ -7,9 +7,12 @@
 //! address of the bootstrap connection ([`select()`], rdma_cm's rule, see docs/design.md "How the
 //! device and GID are chosen"), renders the table the way `show_gids` does ([`render_table`]),
 //! and derives a RoCE port's active MTU from its netdev's MTU ([`roce_active_mtu`]).
+//! [`counters`] reads a port's sysfs counters (`ports/<p>/counters/` and `hw_counters/`), which
+//! the program's metrics and `bench` show.
 //!
 //! Nothing here talks to the RDMA stack itself; only the file system is read.
 
+pub mod counters;
 mod gid;
 pub mod pod;
 mod render;

@@ -273,7 +273,11 @@ impl<P: RolePath + ?Sized> Session<P> {
                 Side::Client { server } => Some(server),
                 Side::Server { .. } => None,
             };
-            let ended = match (resumption.life.poll_step(now), server) {
+            let Some(step) = resumption.life.poll_step(now) else {
+                // No resume under way: nothing changed.
+                return Ok(None);
+            };
+            let ended = match (step, server) {
                 (LifeStep::GiveUp(e), _) => return Err(e),
                 (LifeStep::ShutControlWrite, _) => {
                     self.control.shutdown_write();

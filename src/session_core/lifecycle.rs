@@ -198,45 +198,42 @@ impl Lifecycle {
         Ok(())
     }
 
-    /// What to do at `now`. After [`LifeStep::GiveUp`] the session has ended.
-    pub(crate) fn poll_step(&mut self, now: Instant) -> LifeStep {
-        let Some(r) = self.resuming.as_mut() else {
-            return LifeStep::GiveUp(Error::Internal("a resume step with none under way".into()));
-        };
+    /// What to do at `now`; `None` when no resume is under way (the session runs: nothing to
+    /// do). After [`LifeStep::GiveUp`] the session has ended.
+    pub(crate) fn poll_step(&mut self, now: Instant) -> Option<LifeStep> {
+        let r = self.resuming.as_mut()?;
         if std::mem::take(&mut r.shut_control) {
-            return LifeStep::ShutControlWrite;
+            return Some(LifeStep::ShutControlWrite);
         }
         if let Some(e) = r.ended.take() {
             self.resuming = None;
-            return LifeStep::GiveUp(e);
+            return Some(LifeStep::GiveUp(e));
         }
-        let step = match &mut r.schedule {
+        let attempts = match &mut r.schedule {
             Schedule::Reconnect(reconnect) => match reconnect.step(now) {
                 ReconnectStep::Attempt { attempt_deadline } => {
-                    return LifeStep::Reconnect {
+                    return Some(LifeStep::Reconnect {
                         deadline: attempt_deadline,
-                    }
+                    })
                 }
-                ReconnectStep::Wait { until } => return LifeStep::Wait { until },
+                ReconnectStep::Wait { until } => return Some(LifeStep::Wait { until }),
                 ReconnectStep::GiveUp => reconnect.attempts(),
             },
             Schedule::Parked(parked) if parked.admits(now) => {
-                return LifeStep::Wait {
+                return Some(LifeStep::Wait {
                     until: parked.poll_timeout(),
-                }
+                })
             }
             Schedule::Parked(_) => r.taken,
         };
-        let Some(r) = self.resuming.take() else {
-            return LifeStep::GiveUp(Error::Internal("a resume vanished".into()));
-        };
-        LifeStep::GiveUp(gave_up(
+        let r = self.resuming.take()?;
+        Some(LifeStep::GiveUp(gave_up(
             r.cause,
             r.progress,
-            step,
+            attempts,
             self.timeout,
             r.last_failure,
-        ))
+        )))
     }
 
     /// Server: an attempt was taken at `now`. `false`: it came too late (rule 4): refuse it;

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::report::Row;
 use crate::cli::args::Seconds;
-use crate::cli::metrics::{read_port_counters, CounterGroup};
+use rdma_container::roce::counters::{self, CounterGroup};
 
 /// Exit status when a result misses a `--limit-*` (the results are still printed).
 pub const EXIT_LIMIT_MISSED: u8 = 6;
@@ -195,10 +195,7 @@ impl CounterSnapshot {
                     .iter()
                     .find(|(g, n, _)| *g == group && *n == name)
                     .map_or(0, |(_, _, v)| *v);
-                let dir = match group {
-                    CounterGroup::Counters => "counters",
-                    CounterGroup::HwCounters => "hw_counters",
-                };
+                let dir = group.dir();
                 (value != old).then(|| (format!("{dir}/{name}"), value.wrapping_sub(old)))
             })
             .collect()
@@ -206,7 +203,7 @@ impl CounterSnapshot {
 }
 
 fn read(sysfs_root: &Path, device: &str, port: u32) -> Vec<(CounterGroup, String, u64)> {
-    read_port_counters(sysfs_root, device, port)
+    counters::read_port(sysfs_root, device, port)
         .into_iter()
         .map(|c| (c.group, c.name, c.value))
         .collect()

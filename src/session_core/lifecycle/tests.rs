@@ -55,7 +55,7 @@ fn server() -> SocketAddr {
 /// when it came.
 fn client_gives_up(life: &mut Lifecycle, mut now: Instant) -> (Error, Instant) {
     for _ in 0..10_000 {
-        match life.poll_step(now) {
+        match step(life, now) {
             LifeStep::Reconnect { .. } => {
                 assert_eq!(
                     life.on_attempt_failed("refused".into(), true, now),
@@ -113,10 +113,10 @@ fn a_client_reconnects_at_once_then_backs_off_and_gives_up_at_the_timeout() {
     life.on_trigger(Trigger::Failed(lost(7)), 7, true, t0)
         .unwrap();
     assert!(
-        matches!(life.poll_step(t0), LifeStep::Reconnect { deadline } if deadline == t0 + ATTEMPT_TIMEOUT)
+        matches!(step(&mut life, t0), LifeStep::Reconnect { deadline } if deadline == t0 + ATTEMPT_TIMEOUT)
     );
     life.on_attempt_failed("refused".into(), true, t0);
-    assert!(matches!(life.poll_step(t0), LifeStep::Wait { until } if until > t0));
+    assert!(matches!(step(&mut life, t0), LifeStep::Wait { until } if until > t0));
     let (e, when) = client_gives_up(&mut life, t0);
     assert!(
         when >= t0 + TIMEOUT && when <= t0 + TIMEOUT + MAX_RETRY,
@@ -138,13 +138,13 @@ fn a_server_that_found_the_break_shuts_its_old_control_connection_unless_the_rol
     let mut life = Lifecycle::new(End::Server, TIMEOUT);
     life.on_trigger(Trigger::Failed(flushed()), 0, true, t0)
         .unwrap();
-    assert!(matches!(life.poll_step(t0), LifeStep::ShutControlWrite));
-    assert!(matches!(life.poll_step(t0), LifeStep::Wait { until } if until == t0 + TIMEOUT));
+    assert!(matches!(step(&mut life, t0), LifeStep::ShutControlWrite));
+    assert!(matches!(step(&mut life, t0), LifeStep::Wait { until } if until == t0 + TIMEOUT));
     let mut lingering = Lifecycle::new(End::Server, TIMEOUT);
     lingering
         .on_trigger(Trigger::Failed(flushed()), 0, false, t0)
         .unwrap();
-    assert!(matches!(lingering.poll_step(t0), LifeStep::Wait { .. }));
+    assert!(matches!(step(&mut lingering, t0), LifeStep::Wait { .. }));
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn a_parked_server_gives_up_with_the_breaks_own_error_and_refuses_a_late_attempt
     assert!(life.on_attempt_taken(t0 + Duration::from_secs(1)));
     life.on_attempt_failed("its proof was wrong".into(), true, t0);
     assert!(!life.on_attempt_taken(t0 + TIMEOUT), "too late");
-    let LifeStep::GiveUp(e) = life.poll_step(t0 + TIMEOUT) else {
+    let LifeStep::GiveUp(e) = step(&mut life, t0 + TIMEOUT) else {
         panic!("the parked session ends at its timeout");
     };
     assert_eq!(
@@ -173,7 +173,7 @@ fn a_strangers_attempt_on_a_running_session_changes_nothing() {
     life.on_trigger(Trigger::AttemptArrived, 5, true, t0)
         .unwrap();
     assert!(
-        matches!(life.poll_step(t0), LifeStep::Wait { .. }),
+        matches!(step(&mut life, t0), LifeStep::Wait { .. }),
         "no shut: the session was not broken"
     );
     assert!(life.on_attempt_taken(t0));
@@ -195,10 +195,10 @@ fn an_attempt_that_failed_after_tearing_down_a_running_session_leaves_it_parked(
         life.on_attempt_failed("the new path failed".into(), true, t0),
         AfterAttempt::KeepResuming
     );
-    let LifeStep::Wait { .. } = life.poll_step(t0) else {
+    let LifeStep::Wait { .. } = step(&mut life, t0) else {
         panic!("parked");
     };
-    let LifeStep::GiveUp(e) = life.poll_step(t0 + TIMEOUT) else {
+    let LifeStep::GiveUp(e) = step(&mut life, t0 + TIMEOUT) else {
         panic!("gives up at the timeout");
     };
     assert!(
@@ -214,11 +214,11 @@ fn no_such_session_ends_a_client_at_once_and_a_take_over_ends_a_parked_server() 
     client
         .on_trigger(Trigger::Failed(lost(2)), 2, true, t0)
         .unwrap();
-    let LifeStep::Reconnect { .. } = client.poll_step(t0) else {
+    let LifeStep::Reconnect { .. } = step(&mut client, t0) else {
         panic!("reconnects");
     };
     client.on_no_session(server());
-    let LifeStep::GiveUp(e) = client.poll_step(t0) else {
+    let LifeStep::GiveUp(e) = step(&mut client, t0) else {
         panic!("ends at once");
     };
     assert!(e.to_string().contains("has no session with our id"), "{e}");
@@ -227,7 +227,7 @@ fn no_such_session_ends_a_client_at_once_and_a_take_over_ends_a_parked_server() 
         .on_trigger(Trigger::Failed(lost(9)), 9, false, t0)
         .unwrap();
     parked.on_taken_over(t0 + Duration::from_secs(2));
-    let LifeStep::GiveUp(e) = parked.poll_step(t0 + Duration::from_secs(2)) else {
+    let LifeStep::GiveUp(e) = step(&mut parked, t0 + Duration::from_secs(2)) else {
         panic!("ends at once");
     };
     assert!(
@@ -319,6 +319,11 @@ enum Ended {
     GaveUp(Error),
 }
 
+/// The next step of a resume under way.
+fn step(life: &mut Lifecycle, now: Instant) -> LifeStep {
+    life.poll_step(now).expect("a resume under way")
+}
+
 /// Runs one resume to its end against `fates` (an attempt with no fate left fails), checking
 /// every step's time; returns how it ended and when.
 fn run_resume(
@@ -330,7 +335,7 @@ fn run_resume(
     let mut now = started;
     let mut fates = fates.iter().copied();
     for _ in 0..10_000 {
-        let step = life.poll_step(now);
+        let step = step(life, now);
         let fate = match step {
             LifeStep::GiveUp(e) => return (Ended::GaveUp(e), now),
             LifeStep::ShutControlWrite => {
@@ -459,7 +464,7 @@ proptest! {
         for i in 0..n {
             let now = t0 + Duration::from_millis(gap_ms * i as u64);
             life.on_trigger(Trigger::AttemptArrived, 3, true, now).unwrap();
-            let LifeStep::Wait { .. } = life.poll_step(now) else {
+            let LifeStep::Wait { .. } = step(&mut life, now) else {
                 panic!("a running session only waits for the attempt");
             };
             prop_assert!(life.on_attempt_taken(now));
