@@ -1,5 +1,6 @@
-//! Resuming a session after its path broke: the rules, without I/O (issue 24, first step: the
-//! drivers do not call this yet; docs/design.md, "Resuming a session", says what is wired).
+//! Resuming a session after its path broke: the rules, without I/O (docs/design.md, "Resuming a
+//! session"). Whether and when a session resumes is [`super::lifecycle`]'s; this module keeps
+//! where the stream stands and what may be sent again.
 //!
 //! Rules kept here:
 //! - messages are numbered 0, 1, 2, ... in the order the sender took them; a number is never

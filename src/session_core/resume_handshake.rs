@@ -1,5 +1,6 @@
 //! The resume handshake's rules (docs/design.md, "Resuming a session"), as a state machine the
-//! drivers will run on a new control connection (not wired yet: issue 24's next step).
+//! drivers run on each new control connection of a resume (`src/session/resume.rs`, and the
+//! listener's thread up to the client's proof: `src/listener/resume_registry.rs`).
 //!
 //! Order: the client's Resume{session, nonce}; the server's ResumeChallenge{nonce, proof} (the
 //! server proves the session's secret first, so a client never tells its counts to a
