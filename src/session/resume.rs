@@ -188,6 +188,53 @@ impl Resumption {
             }
         }
     }
+
+    /// Server: marks the session parked since `since` (a new client may take its place), or
+    /// no longer parked.
+    fn set_parked(&self, since: Option<Instant>) {
+        if let Side::Server { registration, .. } = &self.side {
+            registration.attempts().set_parked(since);
+        }
+    }
+
+    /// Server: the next attempt, one that arrived while the session ran or one the listener
+    /// hands over before `until` (waiting a slice at most); `None` when none came. While it
+    /// waits the session is parked; a new client taking its place ends the resume; an attempt
+    /// the lifecycle finds too late is refused.
+    fn take_attempt(&mut self, until: Instant) -> Option<ProvenAttempt> {
+        let Side::Server {
+            registration,
+            pending,
+        } = &mut self.side
+        else {
+            return None;
+        };
+        let attempts = registration.attempts();
+        let life = &mut self.life;
+        let attempt = match pending.take() {
+            Some(attempt) => *attempt,
+            None => {
+                attempts.set_parked(life.resuming_since());
+                let slice_end = until.min(Instant::now() + WAIT_SLICE);
+                match attempts.take(Some(slice_end)) {
+                    Some(attempt) => attempt,
+                    None => {
+                        if attempts.taken_over() {
+                            life.on_taken_over(Instant::now());
+                        }
+                        return None;
+                    }
+                }
+            }
+        };
+        attempts.set_parked(None);
+        if life.on_attempt_taken(Instant::now()) {
+            Some(attempt)
+        } else {
+            attempt.tell_refused();
+            None
+        }
+    }
 }
 
 /// How one attempt ended.
@@ -227,7 +274,9 @@ impl<P: RolePath + ?Sized> Session<P> {
         trigger: Trigger,
         core: &mut dyn ResumeCore,
     ) -> Result<Option<ResumeOutcome>> {
-        let Some(resumption) = self.resume.as_mut() else {
+        // Out of the session while it resumes (put back whatever the outcome): the steps below
+        // use both, and nothing in them looks for a resume attempt.
+        let Some(mut resumption) = self.resume.take() else {
             return Err(match trigger {
                 Trigger::Failed(e) => e,
                 Trigger::AttemptArrived => {
@@ -236,20 +285,18 @@ impl<P: RolePath + ?Sized> Session<P> {
             });
         };
         let started = Instant::now();
-        resumption
+        let outcome = resumption
             .life
-            .on_trigger(trigger, core.progress(), core.tell_peer_on_break(), started)?;
-        let outcome = self.run_resume(core);
-        self.set_parked(None);
-        if let Some(r) = self.resume.as_ref() {
-            r.counters.spent(started.elapsed());
-        }
+            .on_trigger(trigger, core.progress(), core.tell_peer_on_break(), started)
+            .and_then(|()| self.run_resume(&mut resumption, core));
+        resumption.set_parked(None);
+        resumption.counters.spent(started.elapsed());
+        let counters = resumption.counters.clone();
+        self.resume = Some(resumption);
         let Some(outcome) = outcome? else {
             return Ok(None);
         };
-        if let Some(r) = self.resume.as_ref() {
-            r.counters.count(resent(&outcome, P::ROLE));
-        }
+        counters.count(resent(&outcome, P::ROLE));
         log::info!(
             "session resumed in {:.2} s: the receiver had {} message(s), {} sent again",
             started.elapsed().as_secs_f64(),
@@ -260,15 +307,16 @@ impl<P: RolePath + ?Sized> Session<P> {
     }
 
     /// Carries out the lifecycle's steps until the session resumed, carries on, or gave up.
-    fn run_resume(&mut self, core: &mut dyn ResumeCore) -> Result<Option<ResumeOutcome>> {
+    fn run_resume(
+        &mut self,
+        resumption: &mut Resumption,
+        core: &mut dyn ResumeCore,
+    ) -> Result<Option<ResumeOutcome>> {
         loop {
             if self.config.stopped() {
                 return Err(Error::Interrupted);
             }
             let now = Instant::now();
-            let Some(resumption) = self.resume.as_mut() else {
-                return Err(Error::Internal("resuming a session that does not".into()));
-            };
             let server = match resumption.side {
                 Side::Client { server } => Some(server),
                 Side::Server { .. } => None,
@@ -288,19 +336,17 @@ impl<P: RolePath + ?Sized> Session<P> {
                     std::thread::sleep(left.min(WAIT_SLICE));
                     continue;
                 }
-                (LifeStep::Wait { until }, None) => match self.take_attempt(until) {
+                (LifeStep::Wait { until }, None) => match resumption.take_attempt(until) {
                     Some(attempt) => self.server_attempt(attempt, core)?,
                     None => continue,
                 },
                 (LifeStep::Reconnect { deadline }, Some(server)) => {
-                    self.client_attempt(server, deadline, core)?
+                    let ticket = resumption.ticket.clone();
+                    self.client_attempt(server, &ticket, deadline, core)?
                 }
                 (LifeStep::Reconnect { .. }, None) => {
                     return Err(Error::Internal("a server told to reconnect".into()))
                 }
-            };
-            let Some(resumption) = self.resume.as_mut() else {
-                continue;
             };
             let life = &mut resumption.life;
             match (ended, server) {
@@ -328,58 +374,11 @@ impl<P: RolePath + ?Sized> Session<P> {
         }
     }
 
-    /// Server: marks the session parked since `since` (a new client may take its place), or
-    /// no longer parked.
-    fn set_parked(&self, since: Option<Instant>) {
-        if let Some(Side::Server { registration, .. }) = self.resume.as_ref().map(|r| &r.side) {
-            registration.attempts().set_parked(since);
-        }
-    }
-
-    /// Server: the next attempt, one that arrived while the session ran or one the listener
-    /// hands over before `until` (waiting a slice at most); `None` when none came. While it
-    /// waits the session is parked; a new client taking its place ends the resume; an attempt
-    /// the lifecycle finds too late is refused.
-    fn take_attempt(&mut self, until: Instant) -> Option<ProvenAttempt> {
-        let resumption = self.resume.as_mut()?;
-        let Side::Server {
-            registration,
-            pending,
-        } = &mut resumption.side
-        else {
-            return None;
-        };
-        let attempts = registration.attempts();
-        let life = &mut resumption.life;
-        let attempt = match pending.take() {
-            Some(attempt) => *attempt,
-            None => {
-                attempts.set_parked(life.resuming_since());
-                let slice_end = until.min(Instant::now() + WAIT_SLICE);
-                match attempts.take(Some(slice_end)) {
-                    Some(attempt) => attempt,
-                    None => {
-                        if attempts.taken_over() {
-                            life.on_taken_over(Instant::now());
-                        }
-                        return None;
-                    }
-                }
-            }
-        };
-        attempts.set_parked(None);
-        if life.on_attempt_taken(Instant::now()) {
-            Some(attempt)
-        } else {
-            attempt.tell_refused();
-            None
-        }
-    }
-
     /// One client attempt: tear down, count, connect, run the handshake.
     fn client_attempt(
         &mut self,
         server: SocketAddr,
+        ticket: &ResumeTicket,
         deadline: Instant,
         core: &mut dyn ResumeCore,
     ) -> Result<AttemptEnd> {
@@ -404,7 +403,7 @@ impl<P: RolePath + ?Sized> Session<P> {
             }
         };
         let mut control = ControlChannel::new(stream)?;
-        let setup = self.resume_setup(deadline)?;
+        let setup = self.resume_setup(ticket, deadline)?;
         let blob = self.transport.local_blob();
         let mut handshake = ResumeHandshake::client(setup, counts, blob);
         self.drive_attempt(&mut control, &mut handshake, core, Some(counts), false)
@@ -425,14 +424,9 @@ impl<P: RolePath + ?Sized> Session<P> {
         )
     }
 
-    fn resume_setup(&self, deadline: Instant) -> Result<ResumeSetup> {
-        let ticket = self
-            .resume
-            .as_ref()
-            .map(|r| r.ticket.clone())
-            .ok_or_else(|| Error::Internal("resuming without a ticket".into()))?;
+    fn resume_setup(&self, ticket: &ResumeTicket, deadline: Instant) -> Result<ResumeSetup> {
         Ok(ResumeSetup {
-            ticket,
+            ticket: ticket.clone(),
             nonce: fresh_nonce()?,
             role: P::ROLE,
             credits: u32::from(self.info.credits()),
