@@ -23,35 +23,48 @@
 //! (see [`super::signaling`]): one completion retires every earlier send, since an RC send
 //! queue completes in order. When the sender's `finish` must know that every send completed
 //! and the newest went out unsignaled, it posts a signaled zero-length RDMA write behind it
-//! ([`SendPath::flush_sends`]); the receiver's QP allows remote writes for that alone (no
-//! memory region grants remote access, and a zero-length write touches no memory).
+//! ([`super::SendPath::flush_sends`]); the receiver's QP allows remote writes for that alone
+//! (no memory region grants remote access, and a zero-length write touches no memory).
 //!
 //! The hello blob carries QP number, starting PSN, GID and path MTU (see [`Endpoint`]).
 //! `verbs-sys` loads `libibverbs.so.1` with dlopen on first use, so where rdma-core is absent
 //! [`VerbsTransport::new`] reports the transport as unavailable, naming what to install.
+//!
+//! The state is split by role. [`VerbsQp`] is what both roles share: the device, protection
+//! domain, CQ, completion channel, queue pair, slot memory and set-up state, and the posting
+//! and polling that use them. [`VerbsTransport<R>`] is that core and the state of its role `R`
+//! ([`VerbsRole`]): the sender's ([`send`]: data sends in flight and their signaling, the
+//! flush) or the receiver's ([`recv`]: posted receives, credit sends). Here, written once over
+//! `R`: set-up, polling the CQ, `close` and a resume ([`DataPath`]), each handing the role
+//! what concerns its state. Each role implements only its own trait ([`super::SendPath`] for
+//! [`send::VerbsSender`], [`super::RecvPath`] for [`recv::VerbsReceiver`]), so a sender cannot
+//! return credits nor a receiver post a data send. The role is a type, not a field: no branch,
+//! indirection or allocation per message. `unsafe` stays in this file: the role modules post
+//! only through [`VerbsQp::post_send_list`] and [`VerbsQp::post_recv_list`].
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use verbs_sys::ffi::{self, ibv_qp_attr, ibv_qp_cap, ibv_sge, ibv_wc};
+use verbs_sys::ffi::{self, ibv_qp_attr, ibv_qp_cap, ibv_wc};
 use verbs_sys::{
     CompletionChannel, CompletionQueue, Context, DeviceList, MemoryRegion, ProtectionDomain,
     QpInit, QueuePair, RecvList, SendList,
 };
 
-use super::signaling::SendSignaling;
 use super::slots::{chosen_device, SlotMemory};
 use super::{
-    receiver_arrivals, sender_events, Arrived, Completion, CreditRoute, DataPath, RecvPath,
-    RecvSlot, SendEvent, SendPath, SetupParams, SetupStep, StagingSlot, WaitHandle,
+    Arrived, Completion, CreditRoute, DataPath, RecvSlot, SetupParams, SetupStep, StagingSlot,
+    WaitHandle,
 };
 use crate::config::{DEFAULT_ACK_TIMEOUT, DEFAULT_RETRY_COUNT};
 use crate::proto::{QpSettings, Role, TransportKind};
 use crate::{Error, Result};
+
+mod recv;
+mod send;
 
 const NAME: &str = "verbs";
 /// `wr_id` bit that marks a send.
@@ -118,10 +131,53 @@ impl Endpoint {
 /// Inline data we ask the QP for (messages up to what the provider grants go inline).
 const INLINE_WANTED: u32 = 128;
 
-/// The verbs implementation of [`SendPath`] and [`RecvPath`]. Field order is drop order: the QP goes before the
-/// memory region, the memory region before the buffer it covers.
+/// What a role adds to the queue pair both roles share ([`VerbsQp`]): its own state, and what
+/// that state does with the completions [`VerbsTransport::poll_cq`] takes off the shared CQ, at
+/// `close` and at a resume. A role never posts the other role's kinds of work request: its
+/// hooks for those retire nothing (a data receive completing on a sender is this transport's
+/// bug, reported as one into a slot not posted).
+pub(crate) trait VerbsRole: Send + std::fmt::Debug + Sized {
+    /// The role ([`SetupParams::role`]).
+    const ROLE: Role;
+
+    /// The role's state for `slots` slots, nothing posted.
+    fn new(slots: usize) -> Self;
+
+    /// A data receive completed into `slot`: it is no longer posted.
+    fn receive_completed(&mut self, slot: usize) -> Result<()>;
+
+    /// The flushing RDMA write completed: every outstanding data send is retired, oldest
+    /// first, each through `retired` (its `wr_id`).
+    fn flush_completed(&mut self, retired: impl FnMut(u64));
+
+    /// The signaled data send `wr_id` completed: it and every data send before it are retired
+    /// through `retired`; false (nothing retired) when it is not outstanding.
+    fn send_completed(&mut self, wr_id: u64, retired: impl FnMut(u64)) -> bool;
+
+    /// The credit send `wr_id` completed (signaled, or failed): it and the ones before it
+    /// free their send-queue entries.
+    fn credit_send_completed(&mut self, wr_id: u64);
+
+    /// `close`: the sends outstanding are forgotten (the QP went to the error state).
+    fn closed(&mut self);
+
+    /// A resume, once the new queue pair is in INIT and the CQ drained: the role's part of
+    /// [`DataPath::reset_for_resume`] (a receiver posts its receives again; a sender gives
+    /// back its sends to `reclaimed`). `core.pending` holds the completions taken off the CQ
+    /// and not reported: the role takes what it needs from it and empties it, last, once
+    /// nothing can fail.
+    fn reset_for_resume(
+        &mut self,
+        core: &mut VerbsQp,
+        reclaimed: &mut Vec<StagingSlot>,
+    ) -> Result<()>;
+}
+
+/// What both roles share: the device's objects, the queue pair, the slots and the set-up
+/// state. Field order is drop order: the QP goes before the memory region, the memory region
+/// before the buffer it covers.
 #[derive(Debug)]
-pub(crate) struct VerbsTransport {
+pub(crate) struct VerbsQp {
     qp: QueuePair,
     mr: MemoryRegion,
     cq: CompletionQueue,
@@ -129,23 +185,11 @@ pub(crate) struct VerbsTransport {
     pd: ProtectionDomain,
     _context: Context,
     memory: SlotMemory,
-    role: Role,
     /// Largest message sent inline (the QP's `max_inline_data`).
     max_inline: u32,
     /// Reused for every post (no allocation on the data path).
     send_list: SendList,
     recv_list: RecvList,
-    /// Sender: data sends posted and not yet known complete, and which to signal.
-    data_sends: SendSignaling,
-    /// Sender: a flushing RDMA write is posted and has not completed.
-    flush_posted: bool,
-    /// Receiver: credit sends posted and not yet known complete (bounded by the SQ depth).
-    credit_sends: SendSignaling,
-    /// Receiver: sequence number of the next credit send (its `wr_id`).
-    credit_seq: u64,
-    /// Receiver: the receive slots posted and not yet taken off the CQ, oldest first (what a
-    /// resumed session posts again, in this order, on its new QP).
-    posted_recvs: VecDeque<usize>,
     /// Send- and receive-queue depth of the QP (the slot count).
     depth: u32,
     /// The QP number of the queue pair a resume destroyed: a completion of it is never
@@ -170,9 +214,34 @@ pub(crate) struct VerbsTransport {
     armed: bool,
 }
 
-impl VerbsTransport {
-    /// Opens the device discovery chose, registers the slots and creates an RC queue pair in INIT.
+/// The verbs implementation of [`super::SendPath`] ([`send::VerbsSender`]) and
+/// [`super::RecvPath`] ([`recv::VerbsReceiver`]): the shared queue pair and the state of the
+/// role `R`. The core comes first, so it is dropped first (the role's state holds no verbs
+/// object).
+#[derive(Debug)]
+pub(crate) struct VerbsTransport<R> {
+    core: VerbsQp,
+    role: R,
+}
+
+impl<R: VerbsRole> VerbsTransport<R> {
+    /// Opens the device discovery chose, registers the slots and creates an RC queue pair in
+    /// INIT, for the role `R` (`params.role`). The transports' factory (`create_as!` in
+    /// [`super`]) does not name `R`: boxing the transport as `dyn SendPath` or `dyn RecvPath`
+    /// picks it, since only one role implements each.
     pub(crate) fn new(params: &SetupParams) -> Result<Self> {
+        debug_assert_eq!(params.role, R::ROLE, "verbs: a transport of the other role");
+        Ok(Self {
+            core: VerbsQp::new(params, R::ROLE)?,
+            role: R::new(params.slots),
+        })
+    }
+}
+
+impl VerbsQp {
+    /// Opens the device discovery chose, registers the slots and creates an RC queue pair in
+    /// INIT for `role`.
+    fn new(params: &SetupParams, role: Role) -> Result<Self> {
         let choice = chosen_device(params, NAME)?;
         let unavailable = |why: String| Error::unavailable(NAME, why);
         let list = DeviceList::new().map_err(|e| match e {
@@ -237,7 +306,7 @@ impl VerbsTransport {
         let deregistration = mr.deregistration();
         memory.free_only_when(move || deregistration.done());
         let qp = create_qp(&pd, &cq, depth)?;
-        init_qp(&qp, port, params.role)?;
+        init_qp(&qp, port, role)?;
         let active = u8::try_from(port_attr.active_mtu)
             .ok()
             .filter(|m| (1..=5).contains(m))
@@ -274,22 +343,10 @@ impl VerbsTransport {
             pd,
             _context: context,
             memory,
-            role: params.role,
             path_mtu: None,
             max_inline,
             send_list: SendList::with_capacity(params.slots.max(1)),
             recv_list: RecvList::with_capacity(params.slots.max(1)),
-            data_sends: SendSignaling::new(
-                params.slots,
-                SendSignaling::default_interval(params.slots),
-            ),
-            flush_posted: false,
-            credit_sends: SendSignaling::new(
-                params.slots,
-                SendSignaling::default_interval(params.slots),
-            ),
-            credit_seq: 0,
-            posted_recvs: VecDeque::with_capacity(params.slots),
             depth,
             retired_qpn: None,
             qp_stuck: false,
@@ -312,64 +369,6 @@ impl VerbsTransport {
         }
     }
 
-    /// Takes completed work requests off the CQ; returns how many.
-    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
-        let mut total = 0;
-        loop {
-            let mut wcs = [ibv_wc::default(); POLL_BATCH];
-            let n = self
-                .cq
-                .poll(&mut wcs)
-                .map_err(|e| verb("ibv_poll_cq", e, None))?;
-            for wc in &wcs[..n] {
-                if self.retired_qpn == Some(wc.qp_num) {
-                    log::debug!("verbs: dropped a completion of a torn-down queue pair");
-                    continue;
-                }
-                if wc.wr_id & CREDIT_TAG != 0 {
-                    self.credit_completion(wc, out)?;
-                    continue;
-                }
-                let is_send = wc.wr_id & SEND_TAG != 0;
-                if wc.status != ffi::IBV_WC_SUCCESS {
-                    return Err(completion_error(is_send, wc.status));
-                }
-                if !is_send {
-                    check_receive_opcode(wc)?;
-                    let slot = usize::try_from(wc.wr_id)
-                        .ok()
-                        .filter(|&i| i < self.memory.count())
-                        .ok_or_else(|| out_of_range(wc.wr_id))?;
-                    take_posted(&mut self.posted_recvs, slot)?;
-                    out.push(Completion::Recv(Arrived::new(
-                        RecvSlot::mint(slot),
-                        wc.byte_len as usize,
-                    )));
-                } else if wc.wr_id & FLUSH_TAG != 0 {
-                    self.flush_posted = false;
-                    self.data_sends.on_flush_completion(|id| {
-                        out.push(Completion::Send(StagingSlot::mint(
-                            (id & !SEND_TAG) as usize,
-                        )))
-                    });
-                } else if !self.data_sends.on_signaled_completion(wc.wr_id, |id| {
-                    out.push(Completion::Send(StagingSlot::mint(
-                        (id & !SEND_TAG) as usize,
-                    )))
-                }) {
-                    return Err(Error::Internal(format!(
-                        "verbs: completion for send {:#x}, which is not outstanding",
-                        wc.wr_id
-                    )));
-                }
-            }
-            total += n;
-            if n < POLL_BATCH {
-                return Ok(total);
-            }
-        }
-    }
-
     /// Posts the one send in `self.send_list`.
     fn post_send_list(&mut self, what: &'static str) -> Result<()> {
         // SAFETY: the list's entries lie in slots of the registered buffer (or are inline or
@@ -388,213 +387,13 @@ impl VerbsTransport {
         self.recv_list.clear();
         r.map_err(|e| verb(what, e, None))
     }
-}
 
-impl VerbsTransport {
     /// Posts one zero-length receive for an incoming credit announcement (sender side).
     fn post_credit_recv(&mut self) -> Result<()> {
         self.recv_list.push(CREDIT_TAG, None);
         self.post_recv_list("ibv_post_recv(credit)")
     }
 
-    /// Receiver: waits (polling, at most [`CREDIT_SEND_WAIT`]) until a credit announcement
-    /// fits in the send queue. Announcements are rarer than releases and the queue has a slot's
-    /// room for each, so this rarely waits; completions taken meanwhile are kept for the next
-    /// `poll`.
-    fn wait_for_credit_room(&mut self) -> Result<()> {
-        // The clock is read only when there is no room at once (the usual case has room).
-        let mut deadline = None;
-        while self.credit_sends.room() == 0 {
-            let deadline = *deadline.get_or_insert_with(|| Instant::now() + CREDIT_SEND_WAIT);
-            let mut pending = std::mem::take(&mut self.pending);
-            let polled = self.poll_cq(&mut pending);
-            self.pending = pending;
-            polled?;
-            if Instant::now() > deadline {
-                return Err(Error::TransportProtocol {
-                    transport: NAME,
-                    detail: "no credit send completed within 2 s (is the peer still there?)"
-                        .to_owned(),
-                });
-            }
-            std::hint::spin_loop();
-        }
-        Ok(())
-    }
-
-    /// A credit announcement completed. On the sender its count is reported and its receive
-    /// re-posted; an announcement without a count, or of none, breaks the protocol. On the receiver a signaled credit send frees its queue entry and those of the
-    /// unsignaled ones before it: if it fails, the sender is gone or closing, which the control
-    /// channel reports with the right words.
-    fn credit_completion(&mut self, wc: &ibv_wc, out: &mut Vec<Completion>) -> Result<()> {
-        let (wr_id, status) = (wc.wr_id, wc.status);
-        if wr_id & SEND_TAG != 0 {
-            // A failed send completes even unsignaled; either way it ends its run.
-            self.credit_sends.on_signaled_completion(wr_id, |_| {});
-            if status != ffi::IBV_WC_SUCCESS {
-                log::debug!("verbs: a credit send completed with status {status}");
-            }
-            return Ok(());
-        }
-        if status != ffi::IBV_WC_SUCCESS {
-            return Err(completion_error(false, status));
-        }
-        check_receive_opcode(wc)?;
-        let count = announced_credits(wc)?;
-        out.push(Completion::Credits(count));
-        self.post_credit_recv()
-    }
-}
-
-impl DataPath for VerbsTransport {
-    fn kind(&self) -> TransportKind {
-        TransportKind::Verbs
-    }
-
-    fn local_blob(&self) -> Vec<u8> {
-        self.local.encode()
-    }
-
-    fn connect(&mut self, peer_blob: &[u8], _deadline: Instant) -> Result<SetupStep> {
-        // Nothing here waits for the peer: the QP moves to RTR and RTS at once.
-        self.connect_now(peer_blob)?;
-        Ok(SetupStep::Done)
-    }
-
-    fn path_mtu(&self) -> Option<u32> {
-        self.path_mtu.map(mtu_bytes)
-    }
-
-    fn qp_settings(&self) -> QpSettings {
-        QpSettings {
-            traffic_class: Some(self.qp_params.traffic_class),
-            service_level: Some(self.qp_params.service_level),
-            mtu: Some(mtu_bytes(self.local.mtu)),
-            ack_timeout: Some(self.qp_params.ack_timeout),
-            retry_count: Some(self.qp_params.retry_count),
-        }
-    }
-
-    fn slot_size(&self) -> usize {
-        self.memory.size()
-    }
-
-    fn credit_route(&self) -> CreditRoute {
-        CreditRoute::InBand
-    }
-
-    fn on_wakeup(&mut self) {
-        // An event fired (or the wake-up was spurious): either way the CQ is re-armed by the
-        // next poll, which re-arming twice does no harm.
-        self.drain_channel_events();
-        self.armed = false;
-    }
-
-    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
-        let fd: BorrowedFd<'_> = self.channel.as_fd();
-        Some(WaitHandle {
-            fd,
-            writable: false,
-        })
-    }
-
-    fn close(&mut self) {
-        if !self.closed {
-            self.closed = true;
-            let mut reset = zeroed_qp_attr();
-            reset.qp_state = ffi::IBV_QPS_ERR;
-            // Moving to ERROR flushes outstanding work requests; failure only means it is gone.
-            let _ = self.qp.modify(&reset, ffi::IBV_QP_STATE);
-            let mut sink = Vec::new();
-            let _ = self.poll_cq(&mut sink);
-            self.drain_channel_events();
-            self.data_sends.clear();
-            self.credit_sends.clear();
-            self.flush_posted = false;
-        }
-    }
-
-    fn can_resume(&self) -> bool {
-        !self.qp_stuck
-    }
-
-    /// Moves the old QP to the error state and destroys it, so that the device is done with
-    /// every slot it named and puts no more completions on the CQ; drains the CQ of the rest
-    /// (whatever they said: the transport's own bookkeeping knows what was outstanding);
-    /// creates a new QP on the same protection domain, CQ and completion channel (the wait
-    /// handle stays valid, the slots stay registered) in INIT, with a new starting PSN; posts
-    /// again, in their order, the receives that had not been reported (a receiver); and gives
-    /// back the staging slot of every send not reported complete (a sender). Credits in flight
-    /// are gone with the old QP: a sender's credit receives are posted again by `connect`.
-    fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
-        if self.qp_stuck {
-            return Err(Error::unavailable(
-                NAME,
-                "the queue pair of the broken path could not be destroyed and may still use the \
-                 slots: this session cannot resume"
-                    .to_owned(),
-            ));
-        }
-        let mut err = zeroed_qp_attr();
-        err.qp_state = ffi::IBV_QPS_ERR;
-        // Stops the old QP at once (a QP already in error, or one whose device is gone, may
-        // refuse: its destruction below is what counts).
-        if let Err(e) = self.qp.modify(&err, ffi::IBV_QP_STATE) {
-            log::debug!("verbs: moving the old queue pair to ERROR: {e}");
-        }
-        // The new QP exists before the old one is destroyed, so it never gets the old number;
-        // in RESET it has nothing posted, so whatever the CQ holds below is the old QP's.
-        let qp = create_qp(&self.pd, &self.cq, self.depth)?;
-        let old = std::mem::replace(&mut self.qp, qp);
-        let old_qpn = old.qp_num();
-        if let Err(e) = old.destroy() {
-            self.qp_stuck = true;
-            return Err(verb("ibv_destroy_qp", e, None));
-        }
-        self.retired_qpn = Some(old_qpn);
-        self.discard_cq()?;
-        self.drain_channel_events();
-        self.armed = false;
-        init_qp(&self.qp, self.port, self.role)?;
-        self.max_inline = self.qp.cap().max_inline_data;
-        self.local = Endpoint {
-            qpn: self.qp.qp_num(),
-            psn: random_psn(),
-            ..self.local
-        };
-        self.path_mtu = None;
-        // A message that landed but was not reported counts as not arrived: its slot is
-        // posted again, and the sender sends it again.
-        requeue_landed(&mut self.pending, &mut self.posted_recvs);
-        if !self.posted_recvs.is_empty() {
-            let size = u32::try_from(self.memory.size()).unwrap_or(u32::MAX);
-            for &index in &self.posted_recvs {
-                let sge = ibv_sge {
-                    addr: self.memory.addr(index),
-                    length: size,
-                    lkey: self.mr.lkey(),
-                };
-                self.recv_list.push(index as u64, Some(sge));
-            }
-            // One post for all, in the order they were first posted.
-            self.post_recv_list("ibv_post_recv(resume)")?;
-        }
-        // Last, once nothing can fail: the sends go back to the caller exactly once.
-        reclaim_sends(&mut self.pending, &mut self.data_sends, reclaimed);
-        self.flush_posted = false;
-        self.credit_sends.clear();
-        self.credit_seq = 0;
-        self.closed = false;
-        log::debug!(
-            "verbs: queue pair {old_qpn:#x} torn down for a resume; new qpn {:#x} psn {:#x}",
-            self.local.qpn,
-            self.local.psn
-        );
-        Ok(())
-    }
-}
-
-impl VerbsTransport {
     /// Takes every completion off the CQ and drops it (a resume, after the QP they belong to
     /// was destroyed).
     fn discard_cq(&mut self) -> Result<()> {
@@ -608,6 +407,216 @@ impl VerbsTransport {
                 return Ok(());
             }
         }
+    }
+}
+
+impl<R: VerbsRole> VerbsTransport<R> {
+    /// Takes completed work requests off the CQ; returns how many.
+    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
+        let mut total = 0;
+        loop {
+            let mut wcs = [ibv_wc::default(); POLL_BATCH];
+            let n = self
+                .core
+                .cq
+                .poll(&mut wcs)
+                .map_err(|e| verb("ibv_poll_cq", e, None))?;
+            for wc in &wcs[..n] {
+                if self.core.retired_qpn == Some(wc.qp_num) {
+                    log::debug!("verbs: dropped a completion of a torn-down queue pair");
+                    continue;
+                }
+                if wc.wr_id & CREDIT_TAG != 0 {
+                    self.credit_completion(wc, out)?;
+                    continue;
+                }
+                let is_send = wc.wr_id & SEND_TAG != 0;
+                if wc.status != ffi::IBV_WC_SUCCESS {
+                    return Err(completion_error(is_send, wc.status));
+                }
+                if !is_send {
+                    check_receive_opcode(wc)?;
+                    let slot = usize::try_from(wc.wr_id)
+                        .ok()
+                        .filter(|&i| i < self.core.memory.count())
+                        .ok_or_else(|| out_of_range(wc.wr_id))?;
+                    self.role.receive_completed(slot)?;
+                    out.push(Completion::Recv(Arrived::new(
+                        RecvSlot::mint(slot),
+                        wc.byte_len as usize,
+                    )));
+                } else if wc.wr_id & FLUSH_TAG != 0 {
+                    self.role.flush_completed(|id| {
+                        out.push(Completion::Send(StagingSlot::mint(
+                            (id & !SEND_TAG) as usize,
+                        )))
+                    });
+                } else if !self.role.send_completed(wc.wr_id, |id| {
+                    out.push(Completion::Send(StagingSlot::mint(
+                        (id & !SEND_TAG) as usize,
+                    )))
+                }) {
+                    return Err(Error::Internal(format!(
+                        "verbs: completion for send {:#x}, which is not outstanding",
+                        wc.wr_id
+                    )));
+                }
+            }
+            total += n;
+            if n < POLL_BATCH {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// A credit announcement completed. On the sender its count is reported and its receive
+    /// re-posted; an announcement without a count, or of none, breaks the protocol. On the receiver a signaled credit send frees its queue entry and those of the
+    /// unsignaled ones before it: if it fails, the sender is gone or closing, which the control
+    /// channel reports with the right words.
+    fn credit_completion(&mut self, wc: &ibv_wc, out: &mut Vec<Completion>) -> Result<()> {
+        let (wr_id, status) = (wc.wr_id, wc.status);
+        if wr_id & SEND_TAG != 0 {
+            // A failed send completes even unsignaled; either way it ends its run.
+            self.role.credit_send_completed(wr_id);
+            if status != ffi::IBV_WC_SUCCESS {
+                log::debug!("verbs: a credit send completed with status {status}");
+            }
+            return Ok(());
+        }
+        if status != ffi::IBV_WC_SUCCESS {
+            return Err(completion_error(false, status));
+        }
+        check_receive_opcode(wc)?;
+        let count = announced_credits(wc)?;
+        out.push(Completion::Credits(count));
+        self.core.post_credit_recv()
+    }
+}
+
+impl<R: VerbsRole> DataPath for VerbsTransport<R> {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Verbs
+    }
+
+    fn local_blob(&self) -> Vec<u8> {
+        self.core.local.encode()
+    }
+
+    fn connect(&mut self, peer_blob: &[u8], _deadline: Instant) -> Result<SetupStep> {
+        // Nothing here waits for the peer: the QP moves to RTR and RTS at once.
+        self.core.connect_now(peer_blob, R::ROLE)?;
+        Ok(SetupStep::Done)
+    }
+
+    fn path_mtu(&self) -> Option<u32> {
+        self.core.path_mtu.map(mtu_bytes)
+    }
+
+    fn qp_settings(&self) -> QpSettings {
+        QpSettings {
+            traffic_class: Some(self.core.qp_params.traffic_class),
+            service_level: Some(self.core.qp_params.service_level),
+            mtu: Some(mtu_bytes(self.core.local.mtu)),
+            ack_timeout: Some(self.core.qp_params.ack_timeout),
+            retry_count: Some(self.core.qp_params.retry_count),
+        }
+    }
+
+    fn slot_size(&self) -> usize {
+        self.core.memory.size()
+    }
+
+    fn credit_route(&self) -> CreditRoute {
+        CreditRoute::InBand
+    }
+
+    fn on_wakeup(&mut self) {
+        // An event fired (or the wake-up was spurious): either way the CQ is re-armed by the
+        // next poll, which re-arming twice does no harm.
+        self.core.drain_channel_events();
+        self.core.armed = false;
+    }
+
+    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
+        let fd: BorrowedFd<'_> = self.core.channel.as_fd();
+        Some(WaitHandle {
+            fd,
+            writable: false,
+        })
+    }
+
+    fn close(&mut self) {
+        if !self.core.closed {
+            self.core.closed = true;
+            let mut reset = zeroed_qp_attr();
+            reset.qp_state = ffi::IBV_QPS_ERR;
+            // Moving to ERROR flushes outstanding work requests; failure only means it is gone.
+            let _ = self.core.qp.modify(&reset, ffi::IBV_QP_STATE);
+            let mut sink = Vec::new();
+            let _ = self.poll_cq(&mut sink);
+            self.core.drain_channel_events();
+            self.role.closed();
+        }
+    }
+
+    fn can_resume(&self) -> bool {
+        !self.core.qp_stuck
+    }
+
+    /// Moves the old QP to the error state and destroys it, so that the device is done with
+    /// every slot it named and puts no more completions on the CQ; drains the CQ of the rest
+    /// (whatever they said: the transport's own bookkeeping knows what was outstanding);
+    /// creates a new QP on the same protection domain, CQ and completion channel (the wait
+    /// handle stays valid, the slots stay registered) in INIT, with a new starting PSN; posts
+    /// again, in their order, the receives that had not been reported (a receiver); and gives
+    /// back the staging slot of every send not reported complete (a sender). Credits in flight
+    /// are gone with the old QP: a sender's credit receives are posted again by `connect`.
+    fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
+        if self.core.qp_stuck {
+            return Err(Error::unavailable(
+                NAME,
+                "the queue pair of the broken path could not be destroyed and may still use the \
+                 slots: this session cannot resume"
+                    .to_owned(),
+            ));
+        }
+        let mut err = zeroed_qp_attr();
+        err.qp_state = ffi::IBV_QPS_ERR;
+        // Stops the old QP at once (a QP already in error, or one whose device is gone, may
+        // refuse: its destruction below is what counts).
+        if let Err(e) = self.core.qp.modify(&err, ffi::IBV_QP_STATE) {
+            log::debug!("verbs: moving the old queue pair to ERROR: {e}");
+        }
+        // The new QP exists before the old one is destroyed, so it never gets the old number;
+        // in RESET it has nothing posted, so whatever the CQ holds below is the old QP's.
+        let qp = create_qp(&self.core.pd, &self.core.cq, self.core.depth)?;
+        let old = std::mem::replace(&mut self.core.qp, qp);
+        let old_qpn = old.qp_num();
+        if let Err(e) = old.destroy() {
+            self.core.qp_stuck = true;
+            return Err(verb("ibv_destroy_qp", e, None));
+        }
+        self.core.retired_qpn = Some(old_qpn);
+        self.core.discard_cq()?;
+        self.core.drain_channel_events();
+        self.core.armed = false;
+        init_qp(&self.core.qp, self.core.port, R::ROLE)?;
+        self.core.max_inline = self.core.qp.cap().max_inline_data;
+        self.core.local = Endpoint {
+            qpn: self.core.qp.qp_num(),
+            psn: random_psn(),
+            ..self.core.local
+        };
+        self.core.path_mtu = None;
+        // The receives posted again, the sends given back (each role's own).
+        self.role.reset_for_resume(&mut self.core, reclaimed)?;
+        self.core.closed = false;
+        log::debug!(
+            "verbs: queue pair {old_qpn:#x} torn down for a resume; new qpn {:#x} psn {:#x}",
+            self.core.local.qpn,
+            self.core.local.psn
+        );
+        Ok(())
     }
 }
 
@@ -750,63 +759,10 @@ fn init_qp(qp: &QueuePair, port: u8, role: Role) -> Result<()> {
     .map_err(|e| verb("ibv_modify_qp(INIT)", e, None))
 }
 
-/// A receive completed into `slot`: it is no longer posted. An RC receive queue completes in
-/// the order it was posted, so it is the oldest; anything else is this transport's bug.
-fn take_posted(posted: &mut VecDeque<usize>, slot: usize) -> Result<()> {
-    if posted.front() == Some(&slot) {
-        posted.pop_front();
-        return Ok(());
-    }
-    let at = posted.iter().position(|&s| s == slot).ok_or_else(|| {
-        Error::Internal(format!(
-            "verbs: a receive completed into slot {slot}, which was not posted"
-        ))
-    })?;
-    log::warn!("verbs: receive slot {slot} completed out of the order it was posted in");
-    posted.remove(at);
-    Ok(())
-}
-
-/// Resume: the receives that landed but were not reported (taken off the CQ into `pending`)
-/// count as not arrived: their slots go back to the front of `posted`, oldest first, ahead of
-/// those still posted, which is the order all of them were posted in.
-fn requeue_landed(pending: &mut Vec<Completion>, posted: &mut VecDeque<usize>) {
-    let mut landed = Vec::new();
-    pending.retain(|c| match c {
-        Completion::Recv(msg) => {
-            landed.push(msg.slot_index());
-            false
-        }
-        Completion::Send(_) | Completion::Credits(_) => true,
-    });
-    for slot in landed.into_iter().rev() {
-        posted.push_front(slot);
-    }
-}
-
-/// Resume: every send not reported complete goes back to `reclaimed`, oldest first (those
-/// that completed but were not reported, then those still outstanding, flushed or not); the
-/// signaling count starts afresh and unreported credits are dropped (the window restarts
-/// from the receiver's count).
-fn reclaim_sends(
-    pending: &mut Vec<Completion>,
-    sends: &mut SendSignaling,
-    reclaimed: &mut Vec<StagingSlot>,
-) {
-    for c in pending.drain(..) {
-        match c {
-            Completion::Send(slot) => reclaimed.push(slot),
-            Completion::Credits(_) => {}
-            // `requeue_landed` took them first; a receive slot is never a staging slot.
-            Completion::Recv(_) => {}
-        }
-    }
-    sends.take_all(|id| reclaimed.push(StagingSlot::mint((id & !SEND_TAG) as usize)));
-}
-
-impl VerbsTransport {
-    /// Moves the QP to RTR and RTS toward the peer's endpoint.
-    fn connect_now(&mut self, peer_blob: &[u8]) -> Result<()> {
+impl VerbsQp {
+    /// Moves the QP to RTR and RTS toward the peer's endpoint; a sender (`role`) posts its
+    /// credit receives.
+    fn connect_now(&mut self, peer_blob: &[u8], role: Role) -> Result<()> {
         let peer = Endpoint::decode(peer_blob).ok_or_else(|| Error::TransportProtocol {
             transport: NAME,
             detail: format!(
@@ -829,7 +785,7 @@ impl VerbsTransport {
         self.qp
             .modify(&rts, rts_mask)
             .map_err(|e| verb("ibv_modify_qp(RTS)", e, Some(ROCE_HINT)))?;
-        if self.role == Role::Sender {
+        if role == Role::Sender {
             for _ in 0..self.memory.count() {
                 self.post_credit_recv()?;
             }
@@ -847,133 +803,27 @@ impl VerbsTransport {
         );
         Ok(())
     }
+}
 
+impl<R: VerbsRole> VerbsTransport<R> {
     /// Completions of the other role's kind are bugs of this transport, never the peer's.
     fn poll_completions(&mut self, out: &mut Vec<Completion>) -> Result<()> {
-        if self.closed {
+        if self.core.closed {
             return Err(Error::TransportClosed { transport: NAME });
         }
-        out.append(&mut self.pending);
+        out.append(&mut self.core.pending);
         self.poll_cq(out)?;
         // Always leave the CQ armed: the caller may sleep even after a poll that returned
         // something (just not what it waits for). Polling again after arming closes the race
         // with a completion that arrived in between. Armed, it stays so until an event fires,
         // and a fired event stays readable on the channel until `on_wakeup` takes it.
-        if !self.armed {
-            self.cq
+        if !self.core.armed {
+            self.core
+                .cq
                 .req_notify(false)
                 .map_err(|e| verb("ibv_req_notify_cq", e, None))?;
-            self.armed = true;
+            self.core.armed = true;
             self.poll_cq(out)?;
-        }
-        Ok(())
-    }
-}
-
-impl SendPath for VerbsTransport {
-    fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
-        self.memory.staging(slot)
-    }
-
-    fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
-        let index = slot.index();
-        if len > self.memory.size() {
-            return Err(out_of_range(index as u64));
-        }
-        let length = u32::try_from(len).map_err(|_| out_of_range(index as u64))?;
-        let sge = ibv_sge {
-            addr: self.memory.addr(index),
-            length,
-            lkey: self.mr.lkey(),
-        };
-        if !self.data_sends.has_room() {
-            return Err(Error::Internal(format!(
-                "verbs: send from slot {index} with {} sends outstanding",
-                self.data_sends.outstanding()
-            )));
-        }
-        let wr_id = SEND_TAG | index as u64;
-        let mut flags = 0;
-        if self.data_sends.on_post(wr_id) {
-            flags |= ffi::IBV_SEND_SIGNALED;
-        }
-        if length > 0 && length <= self.max_inline {
-            flags |= ffi::IBV_SEND_INLINE;
-        }
-        self.send_list.push_send(wr_id, Some(sge), flags);
-        // The token is gone: the slot comes back, minted from the wr_id, with its completion.
-        self.post_send_list("ibv_post_send")
-            .inspect_err(|_| self.data_sends.on_post_failed())
-    }
-
-    fn flush_sends(&mut self) -> Result<()> {
-        if self.flush_posted || !self.data_sends.needs_flush() {
-            return Ok(());
-        }
-        // Room is certain: a send that fills the window is signaled, so a window that needs a
-        // flush has a free entry.
-        self.send_list
-            .push_rdma_write(SEND_TAG | FLUSH_TAG, None, 0, 0, ffi::IBV_SEND_SIGNALED);
-        self.post_send_list("ibv_post_send(flush)")?;
-        self.flush_posted = true;
-        Ok(())
-    }
-
-    fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
-        let mut completions = std::mem::take(&mut self.scratch);
-        let polled = self.poll_completions(&mut completions);
-        let result = sender_events(NAME, polled, &mut completions, out);
-        self.scratch = completions;
-        result
-    }
-}
-
-impl RecvPath for VerbsTransport {
-    fn post_recv(&mut self, slot: RecvSlot) -> Result<()> {
-        let sge = ibv_sge {
-            addr: self.memory.addr(slot.index()),
-            length: u32::try_from(self.memory.size()).unwrap_or(u32::MAX),
-            lkey: self.mr.lkey(),
-        };
-        self.recv_list.push(slot.index() as u64, Some(sge));
-        // Counted as posted even if the post fails: the driver gave the token away, so a
-        // resumed session posts it again.
-        self.posted_recvs.push_back(slot.index());
-        // The token is gone: the slot comes back, minted from the wr_id, with its completion.
-        self.post_recv_list("ibv_post_recv")
-    }
-
-    fn message<'a>(&'a self, msg: &'a Arrived) -> &'a [u8] {
-        self.memory.message(msg)
-    }
-
-    fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
-        let mut completions = std::mem::take(&mut self.scratch);
-        let polled = self.poll_completions(&mut completions);
-        let result = receiver_arrivals(NAME, polled, &mut completions, out);
-        self.scratch = completions;
-        result
-    }
-
-    /// One zero-length send with immediate data `count` for the whole announcement.
-    fn return_credits(&mut self, count: usize) -> Result<()> {
-        if count == 0 {
-            return Ok(());
-        }
-        let count = u32::try_from(count)
-            .map_err(|_| Error::Internal(format!("a credit announcement of {count} messages")))?;
-        self.wait_for_credit_room()?;
-        let wr_id = SEND_TAG | CREDIT_TAG | (self.credit_seq & CREDIT_SEQ_MASK);
-        self.credit_seq = self.credit_seq.wrapping_add(1);
-        let flags = if self.credit_sends.on_post(wr_id) {
-            ffi::IBV_SEND_SIGNALED
-        } else {
-            0
-        };
-        self.send_list.push_send_with_imm(wr_id, None, count, flags);
-        if let Err(e) = self.post_send_list("ibv_post_send(credits)") {
-            self.credit_sends.on_post_failed();
-            return Err(e);
         }
         Ok(())
     }
@@ -1163,10 +1013,14 @@ fn random_psn() -> u32 {
 
 #[cfg(test)]
 mod tests {
+    use super::recv::{requeue_landed, take_posted, VerbsReceiver};
+    use super::send::{reclaim_sends, VerbsSender};
     use super::*;
     use crate::roce::{GidTable, Overrides};
-    use crate::transport::BootstrapSide;
+    use crate::transport::signaling::SendSignaling;
+    use crate::transport::{BootstrapSide, RecvPath, SendEvent, SendPath};
     use rdma_test_support::{skip_or_fail, skip_unless_strict_allows, Allowed};
+    use std::collections::VecDeque;
     use std::net::Ipv4Addr;
     use std::path::Path;
 
@@ -1242,7 +1096,7 @@ mod tests {
         slots: usize,
         rx_slot_size: usize,
         tx_slot_size: usize,
-    ) -> Option<(VerbsTransport, VerbsTransport)> {
+    ) -> Option<(VerbsReceiver, VerbsSender)> {
         let addr = std::env::var("RDMA_TEST_ADDR").ok();
         let (true, Some(addr)) = (
             std::env::var("RDMA_TEST_TRANSPORT").as_deref() == Ok("verbs"),
@@ -1279,12 +1133,8 @@ mod tests {
             qp: QpSettings::default(),
             sysfs_root: "/sys".into(),
         };
-        let created = VerbsTransport::new(&params(Role::Receiver, rx_slot_size)).and_then(|rx| {
-            Ok((
-                rx,
-                VerbsTransport::new(&params(Role::Sender, tx_slot_size))?,
-            ))
-        });
+        let created = VerbsReceiver::new(&params(Role::Receiver, rx_slot_size))
+            .and_then(|rx| Ok((rx, VerbsSender::new(&params(Role::Sender, tx_slot_size))?)));
         let (mut rx, mut tx) = match created {
             Ok(pair) => pair,
             Err(e) => {
@@ -1303,7 +1153,7 @@ mod tests {
         Some((rx, tx))
     }
 
-    fn connect_pair(rx: &mut VerbsTransport, tx: &mut VerbsTransport) {
+    fn connect_pair(rx: &mut VerbsReceiver, tx: &mut VerbsSender) {
         let deadline = Instant::now() + Duration::from_secs(5);
         let (rx_blob, tx_blob) = (rx.local_blob(), tx.local_blob());
         assert_eq!(tx.connect(&rx_blob, deadline).unwrap(), SetupStep::Done);
@@ -1314,14 +1164,14 @@ mod tests {
     const WAIT: Duration = Duration::from_secs(30);
 
     /// Sends message `n` (8 bytes of `n`) from staging slot `slot`.
-    fn send(tx: &mut VerbsTransport, slot: usize, n: u8) {
+    fn send(tx: &mut VerbsSender, slot: usize, n: u8) {
         let mut slot = StagingSlot::mint(slot);
         tx.staging(&mut slot)[..8].copy_from_slice(&[n; 8]);
         tx.post_send(slot, 8).expect("post_send");
     }
 
     /// Polls until `n` messages arrived: them, in arrival order.
-    fn arrivals(rx: &mut VerbsTransport, n: usize) -> Vec<Arrived> {
+    fn arrivals(rx: &mut VerbsReceiver, n: usize) -> Vec<Arrived> {
         let deadline = Instant::now() + WAIT;
         let mut got = Vec::new();
         while got.len() < n {
@@ -1339,7 +1189,7 @@ mod tests {
 
     /// Polls until `sent` sends completed and `credits` credits came: the staging slots given
     /// back, in order.
-    fn sender_events(tx: &mut VerbsTransport, sent: usize, credits: usize) -> Vec<usize> {
+    fn sender_events(tx: &mut VerbsSender, sent: usize, credits: usize) -> Vec<usize> {
         let deadline = Instant::now() + WAIT;
         let (mut slots, mut got_credits, mut out) = (Vec::new(), 0, Vec::new());
         while slots.len() < sent || got_credits < credits {
@@ -1366,7 +1216,7 @@ mod tests {
     }
 
     /// Nothing more comes for a while: no completion of an old queue pair, no message twice.
-    fn assert_quiet(rx: &mut VerbsTransport, tx: &mut VerbsTransport) {
+    fn assert_quiet(rx: &mut VerbsReceiver, tx: &mut VerbsSender) {
         let quiet = Instant::now() + Duration::from_millis(300);
         let (mut arrived, mut events) = (Vec::new(), Vec::new());
         while Instant::now() < quiet {
@@ -1378,7 +1228,7 @@ mod tests {
         assert!(events.is_empty(), "more sender events: {events:?}");
     }
 
-    fn slots_and_bytes(rx: &VerbsTransport, got: &[Arrived]) -> Vec<(usize, Vec<u8>)> {
+    fn slots_and_bytes(rx: &VerbsReceiver, got: &[Arrived]) -> Vec<(usize, Vec<u8>)> {
         got.iter()
             .map(|m| (m.slot_index(), rx.message(m).to_vec()))
             .collect()
