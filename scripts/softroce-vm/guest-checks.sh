@@ -504,7 +504,7 @@ check_suite() {
 # ---------------------------------------------------------------------------------------------
 # transport: the library's own verbs transport tests over a real device
 # ---------------------------------------------------------------------------------------------
-# The unit tests of src/transport/verbs.rs (cargo test --lib, filter transport::verbs::), run in
+# The unit tests of src/transport/verbs/ (cargo test --lib, filter transport::verbs::), run in
 # nsB with RDMA_TEST_TRANSPORT=verbs RDMA_TEST_ADDR=$IP_B: those that need a device (a sender and
 # a receiver transport on rxeB, e.g. a data path reset for a resumed session) run there; strict,
 # so none may skip.
