@@ -142,6 +142,24 @@ pub struct Config {
     /// Asked once per wait slice whether to stop. Not part of the public API: set through the
     /// hidden [`Config::with_interrupt`] hook (the Python module).
     pub(crate) interrupt: Option<InterruptCheck>,
+    /// Faults a test build injects. Not part of the public API: set through the hidden
+    /// [`Config::with_test_faults`] hook (the program's `test-hooks` build, from its
+    /// `RDMA_CONTAINER_TEST_*` variables).
+    pub(crate) test_faults: TestFaults,
+}
+
+/// Faults a test build injects to see a rule hold (part of the hidden test hook
+/// [`Config::with_test_faults`], not of the stable API). The library's code is the same in a
+/// test build and a shipped one; a shipped program never sets these.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TestFaults {
+    /// The message (0-based) whose first byte the sender flips after sealing it, so that the
+    /// receiver's `--checksum` check must catch it.
+    pub corrupt_message: Option<u64>,
+    /// The verbs queue pair's receive-not-ready retry count (0-7) instead of 7 (for ever), so
+    /// that a receive-not-ready race fails the session instead of being retried.
+    pub rnr_retry: Option<u8>,
 }
 
 /// A callback that says whether a blocking wait should stop (see [`Config::with_interrupt`]).
@@ -248,6 +266,7 @@ impl Default for Config {
             ack_timeout: None,
             retry_count: None,
             interrupt: None,
+            test_faults: TestFaults::default(),
         }
     }
 }
@@ -295,6 +314,16 @@ impl Config {
     #[must_use]
     pub fn with_interrupt(mut self, interrupt: Option<InterruptCheck>) -> Self {
         self.interrupt = interrupt;
+        self
+    }
+
+    /// Test hook, not part of the stable API (hidden from the documentation; it may change or
+    /// go in any release): faults to inject ([`TestFaults`]). Only the program's test builds
+    /// set it.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_test_faults(mut self, faults: TestFaults) -> Self {
+        self.test_faults = faults;
         self
     }
 

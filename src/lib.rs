@@ -62,6 +62,9 @@ pub use auth::AuthKey;
 /// The Python module's interrupt hook (see the hidden `Config::with_interrupt`).
 #[doc(hidden)]
 pub use config::InterruptCheck;
+/// The program's test builds' faults (see the hidden `Config::with_test_faults`).
+#[doc(hidden)]
+pub use config::TestFaults;
 pub use config::{Config, TransportChoice};
 pub use error::{Error, ProtocolViolation, Result};
 pub use error_kind::{CompletionStatus, DocaFailure, ErrorKind};

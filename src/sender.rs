@@ -41,9 +41,8 @@ pub struct RdmaSink {
     credit_wait: Duration,
     /// The check each message carries (agreed in the handshake).
     checksum: Checksum,
-    /// Test builds only: the message whose first byte is flipped after it was sealed
-    /// (`RDMA_CONTAINER_TEST_CORRUPT_MESSAGE`), so tests see the receiver's check catch it.
-    #[cfg(feature = "test-hooks")]
+    /// A test build's fault: the message whose first byte is flipped after it was sealed
+    /// ([`crate::config::TestFaults`]), so tests see the receiver's check catch it.
     corrupt: Option<u64>,
     /// The clock reading send completions and credits share between two waits.
     stamp: Stamp,
@@ -94,8 +93,7 @@ impl RdmaSink {
             bytes: 0,
             credit_wait: Duration::ZERO,
             checksum: session.info.checksum(),
-            #[cfg(feature = "test-hooks")]
-            corrupt: corrupt_hook(),
+            corrupt: session.config.test_faults.corrupt_message,
             session,
         })
     }
@@ -203,7 +201,6 @@ impl RdmaSink {
             std::panic::resume_unwind(panic);
         }
         let wire_len = checksum::seal(self.checksum, buf, len);
-        #[cfg(feature = "test-hooks")]
         if self.corrupt == Some(seq) && len > 0 {
             buf[0] ^= 1;
         }
@@ -558,16 +555,4 @@ impl Drop for RdmaSink {
     fn drop(&mut self) {
         self.abort_in_place("the sender closed without finishing the stream");
     }
-}
-
-/// Test builds: `RDMA_CONTAINER_TEST_CORRUPT_MESSAGE=N` flips a bit of message N (0-based)
-/// after its checksum was computed, as a fault on the path would.
-#[cfg(feature = "test-hooks")]
-fn corrupt_hook() -> Option<u64> {
-    let n = std::env::var("RDMA_CONTAINER_TEST_CORRUPT_MESSAGE")
-        .ok()?
-        .parse()
-        .ok()?;
-    log::info!("test hook: message {n} is corrupted after its checksum (RDMA_CONTAINER_TEST_CORRUPT_MESSAGE)");
-    Some(n)
 }

@@ -1,12 +1,15 @@
 //! Command-line definitions: every flag of every command, and nothing that runs them (the
-//! other `cli` modules import from here, never the other way).
+//! other `cli` modules, `bench` too, import from here, never the other way). A block of flags
+//! that several commands share is one `#[derive(Args)]` struct, flattened where it is used, with
+//! the one `apply` that sets the library configuration's fields from it.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use rdma_container::{Checksum, TransportChoice};
+use rdma_container::{Checksum, Config, TransportChoice};
 use serde::{Deserialize, Serialize};
 
 const AFTER_HELP: &str = "\
@@ -161,33 +164,13 @@ pub struct SessionArgs {
     )]
     pub credits: Option<u16>,
 
-    /// Data path: auto picks RDMA when a RoCE v2 GID owns the source address and an RDMA
-    /// transport is compiled in, otherwise TCP.
-    #[arg(long, env = "RDMA_CONTAINER_TRANSPORT", value_enum, default_value_t = TransportChoice::Auto)]
-    pub transport: TransportChoice,
-
-    /// Device overrides.
+    /// --transport and the device overrides.
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub data_path: DataPathArgs,
 
-    /// Client: keep retrying to reach the server for this long (seconds, up to 86400).
-    #[arg(
-        long,
-        env = "RDMA_CONTAINER_CONNECT_TIMEOUT",
-        default_value = "30",
-        value_name = "SECONDS"
-    )]
-    pub connect_timeout: Seconds,
-
-    /// Give up on a peer that does not complete the whole handshake (hello, data path,
-    /// Ready) within this time (seconds, up to 86400).
-    #[arg(
-        long,
-        env = "RDMA_CONTAINER_HANDSHAKE_TIMEOUT",
-        default_value = "10",
-        value_name = "SECONDS"
-    )]
-    pub handshake_timeout: Seconds,
+    /// --connect-timeout, --handshake-timeout.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
 
     /// End a session that makes no progress for this long (no message arriving, no credit
     /// while the sender waits for one); off by default, so a slow but live peer is never cut
@@ -225,29 +208,14 @@ pub struct SessionArgs {
     #[arg(long, env = "RDMA_CONTAINER_INTERVAL", value_name = "SECONDS")]
     pub interval: Option<Seconds>,
 
-    /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
-    #[arg(
-        long,
-        env = "RDMA_CONTAINER_SYSFS_ROOT",
-        default_value = "/sys",
-        value_name = "DIR"
-    )]
-    pub sysfs_root: PathBuf,
+    /// --sysfs-root.
+    #[command(flatten)]
+    pub sysfs_root: SysfsRoot,
 
-    /// A file holding the pre-shared key both ends must prove they hold before anything else
-    /// happens (HMAC-SHA256 challenge-response; at least 16 bytes, the trailing newline is not
-    /// part of it; the file must not be readable by group or others: chmod 600). Without it,
-    /// anyone who reaches the server's port can use it. Make one with:
-    /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
-    #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
-    pub auth_key_file: Option<PathBuf>,
+    /// --auth-key-file, --checksum.
+    #[command(flatten)]
+    pub integrity: IntegrityArgs,
 
-    /// Check every message end to end: crc32c makes the sender append a CRC32C of each
-    /// message and the receiver verify it before delivering, ending the session (naming the
-    /// message) on a mismatch. Both ends must set the same. The default, none, relies on the
-    /// transport's own checks (RoCE's ICRC, TCP's checksum).
-    #[arg(long, value_enum, default_value_t = Checksum::None, env = "RDMA_CONTAINER_CHECKSUM")]
-    pub checksum: Checksum,
     /// With --transport auto: refuse to fall back to TCP. A session that cannot run over RDMA
     /// fails with exit status 5 and the reason (no RoCE v2 GID for the address, no RDMA
     /// transport could start, ...).
@@ -278,7 +246,7 @@ pub struct SessionArgs {
 /// docs/lossless-roce.md). Each end applies its own to the packets it sends; the MTU is the
 /// smaller of both ends'. The tcp transport has no queue pair: with --transport tcp they are
 /// refused, and auto's TCP fallback warns that they do not apply.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct QpArgs {
     /// Traffic class of every RDMA packet this end sends (GRH/IP traffic class, 0 to 255):
     /// DSCP << 2 | ECN, so DSCP 26 is --tclass 104. Put the traffic on the priority the
@@ -315,8 +283,21 @@ pub struct QpArgs {
     pub retry_count: Option<u8>,
 }
 
+impl QpArgs {
+    /// Sets the library configuration's queue pair settings.
+    pub fn apply(&self, config: Config) -> Config {
+        config
+            .with_traffic_class(self.tclass)
+            .with_service_level(self.sl)
+            .with_mtu(self.mtu)
+            .with_ack_timeout(self.ack_timeout)
+            .with_retry_count(self.retry_count)
+    }
+}
+
 /// `bench` options.
 #[derive(Debug, Clone, Args)]
+#[command(mut_args(bench_help))]
 pub struct BenchArgs {
     /// Serve benchmark clients on IP:PORT, one after another until Ctrl-C (exit 130); with
     /// --once, one client's run.
@@ -390,13 +371,9 @@ pub struct BenchArgs {
     )]
     pub credits: Option<u16>,
 
-    /// Data path.
-    #[arg(long, env = "RDMA_CONTAINER_TRANSPORT", value_enum, default_value_t = TransportChoice::Auto)]
-    pub transport: TransportChoice,
-
-    /// Device overrides.
+    /// --transport and the device overrides.
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub data_path: DataPathArgs,
 
     /// Poll this many microseconds before sleeping (default: 1000000 for lat, off for bw).
     #[arg(long, env = "RDMA_CONTAINER_BENCH_BUSY_POLL", value_name = "USEC", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
@@ -419,47 +396,18 @@ pub struct BenchArgs {
     )]
     pub out_json: Option<PathBuf>,
 
-    /// Client: keep retrying to reach the server for this long (seconds).
-    #[arg(
-        long,
-        env = "RDMA_CONTAINER_CONNECT_TIMEOUT",
-        default_value = "30",
-        value_name = "SECONDS"
-    )]
-    pub connect_timeout: Seconds,
+    /// --connect-timeout, --handshake-timeout.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
 
-    /// Deadline for each session's handshake (seconds).
-    #[arg(
-        long,
-        env = "RDMA_CONTAINER_HANDSHAKE_TIMEOUT",
-        default_value = "10",
-        value_name = "SECONDS"
-    )]
-    pub handshake_timeout: Seconds,
+    /// --sysfs-root.
+    #[command(flatten)]
+    pub sysfs_root: SysfsRoot,
 
-    /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
-    #[arg(
-        long,
-        env = "RDMA_CONTAINER_SYSFS_ROOT",
-        default_value = "/sys",
-        value_name = "DIR"
-    )]
-    pub sysfs_root: PathBuf,
+    /// --auth-key-file, --checksum.
+    #[command(flatten)]
+    pub integrity: IntegrityArgs,
 
-    /// A file holding the pre-shared key both ends must prove they hold before anything else
-    /// happens (HMAC-SHA256 challenge-response; at least 16 bytes, the trailing newline is not
-    /// part of it; the file must not be readable by group or others: chmod 600). Without it,
-    /// anyone who reaches the server's port can use it. Make one with:
-    /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
-    #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
-    pub auth_key_file: Option<PathBuf>,
-
-    /// Check every message end to end: crc32c makes the sender append a CRC32C of each
-    /// message and the receiver verify it before delivering, ending the session (naming the
-    /// message) on a mismatch. Both ends must set the same. The default, none, relies on the
-    /// transport's own checks (RoCE's ICRC, TCP's checksum).
-    #[arg(long, value_enum, default_value_t = Checksum::None, env = "RDMA_CONTAINER_CHECKSUM")]
-    pub checksum: Checksum,
     /// Resume a session whose connection breaks, for up to this long (as the sessions of
     /// --server/--client do, 10 s by default there). Off (0) by default here: a benchmark
     /// measures the data path as perftest does, and a break ends it. Set it on both ends to
@@ -471,6 +419,7 @@ pub struct BenchArgs {
         value_name = "SECONDS"
     )]
     pub resume_timeout: SecondsOrOff,
+
     /// Server: serve one client's run (every size it asks for), then exit with its status (0,
     /// or the failure's), as --server --once does.
     #[arg(
@@ -494,7 +443,19 @@ pub struct BenchArgs {
 
     /// perftest's operator options (-b, --run-infinitely, --interval, -H, --limit-*, --no-bind).
     #[command(flatten)]
-    pub ops: crate::cli::bench::OpsArgs,
+    pub ops: OpsArgs,
+}
+
+/// `bench`'s own, shorter help for flags of the blocks it shares with `--server`/`--client`
+/// (in place: the flags keep their order).
+fn bench_help(arg: clap::Arg) -> clap::Arg {
+    let help = match arg.get_id().as_str() {
+        "transport" => "Data path",
+        "connect_timeout" => "Client: keep retrying to reach the server for this long (seconds)",
+        "handshake_timeout" => "Deadline for each session's handshake (seconds)",
+        _ => return arg,
+    };
+    arg.help(help)
 }
 
 /// What `bench` measures.
@@ -508,7 +469,7 @@ pub enum BenchMode {
 }
 
 /// `bench`'s default credits.
-const BENCH_CREDITS: u16 = 16;
+pub const BENCH_CREDITS: u16 = 16;
 /// `bench --mode lat`'s default credits up to [`LAT_CREDITS_UP_TO`]-byte messages.
 const LAT_CREDITS: u16 = 64;
 /// See [`LAT_CREDITS`].
@@ -536,39 +497,54 @@ impl BenchArgs {
                 .max(MIN_DEFAULT_CREDITS),
         )
     }
+}
 
-    /// The session options `bench` shares with `--server` and `--client`, to build the library
-    /// configuration from: busy polling defaults to one second for `lat`; there is no idle
-    /// timeout, and the count, size and largest message are the benchmark's own (each session
-    /// sets its largest message).
-    pub fn session_args(&self) -> SessionArgs {
-        SessionArgs {
-            count: 0,
-            size: None,
-            max_msg_size: rdma_container::config::DEFAULT_MAX_MSG_SIZE,
-            credits: Some(self.credits.unwrap_or(BENCH_CREDITS)),
-            transport: self.transport,
-            device: self.device.clone(),
-            connect_timeout: self.connect_timeout,
-            handshake_timeout: self.handshake_timeout,
-            // A benchmark measures the data path as perftest does: a break ends it, unless
-            // asked otherwise.
-            resume_timeout: self.resume_timeout,
-            idle_timeout: None,
-            busy_poll: self
-                .busy_poll
-                .or((self.mode == BenchMode::Lat).then_some(1_000_000)),
-            quiet: false,
-            interval: None,
-            sysfs_root: self.sysfs_root.clone(),
-            auth_key_file: self.auth_key_file.clone(),
-            checksum: self.checksum,
-            require_rdma: false,
-            qp: QpArgs::default(),
-            json: false,
-            out_json: None,
-        }
-    }
+/// `bench`'s operator options, perftest's (flattened into [`BenchArgs`]; what they do is in
+/// `cli::bench::ops`).
+#[derive(Debug, Clone, Args)]
+pub struct OpsArgs {
+    /// bw: both directions at once, each side streaming to the other (perftest's -b); one
+    /// row per size, both directions added as perftest prints it (--json also has each
+    /// direction's figures, measured where its messages arrive).
+    #[arg(short = 'b', long)]
+    pub bidirectional: bool,
+
+    /// Run one size until Ctrl-C (perftest's --run_infinitely), printing a report every
+    /// --interval (default 1 s); the final row covers the whole run.
+    #[arg(long, alias = "run_infinitely", conflicts_with_all = ["iters", "duration", "all"])]
+    pub run_infinitely: bool,
+
+    /// Print a report every SECONDS while a size runs (the sending client's count for bw, the
+    /// interval's round trips for lat): a row, or a JSON line with --json (then the final
+    /// report is one JSON line too).
+    #[arg(long, value_name = "SECONDS")]
+    pub interval: Option<Seconds>,
+
+    /// lat: print the latency percentiles and histogram (log-linear buckets, 1/16 of a power
+    /// of two wide) after each size; --json always carries them.
+    #[arg(short = 'H', long)]
+    pub histogram: bool,
+
+    /// Fail (exit status 6, after the results) when a bw result's average is below GBPS
+    /// gigabits per second (perftest's --limit_bw; with -b, the sum). Refused (exit status 2)
+    /// on a lat run, as --limit-msgrate is.
+    #[arg(long, value_name = "GBPS")]
+    pub limit_bw: Option<f64>,
+
+    /// Fail (exit status 6) when a bw result's message rate is below MPPS million messages
+    /// per second (perftest's --limit_msgrate).
+    #[arg(long, value_name = "MPPS")]
+    pub limit_msgrate: Option<f64>,
+
+    /// Fail (exit status 6) when a lat result's average (t_avg, half the round trip) is above
+    /// USEC microseconds (perftest's --limit_lat). Refused (exit status 2) on a bw run.
+    #[arg(long, value_name = "USEC")]
+    pub limit_lat: Option<f64>,
+
+    /// Do not bind to the CPUs of the RDMA device's NUMA node (by default bench binds its
+    /// thread to the device's local_cpulist from sysfs, as perftest does; tcp has no device).
+    #[arg(long)]
+    pub no_bind: bool,
 }
 
 /// `doctor` options.
@@ -591,14 +567,9 @@ pub struct DoctorArgs {
     #[command(flatten)]
     pub device: DeviceArgs,
 
-    /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
-    #[arg(
-        long,
-        env = "RDMA_CONTAINER_SYSFS_ROOT",
-        default_value = "/sys",
-        value_name = "DIR"
-    )]
-    pub sysfs_root: PathBuf,
+    /// --sysfs-root.
+    #[command(flatten)]
+    pub sysfs_root: SysfsRoot,
 
     /// Print one JSON object instead of text.
     #[arg(long, env = "RDMA_CONTAINER_DOCTOR_JSON", value_parser = BoolishValueParser::new())]
@@ -637,6 +608,135 @@ pub struct DoctorArgs {
     /// doctor exits 0 (or the probe's status): the report is the result.
     #[arg(long, env = "RDMA_CONTAINER_DOCTOR_REQUIRE_RDMA", value_parser = BoolishValueParser::new())]
     pub require_rdma: bool,
+}
+
+/// `--transport` and the device overrides: the data path of a session (`--server`, `--client`,
+/// `demo` and `bench`).
+#[derive(Debug, Clone, Args)]
+pub struct DataPathArgs {
+    /// Data path: auto picks RDMA when a RoCE v2 GID owns the source address and an RDMA
+    /// transport is compiled in, otherwise TCP.
+    #[arg(long, env = "RDMA_CONTAINER_TRANSPORT", value_enum, default_value_t = TransportChoice::Auto)]
+    pub transport: TransportChoice,
+
+    /// Device overrides.
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+impl DataPathArgs {
+    /// Sets the library configuration's transport and device overrides.
+    pub fn apply(&self, config: Config) -> Config {
+        config
+            .with_transport(self.transport)
+            .with_overrides(self.device.overrides())
+    }
+}
+
+/// How long a session may take to reach its peer and to complete the handshake (`--server`,
+/// `--client`, `demo` and `bench`).
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// Client: keep retrying to reach the server for this long (seconds, up to 86400).
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_CONNECT_TIMEOUT",
+        default_value = "30",
+        value_name = "SECONDS"
+    )]
+    pub connect_timeout: Seconds,
+
+    /// Give up on a peer that does not complete the whole handshake (hello, data path,
+    /// Ready) within this time (seconds, up to 86400).
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_HANDSHAKE_TIMEOUT",
+        default_value = "10",
+        value_name = "SECONDS"
+    )]
+    pub handshake_timeout: Seconds,
+}
+
+impl ConnectArgs {
+    /// Sets the library configuration's connect and handshake timeouts.
+    pub fn apply(&self, config: Config) -> Config {
+        config
+            .with_connect_timeout(self.connect_timeout.0)
+            .with_handshake_timeout(self.handshake_timeout.0)
+    }
+}
+
+/// `--sysfs-root` (every command that reads the RDMA devices); it derefs to the path.
+#[derive(Debug, Clone, Args)]
+pub struct SysfsRoot {
+    /// Read RDMA devices from DIR/class/infiniband instead of /sys/class/infiniband.
+    #[arg(
+        id = "sysfs_root",
+        long = "sysfs-root",
+        env = "RDMA_CONTAINER_SYSFS_ROOT",
+        default_value = "/sys",
+        value_name = "DIR"
+    )]
+    pub path: PathBuf,
+}
+
+impl SysfsRoot {
+    /// Sets the library configuration's sysfs root.
+    pub fn apply(&self, config: Config) -> Config {
+        config.with_sysfs_root(self.path.clone())
+    }
+}
+
+impl std::ops::Deref for SysfsRoot {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl From<SysfsRoot> for PathBuf {
+    fn from(root: SysfsRoot) -> PathBuf {
+        root.path
+    }
+}
+
+/// What both ends of a session must agree on: the pre-shared key and the end-to-end check of
+/// every message (`--server`, `--client`, `demo` and `bench`).
+#[derive(Debug, Clone, Args)]
+pub struct IntegrityArgs {
+    /// A file holding the pre-shared key both ends must prove they hold before anything else
+    /// happens (HMAC-SHA256 challenge-response; at least 16 bytes, the trailing newline is not
+    /// part of it; the file must not be readable by group or others: chmod 600). Without it,
+    /// anyone who reaches the server's port can use it. Make one with:
+    /// head -c 32 /dev/urandom | base64 > key && chmod 600 key
+    #[arg(long, env = "RDMA_CONTAINER_AUTH_KEY_FILE", value_name = "FILE")]
+    pub auth_key_file: Option<PathBuf>,
+
+    /// Check every message end to end: crc32c makes the sender append a CRC32C of each
+    /// message and the receiver verify it before delivering, ending the session (naming the
+    /// message) on a mismatch. Both ends must set the same. The default, none, relies on the
+    /// transport's own checks (RoCE's ICRC, TCP's checksum).
+    #[arg(long, value_enum, default_value_t = Checksum::None, env = "RDMA_CONTAINER_CHECKSUM")]
+    pub checksum: Checksum,
+}
+
+impl IntegrityArgs {
+    /// Sets the library configuration's key (read from the file) and checksum.
+    pub fn apply(&self, config: Config) -> anyhow::Result<Config> {
+        let key = self
+            .auth_key_file
+            .as_deref()
+            .map(rdma_container::AuthKey::from_file)
+            .transpose()?;
+        Ok(config.with_auth_key(key).with_checksum(self.checksum))
+    }
+}
+
+/// `--busy-poll USEC` (both spellings: `--server`/`--client`'s and `bench`'s) as the library's
+/// busy-poll time: 0 is off, as no flag is.
+pub fn busy_poll(usec: Option<u64>) -> Option<Duration> {
+    usec.filter(|&us| us > 0).map(Duration::from_micros)
 }
 
 /// `-d/--ib-dev`, `-i/--ib-port`, `-x/--gid-index`, with perftest's names and meaning.
@@ -861,4 +961,35 @@ fn long_version() -> &'static str {
         }
         text
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// The help of flag `id` of `command`.
+    fn help(command: &clap::Command, id: &str) -> String {
+        let arg = command.get_arguments().find(|a| a.get_id() == id);
+        arg.and_then(clap::Arg::get_help)
+            .map(ToString::to_string)
+            .unwrap_or_else(|| panic!("no help for {id}"))
+    }
+
+    /// The shared blocks carry the help of `--server`/`--client`; `bench` keeps its shorter
+    /// one (a renamed field would silently lose it).
+    #[test]
+    fn bench_keeps_its_own_help_for_the_shared_flags() {
+        let cli = Cli::command();
+        let bench = cli.find_subcommand("bench").expect("bench");
+        assert_eq!(help(bench, "transport"), "Data path");
+        assert!(help(&cli, "transport").starts_with("Data path: auto picks RDMA"));
+        for id in ["connect_timeout", "handshake_timeout"] {
+            assert!(help(bench, id).ends_with("(seconds)"), "{id}");
+            assert!(help(&cli, id).ends_with("(seconds, up to 86400)"), "{id}");
+        }
+        assert_eq!(help(bench, "sysfs_root"), help(&cli, "sysfs_root"));
+        assert_eq!(help(bench, "checksum"), help(&cli, "checksum"));
+    }
 }

@@ -19,7 +19,7 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
         peer: args.peer.or(probe_peer),
         local_ip: args.local_ip,
         overrides: args.device.overrides(),
-        sysfs_root: args.sysfs_root.clone(),
+        sysfs_root: args.sysfs_root.path.clone(),
     };
     let (report, table) = examine(&request);
     let probe = args.probe.map(|peer| probe::run(peer, args));

@@ -17,7 +17,7 @@ pub mod stop;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use rdma_container::Config;
 
@@ -46,17 +46,85 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// Builds the library configuration from the command line (`bench` too, through
-/// [`args::BenchArgs::session_args`]); what cannot be used is a [`UsageError`].
+/// Builds the library configuration of `--server`, `--client` and `demo` from the command line;
+/// what cannot be used is a [`UsageError`].
 pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
-    config_from_args(args, stop).map_err(|e| {
-        anyhow::Error::new(UsageError(
-            e.chain()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(": "),
+    let config = validated_config(stop, |config| {
+        let config = config
+            .with_credits(
+                args.credits
+                    .unwrap_or(rdma_container::config::DEFAULT_CREDITS),
+            )
+            .with_max_msg_size(args.max_msg_size)
+            .with_idle_timeout(args.idle_timeout.map(|t| t.0))
+            .with_busy_poll(args::busy_poll(args.busy_poll))
+            .with_require_rdma(args.require_rdma)
+            .with_resume_timeout(args.resume_timeout.0);
+        let config = args.connect.apply(args.data_path.apply(config));
+        let config = args.qp.apply(args.sysfs_root.apply(config));
+        args.integrity.apply(config)
+    })?;
+    if let Some(size) = args.size.filter(|&size| size > args.max_msg_size) {
+        return Err(UsageError(format!(
+            "--size {size} exceeds --max-msg-size {}",
+            args.max_msg_size
         ))
-    })
+        .into());
+    }
+    Ok(config)
+}
+
+/// The library configuration that `build` makes of the defaults and the stop flag (each flag
+/// block through its own `apply`, see [`args`]), validated; what cannot be used is a
+/// [`UsageError`]. `--server`/`--client`/`demo` ([`config_from`]) and `bench` build theirs here.
+pub fn validated_config(
+    stop: &Arc<AtomicBool>,
+    build: impl FnOnce(Config) -> Result<Config>,
+) -> Result<Config> {
+    let config = build(
+        Config::default()
+            .with_stop(Some(stop.clone()))
+            .with_test_faults(test_faults()),
+    );
+    config
+        .and_then(|config| {
+            config.validate()?;
+            Ok(config)
+        })
+        .map_err(|e| {
+            anyhow::Error::new(UsageError(
+                e.chain()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(": "),
+            ))
+        })
+}
+
+/// A test build's faults from its variables: `RDMA_CONTAINER_TEST_CORRUPT_MESSAGE=N` flips a
+/// bit of message N (0-based) after its checksum was computed, as a fault on the path would;
+/// `RDMA_CONTAINER_TEST_RNR_RETRY` (0-7) sets the verbs queue pair's rnr_retry. A shipped
+/// build (without the `test-hooks` feature) never reads them: the library is the same either
+/// way.
+#[cfg(feature = "test-hooks")]
+fn test_faults() -> rdma_container::TestFaults {
+    let var = |name: &str| std::env::var(name).ok();
+    let faults = rdma_container::TestFaults {
+        corrupt_message: var("RDMA_CONTAINER_TEST_CORRUPT_MESSAGE").and_then(|v| v.parse().ok()),
+        rnr_retry: var("RDMA_CONTAINER_TEST_RNR_RETRY").and_then(|v| v.parse().ok()),
+    };
+    if let Some(n) = faults.corrupt_message {
+        log::info!("test hook: message {n} is corrupted after its checksum (RDMA_CONTAINER_TEST_CORRUPT_MESSAGE)");
+    }
+    if let Some(n) = faults.rnr_retry {
+        log::info!("test hook: verbs rnr_retry {n} (RDMA_CONTAINER_TEST_RNR_RETRY)");
+    }
+    faults
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn test_faults() -> rdma_container::TestFaults {
+    rdma_container::TestFaults::default()
 }
 
 /// An explicit device, port or GID index (flag or variable) asks for RDMA: at start-up, before
@@ -65,48 +133,6 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
 /// Nothing to check with `--transport tcp`, which uses no device.
 pub fn check_rdma_request(config: &Config) -> Result<()> {
     Ok(config.check_device_request()?)
-}
-
-fn config_from_args(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
-    let config = Config::default()
-        .with_credits(
-            args.credits
-                .unwrap_or(rdma_container::config::DEFAULT_CREDITS),
-        )
-        .with_transport(args.transport)
-        .with_overrides(args.device.overrides())
-        .with_sysfs_root(args.sysfs_root.clone())
-        .with_connect_timeout(args.connect_timeout.0)
-        .with_handshake_timeout(args.handshake_timeout.0)
-        .with_max_msg_size(args.max_msg_size)
-        .with_idle_timeout(args.idle_timeout.map(|t| t.0))
-        .with_busy_poll(
-            args.busy_poll
-                .filter(|&us| us > 0)
-                .map(std::time::Duration::from_micros),
-        )
-        .with_stop(Some(stop.clone()))
-        .with_checksum(args.checksum)
-        .with_require_rdma(args.require_rdma)
-        .with_resume_timeout(args.resume_timeout.0)
-        .with_traffic_class(args.qp.tclass)
-        .with_service_level(args.qp.sl)
-        .with_mtu(args.qp.mtu)
-        .with_ack_timeout(args.qp.ack_timeout)
-        .with_retry_count(args.qp.retry_count)
-        .with_auth_key(
-            args.auth_key_file
-                .as_deref()
-                .map(rdma_container::AuthKey::from_file)
-                .transpose()?,
-        );
-    config.validate()?;
-    if let Some(size) = args.size {
-        if size > args.max_msg_size {
-            bail!("--size {size} exceeds --max-msg-size {}", args.max_msg_size);
-        }
-    }
-    Ok(config)
 }
 
 #[cfg(test)]

@@ -492,6 +492,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             device: None,
             qp: config.qp_settings(),
             sysfs_root: config.sysfs_root.clone(),
+            faults: config.test_faults,
         };
         let ((transport, slots), device, fallback) = create_transport::<P>(config, &path, params)?;
         if transport.kind() == TransportKind::Tcp && config.qp_settings().any() {

@@ -1178,6 +1178,7 @@ fn sim_test_params(role: Role, slots: usize, slot_size: usize) -> SetupParams {
         }),
         qp: crate::proto::QpSettings::default(),
         sysfs_root: "/sys".into(),
+        faults: crate::config::TestFaults::default(),
     }
 }
 

@@ -809,6 +809,7 @@ mod tests {
             device: None,
             qp: crate::proto::QpSettings::default(),
             sysfs_root: "/sys".into(),
+            faults: crate::config::TestFaults::default(),
         };
         let mut t = TcpTransport::new(&params).expect("transport");
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -834,6 +835,7 @@ mod tests {
             device: None,
             qp: crate::proto::QpSettings::default(),
             sysfs_root: "/sys".into(),
+            faults: crate::config::TestFaults::default(),
         };
         let mut rx = TcpTransport::new(&params(BootstrapSide::Server, Role::Receiver)).unwrap();
         let mut tx = TcpTransport::new(&params(BootstrapSide::Client, Role::Sender)).unwrap();

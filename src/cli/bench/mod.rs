@@ -21,14 +21,13 @@ mod ops;
 mod report;
 mod serve;
 
-pub use ops::OpsArgs;
-
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
+use rdma_container::Config;
 
-use super::args::{BenchArgs, BenchMode};
+use super::args::{self, BenchArgs, BenchMode, BENCH_CREDITS};
 use super::UsageError;
 
 /// The largest size `-a` runs unless told (perftest's top size).
@@ -39,6 +38,28 @@ const SERVER_MAX: usize = 1 << 30;
 
 /// The fewest messages a bw run can time: its clock starts at the first arrival.
 const MIN_BW_ITERS: u64 = 2;
+
+/// `--mode lat`'s busy polling unless told (microseconds): one second.
+const LAT_BUSY_POLL: u64 = 1_000_000;
+
+/// The library configuration of a `bench` run, from the flag blocks it shares with `--server`
+/// and `--client` and its own flags: busy polling defaults to one second for `lat`; there is no
+/// idle timeout, and the largest message is each session's (set as it starts).
+fn config(args: &BenchArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
+    super::validated_config(stop, |config| {
+        let busy_poll = args
+            .busy_poll
+            .or((args.mode == BenchMode::Lat).then_some(LAT_BUSY_POLL));
+        let config = config
+            .with_credits(args.credits.unwrap_or(BENCH_CREDITS))
+            .with_busy_poll(args::busy_poll(busy_poll))
+            // A benchmark measures the data path as perftest does: a break ends it, unless
+            // asked otherwise (`--resume-timeout` is 0 unless told).
+            .with_resume_timeout(args.resume_timeout.0);
+        let config = args.connect.apply(args.data_path.apply(config));
+        args.integrity.apply(args.sysfs_root.apply(config))
+    })
+}
 
 /// The top of the `-a` sweep: `--max-msg-size`, or [`ALL_MAX`].
 fn all_max(args: &BenchArgs) -> usize {
@@ -122,7 +143,7 @@ pub fn run(args: &BenchArgs, stop: Arc<AtomicBool>) -> Result<u8> {
     } else {
         stop.clone()
     };
-    let config = super::config_from(&args.session_args(), &library_stop)?;
+    let config = config(args, &library_stop)?;
     super::check_rdma_request(&config)?;
     match (args.server, args.client) {
         (Some(addr), None) => serve::serve(
@@ -149,7 +170,7 @@ mod tests {
     /// The library configuration `bench` builds for the options after `bench --client ...`.
     fn config(extra: &[&str]) -> rdma_container::Config {
         let args = bench_args(extra);
-        crate::cli::config_from(&args.session_args(), &Arc::new(AtomicBool::new(false))).unwrap()
+        super::config(&args, &Arc::new(AtomicBool::new(false))).unwrap()
     }
 
     #[test]
@@ -167,6 +188,48 @@ mod tests {
             Some(Duration::from_micros(50))
         );
         assert_eq!(config(&[]).idle_timeout, None);
+    }
+
+    /// The flag blocks `bench` shares with `--server`/`--client` set its configuration as
+    /// they set a session's.
+    #[test]
+    fn shared_flags_reach_the_configuration() {
+        let line = [
+            "--transport",
+            "tcp",
+            "-d",
+            "mlx5_0",
+            "-i",
+            "2",
+            "-x",
+            "3",
+            "--connect-timeout",
+            "5",
+            "--handshake-timeout",
+            "7",
+            "--checksum",
+            "crc32c",
+        ];
+        let bench = config(&line);
+        let mut session = vec!["rdma-container", "--client", "127.0.0.1:1"];
+        session.extend_from_slice(&line);
+        let session = Cli::try_parse_from(session).unwrap().session;
+        let session = crate::cli::config_from(&session, &Arc::new(AtomicBool::new(false))).unwrap();
+        assert_eq!(bench.transport, rdma_container::TransportChoice::Tcp);
+        assert_eq!(bench.overrides, session.overrides);
+        assert_eq!(bench.overrides.device.as_deref(), Some("mlx5_0"));
+        assert_eq!(
+            (bench.connect_timeout, bench.handshake_timeout),
+            (Duration::from_secs(5), Duration::from_secs(7))
+        );
+        assert_eq!(
+            (session.connect_timeout, session.handshake_timeout),
+            (bench.connect_timeout, bench.handshake_timeout)
+        );
+        assert_eq!(bench.checksum, rdma_container::Checksum::Crc32c);
+        assert_eq!(session.checksum, bench.checksum);
+        // Not shared: bench's own resumption (off unless told) and credits.
+        assert_eq!((bench.resume_timeout, bench.credits), (Duration::ZERO, 16));
     }
 
     /// The parsed options after `bench --client ...`.

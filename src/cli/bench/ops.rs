@@ -5,63 +5,17 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use serde::Serialize;
 
 use super::report::Row;
-use crate::cli::args::Seconds;
+use crate::cli::args::OpsArgs;
 use rdma_container::roce::counters::{self, CounterGroup};
 
 /// Exit status when a result misses a `--limit-*` (the results are still printed).
 pub const EXIT_LIMIT_MISSED: u8 = 6;
 
-/// The options (flattened into `bench`'s).
-#[derive(Debug, Clone, Args)]
-pub struct OpsArgs {
-    /// bw: both directions at once, each side streaming to the other (perftest's -b); one
-    /// row per size, both directions added as perftest prints it (--json also has each
-    /// direction's figures, measured where its messages arrive).
-    #[arg(short = 'b', long)]
-    pub bidirectional: bool,
-
-    /// Run one size until Ctrl-C (perftest's --run_infinitely), printing a report every
-    /// --interval (default 1 s); the final row covers the whole run.
-    #[arg(long, alias = "run_infinitely", conflicts_with_all = ["iters", "duration", "all"])]
-    pub run_infinitely: bool,
-
-    /// Print a report every SECONDS while a size runs (the sending client's count for bw, the
-    /// interval's round trips for lat): a row, or a JSON line with --json (then the final
-    /// report is one JSON line too).
-    #[arg(long, value_name = "SECONDS")]
-    pub interval: Option<Seconds>,
-
-    /// lat: print the latency percentiles and histogram (log-linear buckets, 1/16 of a power
-    /// of two wide) after each size; --json always carries them.
-    #[arg(short = 'H', long)]
-    pub histogram: bool,
-
-    /// Fail (exit status 6, after the results) when a bw result's average is below GBPS
-    /// gigabits per second (perftest's --limit_bw; with -b, the sum). Refused (exit status 2)
-    /// on a lat run, as --limit-msgrate is.
-    #[arg(long, value_name = "GBPS")]
-    pub limit_bw: Option<f64>,
-
-    /// Fail (exit status 6) when a bw result's message rate is below MPPS million messages
-    /// per second (perftest's --limit_msgrate).
-    #[arg(long, value_name = "MPPS")]
-    pub limit_msgrate: Option<f64>,
-
-    /// Fail (exit status 6) when a lat result's average (t_avg, half the round trip) is above
-    /// USEC microseconds (perftest's --limit_lat). Refused (exit status 2) on a bw run.
-    #[arg(long, value_name = "USEC")]
-    pub limit_lat: Option<f64>,
-
-    /// Do not bind to the CPUs of the RDMA device's NUMA node (by default bench binds its
-    /// thread to the device's local_cpulist from sysfs, as perftest does; tcp has no device).
-    #[arg(long)]
-    pub no_bind: bool,
-}
-
+/// The checks behind `--limit-bw`, `--limit-msgrate` and `--limit-lat` (the flags are
+/// defined with `bench`'s others, in [`crate::cli::args`]).
 impl OpsArgs {
     /// The limits a row misses, one clear line each.
     pub fn missed_limits(&self, row: &Row) -> Vec<String> {

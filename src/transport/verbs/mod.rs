@@ -206,6 +206,8 @@ pub(crate) struct VerbsQp {
     /// What the packets of our queue pair carry and how it retransmits (`--tclass`, `--sl`,
     /// `--ack-timeout`, `--retry-count`, each with its default).
     qp_params: QpParams,
+    /// The QP's receive-not-ready retry count ([`rnr_retry`]).
+    rnr_retry: u8,
     local: Endpoint,
     /// The path MTU both ends agreed on (`ibv_mtu`), once connected.
     path_mtu: Option<u8>,
@@ -355,6 +357,7 @@ impl VerbsQp {
             port,
             gid_index,
             qp_params: QpParams::from_settings(&params.qp),
+            rnr_retry: rnr_retry(&params.faults),
             local,
             closed: false,
             armed: false,
@@ -774,7 +777,7 @@ impl VerbsQp {
             port: self.port,
             gid_index: self.gid_index,
             qp: self.qp_params,
-            rnr_retry: rnr_retry(),
+            rnr_retry: self.rnr_retry,
         };
         let (rtr, rtr_mask) = rtr_attributes(&self.local, &peer, &path);
         self.path_mtu = Some(u8::try_from(rtr.path_mtu).unwrap_or(self.local.mtu));
@@ -926,20 +929,17 @@ fn gid_text(gid: &[u8; 16]) -> String {
 
 /// The QP's receive-not-ready retry count: 7 retries for ever. Our protocol posts every receive
 /// before it announces the credit, so no RNR NAK should ever come (the soft-RoCE VM asserts
-/// rxe's RNR counters stay 0). Test builds (`--features test-hooks`) take
-/// `RDMA_CONTAINER_TEST_RNR_RETRY` (0-7) instead, so that the VM can run sessions in which a race
-/// fails the session rather than being retried.
-fn rnr_retry() -> u8 {
-    #[cfg(feature = "test-hooks")]
-    if let Some(n) = std::env::var("RDMA_CONTAINER_TEST_RNR_RETRY")
-        .ok()
-        .and_then(|v| v.parse::<u8>().ok())
-        .filter(|n| *n <= 7)
-    {
-        log::info!("test hook: verbs rnr_retry {n} (RDMA_CONTAINER_TEST_RNR_RETRY)");
-        return n;
+/// rxe's RNR counters stay 0). A test build's fault ([`crate::config::TestFaults::rnr_retry`],
+/// 0-7) sets fewer, so that the VM can run sessions in which a race fails the session rather
+/// than being retried.
+fn rnr_retry(faults: &crate::config::TestFaults) -> u8 {
+    match faults.rnr_retry.filter(|n| *n <= 7) {
+        Some(n) => {
+            log::info!("test fault: verbs rnr_retry {n}");
+            n
+        }
+        None => 7,
     }
-    7
 }
 
 const MEMLOCK_HINT: &str =
@@ -1132,6 +1132,7 @@ mod tests {
             device: Some(choice.clone()),
             qp: QpSettings::default(),
             sysfs_root: "/sys".into(),
+            faults: crate::config::TestFaults::default(),
         };
         let created = VerbsReceiver::new(&params(Role::Receiver, rx_slot_size))
             .and_then(|rx| Ok((rx, VerbsSender::new(&params(Role::Sender, tx_slot_size))?)));
