@@ -20,7 +20,7 @@ pub(crate) const NONCE_LEN: usize = 32;
 /// Bytes of a proof (HMAC-SHA256).
 pub(crate) const PROOF_LEN: usize = 32;
 /// The shortest key accepted, in bytes.
-pub const MIN_KEY_LEN: usize = 16;
+pub(crate) const MIN_KEY_LEN: usize = 16;
 /// The longest key file read, in bytes.
 const MAX_KEY_LEN: usize = 4096;
 
@@ -48,10 +48,10 @@ impl AuthKey {
         &self.bytes
     }
 
-    /// A key from its bytes (at least [`MIN_KEY_LEN`]).
+    /// A key from its bytes (at least 16 bytes).
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a key shorter than [`MIN_KEY_LEN`] bytes.
+    /// [`Error::InvalidConfig`] for a key shorter than 16 bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         if bytes.len() < MIN_KEY_LEN {
             return Err(Error::InvalidConfig(format!(
@@ -66,7 +66,7 @@ example: head -c 32 /dev/urandom | base64 > key; chmod 600 key)",
     }
 
     /// Reads the key from a file: its contents without the trailing line end, at least
-    /// [`MIN_KEY_LEN`] bytes. The file must not be readable by group or others.
+    /// 16 bytes. The file must not be readable by group or others.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] naming the file (never its contents): it cannot be read, is

@@ -9,7 +9,12 @@
 //! - Full duplex is a sink and a src between the same two ends: [`duplex::connect`] and
 //!   [`Listener::accept_duplex`].
 //! - [`roce`] and [`path`] read what `rdma-container doctor` shows: the GID table, the device
-//!   choice for a peer, and the route toward it.
+//!   choice for a peer, and the route toward it; [`doctor`] the whole readiness report,
+//!   [`host`] the memory limits a session's slots must fit, [`build_info`] what this build has.
+//!
+//! Everything a program that sends and receives needs is at the crate's root (the types, the
+//! errors and their [`ErrorKind`], the defaults); the public modules are the host-inspection
+//! API above and [`duplex`]'s `connect`.
 //!
 //! ```no_run
 //! use rdma_container::{Config, RdmaSink};
@@ -37,17 +42,17 @@
 #![warn(unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub mod auth;
+mod auth;
 mod busy_poll;
 mod checksum;
-pub mod config;
+mod config;
 pub mod doctor;
 pub mod duplex;
 mod error;
 mod error_kind;
 pub mod host;
 mod listener;
-pub mod log_text;
+mod log_text;
 pub(crate) mod net;
 pub(crate) mod proto;
 mod receiver;
@@ -65,11 +70,18 @@ pub use config::InterruptCheck;
 /// The program's test builds' faults (see the hidden `Config::with_test_faults`).
 #[doc(hidden)]
 pub use config::TestFaults;
-pub use config::{Config, TransportChoice};
+pub use config::{
+    Config, TransportChoice, DEFAULT_ACK_TIMEOUT, DEFAULT_CREDITS, DEFAULT_MAX_MSG_SIZE,
+    DEFAULT_RESUME_TIMEOUT, DEFAULT_RETRY_COUNT, MAX_CREDITS,
+};
 pub use error::{Error, ProtocolViolation, Result};
 pub use error_kind::{CompletionStatus, DocaFailure, ErrorKind};
 pub use listener::resume_registry::ParkedSessions;
 pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
+/// The program's way of quoting a peer's words in a log line (control characters escaped,
+/// length bounded).
+#[doc(hidden)]
+pub use log_text::peer_text;
 pub use proto::{Checksum, Role, TransportKind};
 pub use receiver::RdmaSrc;
 pub use sender::RdmaSink;

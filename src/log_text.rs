@@ -3,7 +3,7 @@
 //! Rules:
 //! - text a peer chose (a Reject's reason, anything it sent that we show) reaches a log or an
 //!   error message only through [`peer_text`]: control characters (terminal escapes, carriage
-//!   returns, line ends) appear as escapes, and at most [`MAX_SHOWN`] characters are shown;
+//!   returns, line ends) appear as escapes, and at most `MAX_SHOWN` characters are shown;
 //! - an event strangers can repeat at will is logged through a `RateLimitedLog`: the first
 //!   at once, then at most one line per `LOG_INTERVAL`, with the count so far.
 
@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 /// Characters of peer text shown; the rest is counted. As long as the longest Reject reason
 /// the wire carries (512 bytes), so that our own server's explanations arrive whole.
-pub const MAX_SHOWN: usize = 512;
+pub(crate) const MAX_SHOWN: usize = 512;
 /// At most one line per this interval for one kind of repeated event.
 pub(crate) const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `text` as a log may show it: control characters escaped (`\n`, `\r`, `\t`, `\u{1b}`...),
-/// cut after [`MAX_SHOWN`] characters with the number of characters left out.
+/// cut after 512 (`MAX_SHOWN`) characters with the number of characters left out.
 pub fn peer_text(text: &str) -> String {
     let mut shown = String::with_capacity(text.len().min(MAX_SHOWN * 2));
     let mut chars = text.chars();

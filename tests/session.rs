@@ -482,7 +482,7 @@ fn a_receiver_abort_reaches_the_sender_with_its_reason() {
 /// is refused before anything is sent, and the session goes on.
 #[test]
 fn max_minus_one_and_max_arrive_and_max_plus_one_is_refused() {
-    let max = rdma_container::config::DEFAULT_MAX_MSG_SIZE;
+    let max = rdma_container::DEFAULT_MAX_MSG_SIZE;
     let (addr, accept) = server(config());
     let rx = receive_all(accept);
     let mut sink = RdmaSink::connect(addr, &config()).unwrap();

@@ -754,8 +754,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(duplex_connect, m)?)?;
     m.add_function(wrap_pyfunction!(doctor, m)?)?;
     m.add_function(wrap_pyfunction!(compiled_in_transports, m)?)?;
-    m.add("DEFAULT_MAX_MSG_SIZE", rdma::config::DEFAULT_MAX_MSG_SIZE)?;
-    m.add("DEFAULT_CREDITS", rdma::config::DEFAULT_CREDITS)?;
+    m.add("DEFAULT_MAX_MSG_SIZE", rdma::DEFAULT_MAX_MSG_SIZE)?;
+    m.add("DEFAULT_CREDITS", rdma::DEFAULT_CREDITS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::add_to(m)?;
     Ok(())

@@ -148,7 +148,7 @@ pub struct SessionArgs {
 
     /// Largest message: the receiver's slot size, the sender's limit (bytes).
     #[arg(long, env = "RDMA_CONTAINER_MAX_MSG_SIZE", value_parser = message_size,
-          default_value_t = rdma_container::config::DEFAULT_MAX_MSG_SIZE, value_name = "BYTES")]
+          default_value_t = rdma_container::DEFAULT_MAX_MSG_SIZE, value_name = "BYTES")]
     pub max_msg_size: usize,
 
     /// Receive slots on the receiver = messages the sender may have in flight (1 to 1024;
@@ -160,7 +160,7 @@ pub struct SessionArgs {
         long,
         env = "RDMA_CONTAINER_CREDITS",
         value_name = "N",
-        value_parser = clap::value_parser!(u16).range(1..=i64::from(rdma_container::config::MAX_CREDITS))
+        value_parser = clap::value_parser!(u16).range(1..=i64::from(rdma_container::MAX_CREDITS))
     )]
     pub credits: Option<u16>,
 

@@ -175,7 +175,7 @@ fn explain(
                 "the server rejected the probe: {} (a transport mismatch means the server \
                  runs another transport: start it with the same --transport, or check doctor \
                  --peer on it)",
-                rdma_container::log_text::peer_text(reason)
+                rdma_container::peer_text(reason)
             ),
         ),
         Error::PeerLost { .. } => (

@@ -273,8 +273,8 @@ pub fn run(
 session at {} and up to {} MiB at {}",
             slot_mib(config.credits),
             config.credits,
-            slot_mib(rdma_container::config::MAX_CREDITS),
-            rdma_container::config::MAX_CREDITS
+            slot_mib(rdma_container::MAX_CREDITS),
+            rdma_container::MAX_CREDITS
         )
     };
     log::info!(
