@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::choice::create_transport;
 use super::connect::{connect_data_path, Connecting};
 use super::resume::{negotiated_timeout, Resumption};
-use super::{ipv4, Session, SessionInfo, WAIT_SLICE};
+use super::{ipv4, sleep_toward, slice_end, Session, SessionInfo};
 use crate::auth::fresh_nonce;
 use crate::config::Config;
 use crate::listener::resume_registry::{ResumeAttempt, ResumeRegistry};
@@ -80,11 +80,11 @@ impl<P: RolePath + ?Sized> Session<P> {
                     config.connect_timeout.as_secs_f64()
                 );
             }
-            while let Some(left) = remaining(next) {
+            while Instant::now() < next {
                 if config.stopped() {
                     return Err(Error::Interrupted);
                 }
-                std::thread::sleep(left.min(WAIT_SLICE));
+                sleep_toward(next);
             }
         }
     }
@@ -258,10 +258,7 @@ fn first_frame(
     config: &Config,
 ) -> Result<Option<(SessionId, crate::auth::Nonce)>> {
     loop {
-        let slice_end = handshake.poll_timeout().map_or_else(
-            || Instant::now() + WAIT_SLICE,
-            |d| d.min(Instant::now() + WAIT_SLICE),
-        );
+        let slice_end = slice_end(handshake.poll_timeout());
         match control.recv_until(slice_end) {
             Ok(Received::Message(Message::Resume { session, nonce })) => {
                 return Ok(Some((session, nonce)))
@@ -357,10 +354,7 @@ fn client_ticket(
 /// Reads what the control connection has for the handshake (waiting one slice at most), and
 /// applies the deadline and the stop flag.
 fn step(control: &mut ControlChannel, handshake: &mut Handshake, config: &Config) -> Result<()> {
-    let slice_end = handshake.poll_timeout().map_or_else(
-        || Instant::now() + WAIT_SLICE,
-        |d| d.min(Instant::now() + WAIT_SLICE),
-    );
+    let slice_end = slice_end(handshake.poll_timeout());
     match control.recv_until(slice_end) {
         Ok(Received::Message(msg)) => return handshake.on_message(msg),
         Ok(Received::Closed(lost)) => return Err(handshake.on_control_closed(lost)),

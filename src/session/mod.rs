@@ -29,6 +29,19 @@ pub(crate) use handshake::PendingHello;
 /// waits for the peer's hello or Ready).
 const WAIT_SLICE: Duration = Duration::from_millis(100);
 
+/// The end of the next wait toward `deadline` (none: a slice): never more than a slice away,
+/// so that every blocking loop looks at the stop flag at least that often.
+pub(crate) fn slice_end(deadline: Option<Instant>) -> Instant {
+    let slice = Instant::now() + WAIT_SLICE;
+    deadline.map_or(slice, |d| d.min(slice))
+}
+
+/// Sleeps toward `until`, a slice at most (a caller that waits on nothing but time).
+pub(crate) fn sleep_toward(until: Instant) {
+    let left = until.saturating_duration_since(Instant::now());
+    std::thread::sleep(left.min(WAIT_SLICE));
+}
+
 /// What was negotiated and chosen for a session (for logs, summaries and `--json`).
 #[derive(Debug, Clone)]
 pub struct SessionInfo {

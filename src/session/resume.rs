@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connect::{connect_data_path, Connecting};
-use super::{Session, WAIT_SLICE};
+use super::{sleep_toward, slice_end, Session};
 use crate::auth::fresh_nonce;
 use crate::listener::attempt_queue::Waiting;
 use crate::listener::resume_registry::{register, ProvenAttempt, Registration, ResumeRegistry};
@@ -215,7 +215,7 @@ impl Resumption {
             Some(attempt) => *attempt,
             None => {
                 attempts.set_parked(life.resuming_since());
-                let slice_end = until.min(Instant::now() + WAIT_SLICE);
+                let slice_end = slice_end(Some(until));
                 match attempts.take(Some(slice_end)) {
                     Some(attempt) => attempt,
                     None => {
@@ -332,8 +332,7 @@ impl<P: RolePath + ?Sized> Session<P> {
                     continue;
                 }
                 (LifeStep::Wait { until }, Some(_)) => {
-                    let left = remaining(until).unwrap_or_default();
-                    std::thread::sleep(left.min(WAIT_SLICE));
+                    sleep_toward(until);
                     continue;
                 }
                 (LifeStep::Wait { until }, None) => match resumption.take_attempt(until) {
@@ -476,10 +475,7 @@ impl<P: RolePath + ?Sized> Session<P> {
             if self.config.stopped() {
                 return Err(Error::Interrupted);
             }
-            let slice_end = handshake.poll_timeout().map_or_else(
-                || Instant::now() + WAIT_SLICE,
-                |d| d.min(Instant::now() + WAIT_SLICE),
-            );
+            let slice_end = slice_end(handshake.poll_timeout());
             let got = match control.recv_until(slice_end) {
                 Ok(Received::Message(msg)) => handshake.on_message(msg),
                 Ok(Received::Closed(_)) => Err(handshake.on_control_closed()),

@@ -90,6 +90,201 @@ enum Phase {
     Failed,
 }
 
+/// What is known about the sender's Finish, and whether the sender was let go (writing shut
+/// down on the control connection). A resume starts a new path: Finish is expected again on it
+/// with the same count, and the sender is let go again there.
+///
+/// Ruled out: Finish on this path or a let-go sender without a count, and a let-go sender
+/// whose Finish did not come on this path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finish {
+    /// Not said yet.
+    Unknown,
+    /// Said with `count` on an earlier path (only after a resume, so only with resumption).
+    Earlier { count: u64 },
+    /// Said with `count` on this path; the sender is not let go yet (with resumption: some
+    /// counted message is still on its way).
+    Here { count: u64 },
+    /// Said with `count` on this path, and the sender was let go.
+    LetGo { count: u64 },
+}
+
+impl Finish {
+    /// The count Finish said, on this path or an earlier one.
+    fn count(self) -> Option<u64> {
+        match self {
+            Self::Unknown => None,
+            Self::Earlier { count } | Self::Here { count } | Self::LetGo { count } => Some(count),
+        }
+    }
+
+    fn is_known(self) -> bool {
+        self != Self::Unknown
+    }
+
+    fn came_on_this_path(self) -> bool {
+        matches!(self, Self::Here { .. } | Self::LetGo { .. })
+    }
+
+    fn let_go(self) -> bool {
+        matches!(self, Self::LetGo { .. })
+    }
+
+    /// Finish{count} came on this path with `arrived` messages here: a second Finish (on one
+    /// path, without resumption, or with another count) or one below what arrived is a
+    /// violation; otherwise it is known, on this path.
+    fn said(&mut self, count: u64, arrived: u64, resumable: bool) -> Result<(), Error> {
+        match *self {
+            Self::Unknown => {}
+            // After a resume the sender says it again, with the same count.
+            Self::Earlier { count: first } if first == count && resumable => {}
+            Self::Earlier { count: first }
+            | Self::Here { count: first }
+            | Self::LetGo { count: first } => {
+                return Err(Error::Protocol(ProtocolViolation::FinishTwice {
+                    first,
+                    second: count,
+                }));
+            }
+        }
+        if count < arrived {
+            return Err(Error::Protocol(ProtocolViolation::FinishBelowArrived {
+                count,
+                arrived,
+            }));
+        }
+        *self = Self::Here { count };
+        Ok(())
+    }
+
+    /// Whether the sender is to be let go now (true once per path): at Finish, or with
+    /// resumption once Finish came on this path and every counted message (`arrived`) is here.
+    fn let_go_when_done(&mut self, arrived: u64, resumable: bool) -> bool {
+        // `Earlier` waits for Finish on this path: it only comes with resumption.
+        let Self::Here { count } = *self else {
+            return false;
+        };
+        if resumable && arrived != count {
+            return false;
+        }
+        *self = Self::LetGo { count };
+        true
+    }
+
+    /// Whether the control connection may close without loss: the sender said Finish and (with
+    /// resumption) was let go, so the messages it counted are on their way (or all here).
+    fn sender_may_close(self, resumable: bool) -> bool {
+        self.is_known() && (!resumable || self.let_go())
+    }
+
+    /// With every counted message delivered, whether the stream ends: after a resume only
+    /// once Finish came on the new path.
+    fn may_end(self, resumable: bool) -> bool {
+        !resumable || self.came_on_this_path()
+    }
+
+    /// A resume starts a new path: Finish is expected again, and the sender let go again.
+    fn new_path(&mut self) {
+        if let Self::Here { count } | Self::LetGo { count } = *self {
+            *self = Self::Earlier { count };
+        }
+    }
+}
+
+/// How the control connection ended (on this path).
+#[derive(Debug)]
+enum ControlEnd {
+    Open,
+    /// End of file or reset, and no loss waits to be reported (none, or reported already).
+    Closed,
+    /// Closed, and lost before Finish (why): reported once every message that had arrived
+    /// was delivered.
+    Lost(Lost),
+}
+
+/// What is known about the ends of the paths: the control connection's and the data path's.
+#[derive(Debug)]
+struct PathEnds {
+    control: ControlEnd,
+    /// When the data path closed (on this path).
+    data_closed_at: Option<Instant>,
+    /// The data path broke (the driver's error for it): reported once every message that had
+    /// arrived was delivered; nothing more arrives meanwhile. Independent of a close (the
+    /// driver may find both); a resume repairs it at its start ([`PathEnds::repair_break`]).
+    data_broken: Option<Error>,
+}
+
+impl PathEnds {
+    fn new() -> Self {
+        Self {
+            control: ControlEnd::Open,
+            data_closed_at: None,
+            data_broken: None,
+        }
+    }
+
+    fn control_closed(&self) -> bool {
+        !matches!(self.control, ControlEnd::Open)
+    }
+
+    /// The control connection closed (a loss, if any, is kept).
+    fn close_control(&mut self) {
+        if let ControlEnd::Open = self.control {
+            self.control = ControlEnd::Closed;
+        }
+    }
+
+    /// The control connection closed with `lost` to report later (the first loss stands).
+    fn hold_control_loss(&mut self, lost: Lost) {
+        if !matches!(self.control, ControlEnd::Lost(_)) {
+            self.control = ControlEnd::Lost(lost);
+        }
+    }
+
+    /// Whether a loss of the control connection waits to be reported.
+    fn control_lost(&self) -> bool {
+        matches!(self.control, ControlEnd::Lost(_))
+    }
+
+    /// The loss waiting to be reported, once (the connection stays closed).
+    fn take_control_loss(&mut self) -> Option<Lost> {
+        match std::mem::replace(&mut self.control, ControlEnd::Closed) {
+            ControlEnd::Lost(lost) => Some(lost),
+            other => {
+                self.control = other;
+                None
+            }
+        }
+    }
+
+    /// The data path closed at `now` (the first close stands).
+    fn close_data(&mut self, now: Instant) {
+        self.data_closed_at.get_or_insert(now);
+    }
+
+    /// The data path broke (the first break stands).
+    fn break_data(&mut self, error: Error) {
+        self.data_broken.get_or_insert(error);
+    }
+
+    /// The break waiting to be reported, once.
+    fn take_break(&mut self) -> Option<Error> {
+        self.data_broken.take()
+    }
+
+    /// A resume begins: it repairs the break.
+    fn repair_break(&mut self) {
+        self.data_broken = None;
+    }
+
+    /// A resume completed: the control connection and the data path are new. A break found
+    /// while resuming is kept (the resume began before it).
+    fn new_path(&mut self) {
+        self.control = ControlEnd::Open;
+        self.data_closed_at = None;
+    }
+}
+
 /// The receiver's half of a session, without I/O.
 #[derive(Debug)]
 pub(crate) struct ReceiverCore {
@@ -102,30 +297,19 @@ pub(crate) struct ReceiverCore {
     bytes: u64,
     /// Bytes after each message that are not the application's (a checksum's trailer).
     trailer: u64,
-    finish: Option<u64>,
+    finish: Finish,
     /// The release count last announced to the sender.
     announced: u64,
     /// Announce once this many releases are unannounced.
     batch: u64,
     credit_route: CreditRoute,
-    control_closed: bool,
-    /// The control connection was lost before Finish (why): reported once every message that
-    /// had arrived was delivered.
-    control_lost: Option<Lost>,
-    /// The data path broke before Finish (the driver's error for it): reported once every
-    /// message that had arrived was delivered; nothing more arrives meanwhile.
-    data_broken: Option<Error>,
-    data_closed_at: Option<Instant>,
+    ends: PathEnds,
     last_arrival: Instant,
     idle_timeout: Option<Duration>,
     phase: Phase,
     actions: VecDeque<ReceiverAction>,
-    /// Resumption is on: see the rules above.
+    /// Resumption is on (set once, at construction): see the rules above.
     resumable: bool,
-    /// Finish came on the current path (a resume starts a new one).
-    finish_on_this_path: bool,
-    /// Writing on the control connection was shut down (the sender let go).
-    let_go: bool,
 }
 
 impl ReceiverCore {
@@ -143,21 +327,16 @@ impl ReceiverCore {
             delivered: 0,
             bytes: 0,
             trailer: 0,
-            finish: None,
+            finish: Finish::Unknown,
             announced: 0,
             batch: u64::from(slots.div_ceil(2).max(1)),
             credit_route,
-            control_closed: false,
-            control_lost: None,
-            data_broken: None,
-            data_closed_at: None,
+            ends: PathEnds::new(),
             last_arrival: now,
             idle_timeout,
             phase: Phase::Open,
             actions: VecDeque::with_capacity(4),
             resumable: false,
-            finish_on_this_path: false,
-            let_go: false,
         }
     }
 
@@ -191,12 +370,12 @@ impl ReceiverCore {
 
     /// True once the control connection reached end of file (stop watching it).
     pub(crate) fn control_closed(&self) -> bool {
-        self.control_closed
+        self.ends.control_closed()
     }
 
     /// True once the data path closed (stop polling and watching it).
     pub(crate) fn data_closed(&self) -> bool {
-        self.data_closed_at.is_some()
+        self.ends.data_closed_at.is_some()
     }
 
     /// Whether the session is still running.
@@ -254,7 +433,7 @@ impl ReceiverCore {
 
     /// A message landed in a receive slot.
     pub(crate) fn on_arrival(&mut self, msg: Arrived, now: Instant) -> Result<(), Error> {
-        if let Some(count) = self.finish {
+        if let Some(count) = self.finish.count() {
             if self.window.arrived() >= count {
                 return Err(Error::Protocol(ProtocolViolation::PastFinish { count }));
             }
@@ -281,12 +460,10 @@ impl ReceiverCore {
     /// Shuts down writing once the sender may go: at Finish, or with resumption once Finish
     /// came on this path and every counted message arrived.
     fn let_sender_go_when_done(&mut self) {
-        let Some(count) = self.finish else {
-            return;
-        };
-        let done = !self.resumable || (self.finish_on_this_path && self.window.arrived() == count);
-        if done && !self.let_go {
-            self.let_go = true;
+        if self
+            .finish
+            .let_go_when_done(self.window.arrived(), self.resumable)
+        {
             self.actions.push_back(ReceiverAction::ShutdownControlWrite);
         }
     }
@@ -302,24 +479,8 @@ impl ReceiverCore {
     pub(crate) fn on_control(&mut self, msg: Message) -> Result<(), Error> {
         match msg {
             Message::Finish { count } => {
-                if let Some(first) = self.finish {
-                    // After a resume the sender says it again, with the same count.
-                    if self.finish_on_this_path || first != count || !self.resumable {
-                        return Err(Error::Protocol(ProtocolViolation::FinishTwice {
-                            first,
-                            second: count,
-                        }));
-                    }
-                }
-                let arrived = self.window.arrived();
-                if count < arrived {
-                    return Err(Error::Protocol(ProtocolViolation::FinishBelowArrived {
-                        count,
-                        arrived,
-                    }));
-                }
-                self.finish = Some(count);
-                self.finish_on_this_path = true;
+                self.finish
+                    .said(count, self.window.arrived(), self.resumable)?;
                 // Nothing more to tell the sender: let it go (with resumption, once every
                 // counted message is here).
                 self.let_sender_go_when_done();
@@ -335,8 +496,8 @@ impl ReceiverCore {
 
     /// The control connection reached end of file (or was reset): `lost` says which.
     pub(crate) fn on_control_closed(&mut self, lost: Lost) -> Result<(), Error> {
-        self.control_closed = true;
-        if self.finish.is_some() && (!self.resumable || self.let_go) {
+        self.ends.close_control();
+        if self.finish.sender_may_close(self.resumable) {
             // The sender may go once it said Finish; the messages it counted are on their way
             // (with resumption: all here). Resumable and not all here, the close is a break.
             return Ok(());
@@ -346,7 +507,7 @@ impl ReceiverCore {
         if self.ready.is_empty() {
             return Err(self.lost(lost));
         }
-        self.control_lost.get_or_insert(lost);
+        self.ends.hold_control_loss(lost);
         Ok(())
     }
 
@@ -354,18 +515,19 @@ impl ReceiverCore {
     /// closes or fails now is the end, not a break.
     pub(crate) fn has_everything(&self) -> bool {
         self.finish
+            .count()
             .is_some_and(|count| self.window.arrived() == count)
     }
 
     /// Resumable and ended: whether the sender was let go (the driver waits for it to close).
     #[cfg(test)]
     pub(crate) fn let_sender_go(&self) -> bool {
-        self.let_go
+        self.finish.let_go()
     }
 
     /// Whether the sender said Finish (it may be waiting for us to let it go).
     pub(crate) fn finish_known(&self) -> bool {
-        self.finish.is_some()
+        self.finish.is_known()
     }
 
     /// Whether the session resumes after a break.
@@ -375,7 +537,7 @@ impl ReceiverCore {
 
     /// The data path closed (the peer closed it, or it failed as a closed path does).
     pub(crate) fn on_data_closed(&mut self, now: Instant) {
-        self.data_closed_at.get_or_insert(now);
+        self.ends.close_data(now);
     }
 
     /// The data path failed (not a plain close). After Finish the sender may tear its side
@@ -383,7 +545,7 @@ impl ReceiverCore {
     /// data path, and every counted message has arrived or is lost. Returns whether it was
     /// taken so; before Finish the driver looks for the sender's explanation instead.
     pub(crate) fn on_data_failed(&mut self, now: Instant) -> bool {
-        if self.finish.is_none() {
+        if !self.finish.is_known() {
             return false;
         }
         self.on_data_closed(now);
@@ -395,13 +557,13 @@ impl ReceiverCore {
     /// first and then returns `error` (the first one, when more come meanwhile). A resume
     /// forgets it.
     pub(crate) fn on_data_broken(&mut self, error: Error) {
-        self.data_broken.get_or_insert(error);
+        self.ends.break_data(error);
     }
 
     /// Whether the data path broke and the break waits for the messages before it to be
     /// delivered (do not poll the data path).
     pub(crate) fn data_broken(&self) -> bool {
-        self.data_broken.is_some()
+        self.ends.data_broken.is_some()
     }
 
     /// The application is done with the message it holds: its slot is posted again, and
@@ -424,7 +586,7 @@ impl ReceiverCore {
     /// Once half the window (rounded up) is released and unannounced, announces it. Nothing
     /// after Finish or once the sender is lost.
     fn queue_credit(&mut self) {
-        if self.finish.is_some() || self.control_lost.is_some() || self.phase != Phase::Open {
+        if self.finish.is_known() || self.ends.control_lost() || self.phase != Phase::Open {
             return;
         }
         let released = self.window.released();
@@ -459,12 +621,12 @@ impl ReceiverCore {
             self.held = Some(msg);
             return Ok(RecvStep::Deliver);
         }
-        if let Some(count) = self.finish {
+        if let Some(count) = self.finish.count() {
             if self.delivered < count {
-                if self.data_closed_at.is_some() {
+                if self.ends.data_closed_at.is_some() {
                     return Err(self.lost(Lost::closed("the data path closed")));
                 }
-            } else if !self.resumable || self.finish_on_this_path {
+            } else if self.finish.may_end(self.resumable) {
                 self.phase = Phase::Ended;
                 self.actions.push_back(ReceiverAction::CloseDataPath);
                 return Ok(RecvStep::End);
@@ -473,10 +635,10 @@ impl ReceiverCore {
             // path, where it is let go first; closing the data path before it would look like
             // a break to a sender still sending its Finish.
         }
-        if let Some(broken) = self.data_broken.take() {
+        if let Some(broken) = self.ends.take_break() {
             return Err(broken);
         }
-        if let Some(lost) = self.control_lost.take() {
+        if let Some(lost) = self.ends.take_control_loss() {
             return Err(self.lost(lost));
         }
         Ok(RecvStep::Wait)
@@ -500,7 +662,7 @@ impl ReceiverCore {
         }
         self.phase = Phase::Resuming;
         // The break (wherever the driver found it) is repaired by this resume.
-        self.data_broken = None;
+        self.ends.repair_break();
         Ok(ReceiverPosition {
             arrived: self.window.arrived(),
             released: self.window.released(),
@@ -527,12 +689,10 @@ impl ReceiverCore {
                 ReceiverAction::AnnounceCredit { .. } | ReceiverAction::ReturnCredits { .. }
             )
         });
-        self.finish_on_this_path = false;
-        // The sender is let go again on the new path, once its Finish came there.
-        self.let_go = false;
-        self.data_closed_at = None;
-        self.control_lost = None;
-        self.control_closed = false;
+        // Finish is expected again on the new path, and the sender let go again once it came
+        // there.
+        self.finish.new_path();
+        self.ends.new_path();
         self.last_arrival = now;
         Ok(())
     }
@@ -544,10 +704,12 @@ impl ReceiverCore {
             return None;
         }
         let grace = self
+            .ends
             .data_closed_at
             .map(|closed| deadline_after(closed, FINISH_GRACE));
         let progress = self
             .finish
+            .count()
             .map(|_| deadline_after(self.last_arrival, FINISH_PROGRESS));
         let idle = self
             .idle_timeout
@@ -560,12 +722,12 @@ impl ReceiverCore {
         if self.phase != Phase::Open || !self.ready.is_empty() {
             return Ok(());
         }
-        if let Some(closed) = self.data_closed_at {
+        if let Some(closed) = self.ends.data_closed_at {
             if now >= deadline_after(closed, FINISH_GRACE) {
                 return Err(self.lost(Lost::closed("the data path closed")));
             }
         }
-        if self.finish.is_some() && now >= deadline_after(self.last_arrival, FINISH_PROGRESS) {
+        if self.finish.is_known() && now >= deadline_after(self.last_arrival, FINISH_PROGRESS) {
             return Err(self.lost(Lost::closed(&format!(
                 "no message for {} s after Finish",
                 FINISH_PROGRESS.as_secs()
@@ -585,7 +747,7 @@ impl ReceiverCore {
     /// The peer-lost error, with the count of what arrived and, after Finish, what is missing.
     fn lost(&self, mut lost: Lost) -> Error {
         let arrived = self.window.arrived();
-        if let Some(count) = self.finish {
+        if let Some(count) = self.finish.count() {
             lost.reason = format!(
                 "{} with {} of {count} message(s) still missing",
                 lost.reason,
