@@ -78,6 +78,10 @@ pub struct DoctorReport {
     pub visible_devices: Option<Vec<String>>,
     /// The devices the choice considers, when fewer than sysfs lists, and why.
     pub considered: Option<String>,
+    /// Which mode gives the pod's device ([`crate::roce::pod`]): `--ib-dev`, the DRA SR-IOV
+    /// driver's `SRIOVNETWORK_*`, the SR-IOV device plugin's `PCIDEVICE_*`, a device-info file,
+    /// Multus network-status, the `/dev/infiniband` nodes, or every device in sysfs.
+    pub device_source: String,
     /// The RDMA subsystem's network namespace mode: `shared` (every namespace sees every
     /// device) or `exclusive` (a device belongs to one namespace); `null` when unknown.
     pub rdma_netns_mode: Option<&'static str>,
@@ -175,6 +179,7 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
         ));
     }
     let view = PodSources::from_env(&request.sysfs_root).view();
+    let device_source = view.device_source(request.overrides.device.as_deref());
     let full = table.clone();
     // `table` is what the choice considers; an ambiguous pod resource leaves it nothing (the
     // choice is never guessed); the report shows the full table.
@@ -323,6 +328,7 @@ pub fn examine(request: &DoctorRequest) -> (DoctorReport, GidTable) {
             .collect(),
         visible_devices: view.visible,
         considered,
+        device_source,
         rdma_netns_mode: netns_mode,
         devices,
         readiness,

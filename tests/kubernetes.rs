@@ -1,8 +1,13 @@
 //! Device choice inside a Kubernetes pod, over a fake node (sysfs listing every device of the
-//! node, `/dev/infiniband` holding only the pod's): the SR-IOV plugin's `PCIDEVICE_*_INFO`,
-//! Multus' network-status file, the shared device plugin's single uverbs node, an ambiguous
-//! resource, an explicit `--ib-dev`, and what `doctor` says about pod failure modes. The
-//! two-namespace test with the RoCE address on a second interface is in tests/netns.rs.
+//! node, `/dev/infiniband` holding only the pod's), from every exposure mode (src/roce/pod.rs),
+//! each with a fixture under tests/fixtures/kubernetes/ in the shape of the real project's
+//! output (each fixture says which document it follows): the SR-IOV plugin's
+//! `PCIDEVICE_*_INFO` (current and the older format without `rdma_dev`), device-info files
+//! (the device plugin's and Multus' copies), the DRA SR-IOV driver's `SRIOVNETWORK_*`, Multus'
+//! network-status file, the shared device plugin's single uverbs node; a pod with an extra
+//! non-RDMA VF, an ambiguous resource, an explicit `--ib-dev`, the mode `doctor` reports, and
+//! what `doctor` says about pod failure modes. The two-namespace test with the RoCE address on
+//! a second interface is in tests/netns.rs.
 //! Then the manifests under deploy/kubernetes: the rules of scripts/check-k8s-manifests.sh
 //! (each shown catching its bug) and their readiness probe, run as the kubelet would.
 
@@ -28,24 +33,88 @@ fn node() -> FakeHost {
     h
 }
 
-/// `doctor --json --local-ip POD_IP` on `host` with the extra environment.
-fn doctor(host: &FakeHost, args: &[&str], env: &[(&str, String)]) -> Value {
+/// `doctor [--json] --local-ip POD_IP` on `host` with the extra environment: its stdout.
+fn doctor_out(host: &FakeHost, json: bool, args: &[&str], env: &[(&str, String)]) -> String {
     let root = host.path("sys");
-    let mut all = vec![
-        "doctor",
-        "--json",
+    let mut all = vec!["doctor"];
+    if json {
+        all.push("--json");
+    }
+    all.extend([
         "--sysfs-root",
         root.to_str().expect("utf-8"),
         "--local-ip",
         "10.56.0.7",
-    ];
+    ]);
     all.extend_from_slice(args);
     let mut cmd = command(&all);
     host.env_for(&mut cmd);
+    // The node's device-info directory, hostPath-mounted into the pod (empty unless a test
+    // writes there), never this machine's.
+    cmd.env("RDMA_CONTAINER_DEVINFO_ROOT", host.path("devinfo"));
     cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     let mut p = Proc::spawn("doctor", cmd);
     assert_eq!(p.wait_code(SHORT), 0, "{}", p.report());
-    serde_json::from_str(&p.stdout()).unwrap_or_else(|e| panic!("not JSON ({e}): {}", p.report()))
+    p.stdout()
+}
+
+/// `doctor --json --local-ip POD_IP` on `host` with the extra environment.
+fn doctor(host: &FakeHost, args: &[&str], env: &[(&str, String)]) -> Value {
+    let out = doctor_out(host, true, args, env);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// A fixture of tests/fixtures/kubernetes/, without its `#` lines (which say what it follows).
+fn fixture(name: &str) -> String {
+    let text = common::read(&format!("tests/fixtures/kubernetes/{name}"));
+    assert!(
+        text.starts_with("# ") && text.contains("Follows "),
+        "{name} does not say which document it follows"
+    );
+    let mut out: String = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push('\n');
+    out
+}
+
+/// The `NAME=value` lines of an environment fixture, as a pod's `env` prints them.
+fn fixture_env(name: &str) -> Vec<(String, String)> {
+    fixture(name)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let (k, v) = l
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{name}: not NAME=value: {l}"));
+            (k.to_owned(), v.to_owned())
+        })
+        .collect()
+}
+
+/// `fixture_env` as `doctor`'s environment.
+fn as_env(vars: &[(String, String)]) -> Vec<(&str, String)> {
+    vars.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()
+}
+
+/// `v["device_source"]` (the mode doctor reports), checked to contain `words`.
+fn assert_source(v: &Value, words: &[&str]) {
+    let source = v["device_source"].as_str().unwrap_or_default();
+    for w in words {
+        assert!(
+            source.contains(w),
+            "device_source lacks {w:?}: {source}\n{v}"
+        );
+    }
+}
+
+/// `rel` (a directory) in the fake node's tree, as sysfs shows a directory.
+fn dir(host: &FakeHost, rel: &str) {
+    // FakeSysfs has no helper for the bus/pci/devices/<pci>/{infiniband,net}/ entries; a file
+    // inside makes the directory.
+    host.write(&format!("{rel}/.keep"), "");
 }
 
 fn problems(v: &Value) -> String {
@@ -87,9 +156,14 @@ fn sriov_pcidevice_info_picks_the_pods_vf_over_the_lowest_device() {
             .contains("PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO gives mlx5_5"),
         "{v}"
     );
+    assert_source(
+        &v,
+        &["SR-IOV device plugin (PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO)"],
+    );
     // An explicit --ib-dev still wins.
     let v = doctor(&host, &["--ib-dev", "mlx5_4"], &env);
     assert_eq!(v["choice"]["device"], "mlx5_4", "{v}");
+    assert_source(&v, &["--ib-dev mlx5_4"]);
 }
 
 #[test]
@@ -145,6 +219,7 @@ fn shared_device_plugin_only_the_uverbs_node_in_the_pod_counts() {
     let v = doctor(&host, &[], &[]);
     assert_eq!(v["choice"]["device"], "mlx5_4", "{v}");
     assert_eq!(v["visible_devices"], serde_json::json!(["mlx5_4"]), "{v}");
+    assert_eq!(v["device_source"], "/dev/infiniband nodes (mlx5_4)", "{v}");
     assert!(
         v["considered"]
             .as_str()
@@ -180,6 +255,214 @@ fn multus_network_status_names_the_device_by_pci_address() {
             .unwrap_or_default()
             .contains("default/roce-net"),
         "{v}"
+    );
+}
+
+/// The node of these tests with all three uverbs nodes in the pod (as in a shared-mode pod
+/// given every node: only the variables and files can tell the pod's device), and the VFs'
+/// PCI functions: 0000:3b:00.2 is mlx5_4, 0000:3b:00.3 is mlx5_5.
+fn node_with_vfs() -> FakeHost {
+    let host = node();
+    for n in [0, 4, 5] {
+        host.node(&format!("uverbs{n}"));
+    }
+    host
+}
+
+#[test]
+fn sriov_info_current_format_names_the_device() {
+    let host = node_with_vfs();
+    let vars = fixture_env("sriov-info-rdma-dev.env");
+    let v = doctor(&host, &[], &as_env(&vars));
+    assert_eq!(v["choice"]["device"], "mlx5_5", "{v}");
+    assert_source(
+        &v,
+        &["SR-IOV device plugin (PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO)"],
+    );
+    assert_eq!(
+        v["pod_resources"],
+        serde_json::json!([{"resource": "PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO", "devices": ["mlx5_5"]}]),
+        "{v}"
+    );
+}
+
+/// (a) An `_INFO` without `rdma_dev` (plugins v3.6.0 to v3.9.0): the device of the PCI address
+/// in sysfs; where sysfs does not say, the device whose uverbs node `rdma.uverbs` names.
+#[test]
+fn sriov_info_without_rdma_dev_finds_the_device_from_the_pci_address() {
+    let host = node_with_vfs();
+    dir(&host, "sys/bus/pci/devices/0000:3b:00.2/infiniband/mlx5_4");
+    dir(&host, "sys/bus/pci/devices/0000:3b:00.3/infiniband/mlx5_5");
+    let vars = fixture_env("sriov-info-no-rdma-dev.env");
+    let v = doctor(&host, &[], &as_env(&vars));
+    assert_eq!(v["choice"]["device"], "mlx5_5", "{v}");
+    assert_source(
+        &v,
+        &[
+            "SR-IOV device plugin (PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO)",
+            "mlx5_5 from ",
+            "bus/pci/devices/0000:3b:00.3/infiniband: no rdma_dev",
+        ],
+    );
+    // Without the sysfs entry: through the uverbs node the variable names (uverbs5).
+    host.remove("sys/bus/pci/devices/0000:3b:00.3");
+    let v = doctor(&host, &[], &as_env(&vars));
+    assert_eq!(v["choice"]["device"], "mlx5_5", "{v}");
+    assert_source(&v, &["mlx5_5 from its uverbs node uverbs5: no rdma_dev"]);
+}
+
+/// (b) The device plugin's device-info file names the device of an `_INFO` without `rdma_dev`;
+/// the files of the pool's other devices are not the pod's.
+#[test]
+fn the_device_plugins_device_info_file_names_the_device() {
+    let host = node_with_vfs();
+    let file = fixture("devinfo-dp-device.json");
+    host.write(
+        "devinfo/dp/nvidia.com-sriov_roce-0000:3b:00.3-device.json",
+        &file,
+    );
+    host.write(
+        "devinfo/dp/nvidia.com-sriov_roce-0000:3b:00.2-device.json",
+        &file
+            .replace("0000:3b:00.3", "0000:3b:00.2")
+            .replace("mlx5_5", "mlx5_4"),
+    );
+    let vars = fixture_env("sriov-info-no-rdma-dev.env");
+    let v = doctor(&host, &[], &as_env(&vars));
+    assert_eq!(v["choice"]["device"], "mlx5_5", "{v}");
+    assert_source(
+        &v,
+        &[
+            "SR-IOV device plugin (PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO)",
+            "mlx5_5 from ",
+            "devinfo/dp/nvidia.com-sriov_roce-0000:3b:00.3-device.json",
+        ],
+    );
+    assert!(
+        !v["device_source"].to_string().contains("0000:3b:00.2"),
+        "{v}"
+    );
+}
+
+/// (b) Multus' CNI copy counts when its VF's interface is in the pod's namespace; another
+/// pod's copy does not.
+#[test]
+fn a_cni_device_info_file_of_the_pods_interface_names_the_device() {
+    let host = node_with_vfs();
+    let file = fixture("devinfo-cni-device.json");
+    let ours = "roce-net-4b6f1c0d9e2a7358b1c4d6e8f0a2b4c6d8e0f2a4b6c8d0e2f4a6b8c0d2e4f6a8_net1";
+    let theirs = "roce-net-9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0_net1";
+    host.write(&format!("devinfo/cni/{ours}"), &file);
+    host.write(
+        &format!("devinfo/cni/{theirs}"),
+        &file
+            .replace("0000:3b:00.3", "0000:3b:00.2")
+            .replace("mlx5_5", "mlx5_4"),
+    );
+    // sysfs in the pod shows only the pod's network interfaces: net1 is 0000:3b:00.3's.
+    dir(&host, "sys/bus/pci/devices/0000:3b:00.3/net/net1");
+    dir(&host, "sys/bus/pci/devices/0000:3b:00.2");
+    let v = doctor(&host, &[], &[]);
+    assert_eq!(v["choice"]["device"], "mlx5_5", "{v}");
+    assert_source(&v, &["device-info file ", &format!("devinfo/cni/{ours}")]);
+    assert_eq!(v["pod_resources"].as_array().map(Vec::len), Some(1), "{v}");
+}
+
+/// (c) The DRA SR-IOV driver's `SRIOVNETWORK_*` variables.
+#[test]
+fn the_dra_drivers_sriovnetwork_variables_name_the_device() {
+    let host = node_with_vfs();
+    let vars = fixture_env("dra-sriovnetwork.env");
+    let v = doctor(&host, &[], &as_env(&vars));
+    assert_eq!(v["choice"]["device"], "mlx5_5", "{v}");
+    assert_source(
+        &v,
+        &["DRA SR-IOV driver (SRIOVNETWORK_0000_3b_00_3_RDMA_DEVICE)"],
+    );
+    // Its uverbs node must be in the pod, as with the device plugin.
+    host.remove("dev/infiniband/uverbs5");
+    let v = doctor(&host, &[], &as_env(&vars));
+    assert!(v["choice"].is_null(), "{v}");
+    assert!(
+        problems(&v).contains(
+            "SRIOVNETWORK_0000_3b_00_3_RDMA_DEVICE names no RDMA device whose uverbs node"
+        ),
+        "{v}"
+    );
+}
+
+/// (d) A pod that also holds a vfio (DPDK) VF, which has no RDMA device: the RDMA one is
+/// chosen and the other is said to be left out, not an error.
+#[test]
+fn an_extra_non_rdma_vf_is_left_out_and_the_rdma_one_chosen() {
+    let host = node_with_vfs();
+    dir(&host, "sys/bus/pci/devices/0000:3b:00.3/infiniband/mlx5_5");
+    // The vfio-bound VF: a PCI function with no infiniband device.
+    dir(&host, "sys/bus/pci/devices/0000:3b:02.4/iommu_group");
+    let vars = fixture_env("sriov-rdma-and-vfio.env");
+    let v = doctor(&host, &[], &as_env(&vars));
+    assert_eq!(v["choice"]["device"], "mlx5_5", "{v}");
+    assert!(!problems(&v).contains("names no RDMA device"), "{v}");
+    let considered = v["considered"].as_str().unwrap_or_default();
+    assert!(
+        considered.contains("PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO gives mlx5_5")
+            && considered
+                .contains("left out, naming no RDMA device: PCIDEVICE_INTEL_COM_SRIOV_DPDK_INFO"),
+        "{v}"
+    );
+    assert_source(
+        &v,
+        &["SR-IOV device plugin (PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO)"],
+    );
+    // The same with the plain lists only (no _INFO): the vfio VF has nothing in sysfs.
+    let plain: Vec<(String, String)> = vars
+        .iter()
+        .filter(|(k, _)| !k.ends_with("_INFO"))
+        .cloned()
+        .collect();
+    let v = doctor(&host, &[], &as_env(&plain));
+    assert_eq!(v["choice"]["device"], "mlx5_5", "{v}");
+    assert!(
+        v["considered"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("left out, naming no RDMA device: PCIDEVICE_INTEL_COM_SRIOV_DPDK"),
+        "{v}"
+    );
+}
+
+/// Multus' network-status in the downward API file, its device-info naming `rdma-device`.
+#[test]
+fn multus_network_status_fixture_names_the_device() {
+    let host = node_with_vfs();
+    host.write(
+        "podnetinfo/annotations",
+        &fixture("network-status-annotations"),
+    );
+    let v = doctor(&host, &[], &[]);
+    assert_eq!(v["choice"]["device"], "mlx5_4", "{v}");
+    assert_source(
+        &v,
+        &["Multus network-status (rdma-container/roce-net 0000:3b:00.2)"],
+    );
+}
+
+/// (e) `doctor` says the mode in its text too.
+#[test]
+fn doctor_text_says_where_the_device_came_from() {
+    let host = node_with_vfs();
+    let vars = fixture_env("dra-sriovnetwork.env");
+    let out = doctor_out(&host, false, &[], &as_env(&vars));
+    assert!(
+        out.lines()
+            .any(|l| l == "device from: DRA SR-IOV driver (SRIOVNETWORK_0000_3b_00_3_RDMA_DEVICE)"),
+        "{out}"
+    );
+    let out = doctor_out(&host, false, &[], &[]);
+    assert!(
+        out.lines()
+            .any(|l| l == "device from: /dev/infiniband nodes (mlx5_0, mlx5_4, mlx5_5)"),
+        "{out}"
     );
 }
 

@@ -148,6 +148,7 @@ fn print_text(r: &Report, table: &GidTable) {
             r.devices.join(", ")
         );
     }
+    println!("device from: {}", r.device_source);
     if let Some(why) = &r.considered {
         println!("devices considered: {why}");
     }

@@ -1,24 +1,70 @@
 //! The devices a Kubernetes pod was given, so that the GID choice looks only at them.
 //!
-//! In a pod, `/sys/class/infiniband` lists every RDMA device of the node, but only some are
-//! the pod's:
-//! - the SR-IOV device plugin sets `PCIDEVICE_<PREFIX>_<RESOURCE>_INFO`, JSON keyed by PCI
-//!   address whose `rdma` member names the device (`"rdma_dev": "mlx5_4"`) and its node
-//!   (`"uverbs": "/dev/infiniband/uverbs4"`); older plugins set only
-//!   `PCIDEVICE_<PREFIX>_<RESOURCE>=<pci>,<pci>`;
-//! - Multus' `network-status` annotation (mounted with the downward API) has a `device-info`
-//!   per secondary network, whose `pci` member names the PCI address (and `rdma-device`);
-//! - the RDMA shared device plugin passes only the selected device's `/dev/infiniband/uverbsN`.
+//! In a pod, `/sys/class/infiniband` may list every RDMA device of the node, but only some are
+//! the pod's. What the pod was given is read from its environment and files, mode by mode, in
+//! this order; a PCI function is described once, by the first mode that names it:
 //!
-//! [`restrict`] keeps the devices a plugin named (each resource must name exactly one usable
-//! device, or it is an error naming them all), otherwise the devices whose uverbs node exists
-//! in `/dev/infiniband`; an explicit `--ib-dev` skips all of this. Only files and the
-//! environment are read.
+//! 1. **DRA SR-IOV driver** ([`dra`]): through CDI, per allocated VF `<dev>` (its PCI address
+//!    with `:` and `.` as `_`), `SRIOVNETWORK_VF_DEVICE_<dev>=<pci>` and, when the VF is an
+//!    RDMA one, `SRIOVNETWORK_<dev>_RDMA_DEVICE=mlx5_4` with `SRIOVNETWORK_<dev>_RDMA_UVERB=
+//!    /dev/infiniband/uverbs4` and `SRIOVNETWORK_<dev>_RDMA_CM`; `SRIOVNETWORK_PCI_ADDRESSES`
+//!    lists every VF of the pod. Source: k8snetworkplumbingwg/dra-driver-sriov,
+//!    `pkg/devicestate/state.go` and `pkg/cdi/cdi.go` (the variables are in its code, not in its
+//!    README). Each RDMA VF is a resource; a VF without the RDMA variables is not an RDMA one.
+//! 2. **SR-IOV device plugin** ([`sriov`]): `PCIDEVICE_<PREFIX>_<RESOURCE>=<pci>,<pci>` and
+//!    `PCIDEVICE_<PREFIX>_<RESOURCE>_INFO`, JSON keyed by PCI address with a `generic` member
+//!    and, for an `isRdma` resource, an `rdma` member. Source:
+//!    k8snetworkplumbingwg/sriov-network-device-plugin, README.md "Pod device information" and
+//!    `pkg/infoprovider/rdmaInfoProvider.go`. Per PCI address of `_INFO`:
+//!    - `"rdma": {"rdma_dev": "mlx5_4", "uverbs": "/dev/infiniband/uverbs4", ...}` (v3.10.0
+//!      on) names the device;
+//!    - an `rdma` member without `rdma_dev` (v3.6.0 to v3.9.0) names only the nodes: the device
+//!      is the one the plugin's device-info file names (mode 3), else the one under
+//!      `<sysfs>/bus/pci/devices/<pci>/infiniband/`, else the one whose uverbs node it names;
+//!    - no `rdma` member: not an RDMA function (a vfio/DPDK VF), left out.
+//!
+//!    A plain list without `_INFO` (plugins before v3.6.0) is mapped the same way, the
+//!    device-info file first, then sysfs. Each variable is a resource.
+//! 3. **Device-info files** ([`devinfo`], Device Information Spec 1.1.0,
+//!    k8snetworkplumbingwg/device-info-spec `SPEC.md`), under `RDMA_CONTAINER_DEVINFO_ROOT`
+//!    (default [`DEFAULT_DEVINFO_ROOT`], the node's directory, mounted into the pod read-only):
+//!    `dp/<resource>-<deviceID>-device.json`, the device plugin's copy for every device of its
+//!    pool (read for the PCI addresses of mode 2 only), and `cni/<network>-<sandbox>_<ifname>`,
+//!    Multus' copy per attachment (k8snetworkplumbingwg/multus-cni `pkg/types/conf.go`), which
+//!    counts when its PCI function's network interface is in this pod's namespace
+//!    (`<sysfs>/bus/pci/devices/<pci>/net/`). `pci.rdma-device` names the device (older
+//!    device plugins, before v3.7.0, leave it out: then sysfs maps the PCI address). Each CNI
+//!    copy is a resource.
+//! 4. **Multus network-status** ([`multus`]): the `k8s.v1.cni.cncf.io/network-status`
+//!    annotation in the downward API file `RDMA_CONTAINER_NETWORK_STATUS` (default
+//!    [`DEFAULT_NETWORK_STATUS`]); each network's `device-info` of type `pci` (Device
+//!    Information Spec 1.1.0, section 6) names its PCI address and perhaps `rdma-device`, else
+//!    the device is mapped through sysfs. Each network is a resource.
+//! 5. **`/dev/infiniband` nodes**: with no resource at all (the RDMA shared device plugin passes
+//!    only the selected device's `/dev/infiniband/uverbsN`), the devices whose uverbs node is in
+//!    `RDMA_CONTAINER_DEV_ROOT/infiniband` (default `/dev`), told by
+//!    `<sysfs>/class/infiniband_verbs/uverbsN/ibdev`.
+//!
+//! The rules ([`restrict`]):
+//! - an explicit device (`--ib-dev`) skips all of this;
+//! - each resource must name exactly one usable device (its uverbs node is in
+//!   `/dev/infiniband`, when that can be told), or it is an error naming them all: the choice
+//!   is never guessed;
+//! - a resource that names no RDMA device at all and does not say it is an RDMA one (a
+//!   vfio/DPDK VF next to the RDMA one) is left out, and said so;
+//! - without resources, the devices whose uverbs node is present (mode 5); where that cannot be
+//!   told, every device.
+//!
+//! [`PodView::device_source`] says which mode gave the device (`doctor`'s `device from:`). Only
+//! files and the environment are read.
 
-use std::collections::BTreeMap;
+mod devinfo;
+mod dra;
+mod multus;
+mod sriov;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-use serde_json::Value;
 
 use super::{natural_cmp, GidTable};
 use crate::{Error, Result};
@@ -28,46 +74,85 @@ use crate::{Error, Result};
 /// network operator's examples mount.
 pub const DEFAULT_NETWORK_STATUS: &str = "/etc/podnetinfo/annotations";
 
-/// The annotation's key.
-const NETWORK_STATUS_KEY: &str = "k8s.v1.cni.cncf.io/network-status";
+/// Where the device-info files (Device Information Spec 1.1.0, section 4) are looked for when
+/// `RDMA_CONTAINER_DEVINFO_ROOT` does not name a directory: their place on the node, which a
+/// pod sees only through a read-only `hostPath` mount of it.
+pub const DEFAULT_DEVINFO_ROOT: &str = "/var/run/k8s.cni.cncf.io/devinfo";
 
 /// What the pod's environment says about its RDMA devices.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodView {
-    /// Each resource a plugin named (a `PCIDEVICE_*` variable or a Multus network) and the
-    /// devices it gave, usable ones only (their uverbs node exists, when that can be told).
+    /// Each resource a plugin named (a `PCIDEVICE_*` variable, a DRA VF, a device-info file,
+    /// a Multus network) and the devices it gave, usable ones only (their uverbs node exists,
+    /// when that can be told).
     pub resources: Vec<(String, Vec<String>)>,
+    /// How each of `resources` was read, in the same order: the mode and what it read, e.g.
+    /// `SR-IOV device plugin (PCIDEVICE_NVIDIA_COM_SRIOV_ROCE_INFO)`.
+    pub sources: Vec<String>,
+    /// The resources that name no RDMA device (a vfio/DPDK VF): left out of the choice.
+    pub not_rdma: Vec<String>,
     /// The devices whose uverbs node is in `/dev/infiniband`; `None` when that cannot be told
     /// (no `/dev/infiniband`, or sysfs does not say which node is which device).
     pub visible: Option<Vec<String>>,
 }
 
-/// Where to look: sysfs, `/dev`, the variables and the network-status file.
+impl PodView {
+    /// Which mode gives the device (see the module's documentation), one line:
+    /// `--ib-dev mlx5_4`, the sources of the resources, `/dev/infiniband nodes (mlx5_4)`, or
+    /// `sysfs: every RDMA device` when nothing in the pod says which are its own.
+    pub fn device_source(&self, explicit_device: Option<&str>) -> String {
+        if let Some(dev) = explicit_device {
+            return format!("--ib-dev {dev} (the pod's resources are not looked at)");
+        }
+        if !self.sources.is_empty() {
+            let mut seen = Vec::new();
+            for s in &self.sources {
+                if !seen.contains(s) {
+                    seen.push(s.clone());
+                }
+            }
+            return seen.join("; ");
+        }
+        match &self.visible {
+            Some(v) if v.is_empty() => "/dev/infiniband nodes (none)".to_owned(),
+            Some(v) => format!("/dev/infiniband nodes ({})", v.join(", ")),
+            None => "sysfs: every RDMA device (nothing in the pod names its own)".to_owned(),
+        }
+    }
+}
+
+/// Where to look: sysfs, `/dev`, the variables and the files.
 #[derive(Debug, Clone)]
 pub struct PodSources {
     /// Normally `/sys`.
     pub sysfs_root: PathBuf,
     /// Normally `/dev` (`RDMA_CONTAINER_DEV_ROOT`, for tests and the scripts' fake trees).
     pub dev_root: PathBuf,
-    /// The process's `PCIDEVICE_*` variables.
+    /// Normally [`DEFAULT_DEVINFO_ROOT`] (`RDMA_CONTAINER_DEVINFO_ROOT`).
+    pub devinfo_root: PathBuf,
+    /// The process's `PCIDEVICE_*` and `SRIOVNETWORK_*` variables.
     pub vars: Vec<(String, String)>,
     /// The network-status annotation file's text, when there is one.
     pub network_status: Option<String>,
 }
 
 impl PodSources {
-    /// This process's view: its environment, `RDMA_CONTAINER_DEV_ROOT` (default `/dev`) and
+    /// This process's view: its environment, `RDMA_CONTAINER_DEV_ROOT` (default `/dev`),
+    /// `RDMA_CONTAINER_DEVINFO_ROOT` (default [`DEFAULT_DEVINFO_ROOT`]) and
     /// `RDMA_CONTAINER_NETWORK_STATUS` (default [`DEFAULT_NETWORK_STATUS`], read if present).
     pub fn from_env(sysfs_root: &Path) -> PodSources {
         let dev_root = std::env::var_os("RDMA_CONTAINER_DEV_ROOT")
             .map_or_else(|| PathBuf::from("/dev"), PathBuf::from);
+        let devinfo_root = std::env::var_os("RDMA_CONTAINER_DEVINFO_ROOT")
+            .map_or_else(|| PathBuf::from(DEFAULT_DEVINFO_ROOT), PathBuf::from);
         let status = std::env::var_os("RDMA_CONTAINER_NETWORK_STATUS")
             .map_or_else(|| PathBuf::from(DEFAULT_NETWORK_STATUS), PathBuf::from);
         PodSources {
             sysfs_root: sysfs_root.to_path_buf(),
             dev_root,
+            devinfo_root,
             vars: std::env::vars()
-                .filter(|(k, _)| k.starts_with("PCIDEVICE_"))
+                .filter(|(k, _)| k.starts_with(sriov::PREFIX) || k.starts_with(dra::PREFIX))
                 .collect(),
             network_status: std::fs::read_to_string(status).ok(),
         }
@@ -75,141 +160,207 @@ impl PodSources {
 
     /// What these sources say.
     pub fn view(&self) -> PodView {
-        let nodes = self.uverbs_nodes();
+        let node = Node {
+            sysfs_root: &self.sysfs_root,
+            devinfo_root: &self.devinfo_root,
+            uverbs: uverbs_nodes(&self.sysfs_root),
+        };
         let present = self.dev_root.join("infiniband");
-        let visible = (present.is_dir() && !nodes.is_empty()).then(|| {
-            let mut v: Vec<String> = nodes
+        let visible = (present.is_dir() && !node.uverbs.is_empty()).then(|| {
+            let mut v: Vec<String> = node
+                .uverbs
                 .iter()
-                .filter(|(_, node)| present.join(node).exists())
+                .filter(|(_, n)| present.join(n).exists())
                 .map(|(dev, _)| dev.clone())
                 .collect();
             v.sort_by(|a, b| natural_cmp(a, b));
             v
         });
-        let usable = |dev: &str, node: Option<&str>| -> bool {
+        let usable = |dev: &str, n: Option<&str>| -> bool {
             if !present.is_dir() {
                 return true;
             }
-            match node.map(str::to_owned).or_else(|| nodes.get(dev).cloned()) {
-                Some(node) => present.join(node).exists(),
+            match n
+                .map(str::to_owned)
+                .or_else(|| node.uverbs.get(dev).cloned())
+            {
+                Some(n) => present.join(n).exists(),
                 None => true,
             }
         };
-        let mut resources = Vec::new();
+
         let mut vars = self.vars.clone();
         vars.sort();
-        for (name, value) in &vars {
-            let devices: Vec<(String, Option<String>)> = if name.ends_with("_INFO") {
-                self.devices_of_info(value)
-            } else if vars.iter().any(|(k, _)| *k == format!("{name}_INFO")) {
-                continue;
-            } else {
-                value
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|p| !p.is_empty())
-                    .flat_map(|pci| self.devices_of_pci(pci))
-                    .map(|d| (d, None))
-                    .collect()
-            };
-            let mut usable_devices: Vec<String> = devices
-                .iter()
-                .filter(|(d, node)| usable(d, node.as_deref()))
-                .map(|(d, _)| d.clone())
-                .collect();
-            usable_devices.dedup();
-            resources.push((name.clone(), usable_devices));
+        let mut found = dra::resources(&vars);
+        let mut described: BTreeSet<String> = found.iter().flat_map(|f| f.pcis.clone()).collect();
+        // Every VF the DRA driver gave, RDMA or not, is described by mode 1.
+        described.extend(dra::pci_addresses(&vars));
+        let plugin = sriov::resources(&vars, &node, &described);
+        for f in plugin {
+            described.extend(f.pcis.iter().cloned());
+            found.push(f);
+        }
+        for f in devinfo::cni_resources(&node, &described) {
+            described.extend(f.pcis.iter().cloned());
+            found.push(f);
         }
         if let Some(text) = &self.network_status {
-            for (network, pci, rdma) in network_status_pci(text) {
-                let devices = rdma.map_or_else(|| self.devices_of_pci(&pci), |d| vec![d]);
-                let devices = devices.into_iter().filter(|d| usable(d, None)).collect();
-                resources.push((format!("Multus network {network} ({pci})"), devices));
-            }
+            found.extend(multus::resources(text, &node, &described));
         }
-        PodView { resources, visible }
-    }
 
-    /// `uverbsN` for each device, from `<sysfs>/class/infiniband_verbs/uverbsN/ibdev`.
-    fn uverbs_nodes(&self) -> BTreeMap<String, String> {
-        let dir = self.sysfs_root.join("class/infiniband_verbs");
-        let mut out = BTreeMap::new();
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let node = entry.file_name().to_string_lossy().into_owned();
-            if let Ok(dev) = std::fs::read_to_string(entry.path().join("ibdev")) {
-                out.insert(dev.trim().to_owned(), node);
+        let mut view = PodView {
+            visible,
+            ..PodView::default()
+        };
+        for f in found {
+            if f.devices.is_empty() && !f.rdma {
+                log::info!(
+                    "{} names no RDMA device: not an RDMA resource, left out",
+                    f.name
+                );
+                view.not_rdma.push(f.name);
+                continue;
             }
+            let mut devices: Vec<String> = Vec::new();
+            let mut how: Vec<String> = Vec::new();
+            for d in &f.devices {
+                if usable(&d.device, d.node.as_deref()) && !devices.contains(&d.device) {
+                    devices.push(d.device.clone());
+                }
+                if let Some(via) = &d.via {
+                    if !how.contains(via) {
+                        how.push(via.clone());
+                    }
+                }
+            }
+            let source = if how.is_empty() {
+                f.source
+            } else {
+                format!("{}: {}", f.source, how.join("; "))
+            };
+            view.resources.push((f.name, devices));
+            view.sources.push(source);
         }
-        out
+        view
+    }
+}
+
+/// One resource as a mode read it, before the usable filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Found {
+    /// Its name in messages: `PCIDEVICE_..._INFO`, `SRIOVNETWORK_<dev>_RDMA_DEVICE`, ...
+    name: String,
+    /// The mode and what it read, e.g. `SR-IOV device plugin (PCIDEVICE_..._INFO)`.
+    source: String,
+    /// The PCI functions it describes (so that a later mode does not describe them again).
+    pcis: Vec<String>,
+    /// Whether it says it is an RDMA resource (an `rdma` member, a device name); one that does
+    /// not is one only if it names a device.
+    rdma: bool,
+    /// The RDMA devices it names.
+    devices: Vec<Named>,
+}
+
+/// A device a resource names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Named {
+    /// The RDMA device (`mlx5_4`).
+    device: String,
+    /// Its uverbs node (`uverbs4`), when the resource names it.
+    node: Option<String>,
+    /// How it was found when the resource did not name it, e.g. `mlx5_4 from
+    /// /sys/bus/pci/devices/0000:3b:00.2/infiniband`.
+    via: Option<String>,
+}
+
+impl Named {
+    /// A device the resource names itself.
+    fn direct(device: &str, node: Option<String>) -> Named {
+        Named {
+            device: device.to_owned(),
+            node,
+            via: None,
+        }
+    }
+}
+
+/// The node's files the modes map through.
+struct Node<'a> {
+    sysfs_root: &'a Path,
+    devinfo_root: &'a Path,
+    /// `uverbsN` of each device.
+    uverbs: BTreeMap<String, String>,
+}
+
+impl Node<'_> {
+    /// `<sysfs>/bus/pci/devices/<pci>`.
+    fn pci_dir(&self, pci: &str) -> PathBuf {
+        self.sysfs_root.join("bus/pci/devices").join(pci)
     }
 
     /// The RDMA devices of PCI function `pci`: `<sysfs>/bus/pci/devices/<pci>/infiniband/*`.
     fn devices_of_pci(&self, pci: &str) -> Vec<String> {
-        let dir = self
-            .sysfs_root
-            .join("bus/pci/devices")
-            .join(pci)
-            .join("infiniband");
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut v = list_dir(&self.pci_dir(pci).join("infiniband"));
         v.sort_by(|a, b| natural_cmp(a, b));
         v
     }
 
-    /// The devices (and uverbs node names) a `PCIDEVICE_*_INFO` value names.
-    fn devices_of_info(&self, value: &str) -> Vec<(String, Option<String>)> {
-        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(value) else {
-            log::warn!("a PCIDEVICE_*_INFO variable is not a JSON object; ignored");
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (pci, info) in map {
-            let rdma = &info["rdma"];
-            let node = rdma["uverbs"]
-                .as_str()
-                .and_then(|p| Path::new(p).file_name())
-                .map(|n| n.to_string_lossy().into_owned());
-            match rdma["rdma_dev"].as_str() {
-                Some(dev) => out.push((dev.to_owned(), node)),
-                None => out.extend(self.devices_of_pci(&pci).into_iter().map(|d| (d, None))),
-            }
-        }
-        out
+    /// The devices of `pci` through sysfs, each saying so.
+    fn named_through_sysfs(&self, pci: &str, why: &str) -> Vec<Named> {
+        let dir = self.pci_dir(pci).join("infiniband");
+        self.devices_of_pci(pci)
+            .into_iter()
+            .map(|d| Named {
+                via: Some(format!("{d} from {}{why}", dir.display())),
+                device: d,
+                node: None,
+            })
+            .collect()
+    }
+
+    /// Whether PCI function `pci` has a network interface in this namespace (sysfs shows a
+    /// function's `net/` entries only in the namespace that holds them).
+    fn has_netdev_here(&self, pci: &str) -> bool {
+        !list_dir(&self.pci_dir(pci).join("net")).is_empty()
+    }
+
+    /// The device whose uverbs node is `node` (`uverbs4`).
+    fn device_of_node(&self, node: &str) -> Option<String> {
+        self.uverbs
+            .iter()
+            .find(|(_, n)| n.as_str() == node)
+            .map(|(d, _)| d.clone())
     }
 }
 
-/// (network name, PCI address, RDMA device if named) of each `device-info` of type `pci` in a
-/// network-status annotation: the downward API's `key="escaped JSON"` lines, or the JSON list
-/// itself.
-fn network_status_pci(text: &str) -> Vec<(String, String, Option<String>)> {
-    let json = if text.trim_start().starts_with('[') {
-        Some(text.to_owned())
-    } else {
-        text.lines()
-            .find_map(|l| l.strip_prefix(NETWORK_STATUS_KEY)?.strip_prefix('='))
-            .and_then(|quoted| serde_json::from_str::<String>(quoted.trim()).ok())
-    };
-    let Some(Value::Array(networks)) = json.and_then(|j| serde_json::from_str(&j).ok()) else {
-        return Vec::new();
-    };
-    networks
-        .iter()
-        .filter_map(|n| {
-            let info = &n["device-info"];
-            let pci = info["pci"]["pci-address"].as_str()?;
-            (info["type"].as_str() == Some("pci")).then(|| {
-                (
-                    n["name"].as_str().unwrap_or("?").to_owned(),
-                    pci.to_owned(),
-                    info["pci"]["rdma-device"].as_str().map(str::to_owned),
-                )
-            })
-        })
+/// The names in a directory (none when it cannot be read).
+fn list_dir(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect()
+}
+
+/// `uverbsN` for each device, from `<sysfs>/class/infiniband_verbs/uverbsN/ibdev`.
+fn uverbs_nodes(sysfs_root: &Path) -> BTreeMap<String, String> {
+    let dir = sysfs_root.join("class/infiniband_verbs");
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let node = entry.file_name().to_string_lossy().into_owned();
+        if let Ok(dev) = std::fs::read_to_string(entry.path().join("ibdev")) {
+            out.insert(dev.trim().to_owned(), node);
+        }
+    }
+    out
+}
+
+/// The file name of a device node path (`/dev/infiniband/uverbs4` -> `uverbs4`).
+fn node_name(path: &str) -> Option<String> {
+    Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
 }
 
 /// Keeps the table's devices the pod was given (see the module's documentation); returns the
@@ -228,6 +379,12 @@ pub fn restrict(
     if explicit_device.is_some() {
         return Ok((table, None));
     }
+    let left_out = (!view.not_rdma.is_empty()).then(|| {
+        format!(
+            "; left out, naming no RDMA device: {}",
+            view.not_rdma.join(", ")
+        )
+    });
     let (keep, why): (Vec<String>, String) = if view.resources.is_empty() {
         match &view.visible {
             Some(visible)
@@ -266,6 +423,7 @@ pub fn restrict(
         }
         (keep, format!("device plugin: {}", said.join("; ")))
     };
+    let why = why + left_out.as_deref().unwrap_or("");
     let narrowed = GidTable {
         entries: table
             .entries
@@ -301,6 +459,7 @@ mod tests {
         PodSources {
             sysfs_root: dir.join("sys"),
             dev_root: dir.join("dev"),
+            devinfo_root: dir.join("devinfo"),
             vars: Vec::new(),
             network_status: None,
         }
@@ -327,6 +486,10 @@ mod tests {
                 vec!["mlx5_4".into()]
             )]
         );
+        assert_eq!(
+            view.device_source(None),
+            "SR-IOV device plugin (PCIDEVICE_NVIDIA_COM_SRIOV_VF_INFO)"
+        );
         s.vars = vec![(
             "PCIDEVICE_NVIDIA_COM_SRIOV_VF_INFO".into(),
             r#"{"0000:3b:00.2":{"rdma":{"rdma_dev":"mlx5_4"}},"0000:3b:00.3":{"rdma":{"rdma_dev":"mlx5_5"}}}"#.into(),
@@ -340,6 +503,10 @@ mod tests {
         }
         // An explicit device wins.
         assert!(restrict(GidTable::default(), &s.view(), Some("mlx5_5")).is_ok());
+        assert!(s
+            .view()
+            .device_source(Some("mlx5_5"))
+            .starts_with("--ib-dev mlx5_5"));
     }
 
     #[test]
@@ -356,17 +523,137 @@ mod tests {
         // The downward API file: key="Go-quoted JSON".
         let status = r#"[{"name":"default/roce","interface":"net1","device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:00.3"}}},{"name":"cbr0","interface":"eth0"}]"#;
         let line = format!(
-            "kubernetes.io/config.seen=\"x\"\n{NETWORK_STATUS_KEY}={}\n",
+            "kubernetes.io/config.seen=\"x\"\n{}={}\n",
+            multus::NETWORK_STATUS_KEY,
             serde_json::to_string(status).unwrap_or_default()
         );
         s.vars.clear();
         s.network_status = Some(line);
+        let view = s.view();
         assert_eq!(
-            s.view().resources,
+            view.resources,
             vec![(
                 "Multus network default/roce (0000:3b:00.3)".into(),
                 vec!["mlx5_5".into()]
             )]
+        );
+        assert!(
+            view.device_source(None)
+                .starts_with("Multus network-status (default/roce"),
+            "{view:?}"
+        );
+    }
+
+    #[test]
+    fn a_function_is_described_once_by_the_first_mode_naming_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        write(
+            dir.path(),
+            "sys/bus/pci/devices/0000:3b:00.2/infiniband/mlx5_4/x",
+            "",
+        );
+        let mut s = sources(dir.path());
+        s.vars = vec![("PCIDEVICE_NVIDIA_COM_SRIOV_VF_INFO".into(), INFO.into())];
+        let status = r#"[{"name":"default/roce","interface":"net1","device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:00.2"}}}]"#;
+        s.network_status = Some(status.into());
+        let view = s.view();
+        assert_eq!(view.resources.len(), 1, "{view:?}");
+        assert_eq!(view.resources[0].0, "PCIDEVICE_NVIDIA_COM_SRIOV_VF_INFO");
+    }
+
+    #[test]
+    fn a_resource_naming_no_rdma_device_is_left_out_and_said_so() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut s = sources(dir.path());
+        s.vars = vec![
+            ("PCIDEVICE_NVIDIA_COM_SRIOV_VF_INFO".into(), INFO.into()),
+            (
+                "PCIDEVICE_INTEL_COM_DPDK_INFO".into(),
+                r#"{"0000:3b:02.6":{"generic":{"deviceID":"0000:3b:02.6"},"vfio":{"dev-mount":"/dev/vfio/169","mount":"/dev/vfio/vfio"}}}"#.into(),
+            ),
+            ("PCIDEVICE_INTEL_COM_DPDK".into(), "0000:3b:02.6".into()),
+        ];
+        let view = s.view();
+        assert_eq!(
+            view.not_rdma,
+            vec!["PCIDEVICE_INTEL_COM_DPDK_INFO".to_owned()]
+        );
+        assert_eq!(view.resources.len(), 1, "{view:?}");
+        let (_, why) = restrict(GidTable::default(), &view, None).unwrap_or_else(|e| panic!("{e}"));
+        let why = why.unwrap_or_default();
+        assert!(
+            why.contains("PCIDEVICE_NVIDIA_COM_SRIOV_VF_INFO gives mlx5_4"),
+            "{why}"
+        );
+        assert!(
+            why.contains("left out, naming no RDMA device: PCIDEVICE_INTEL_COM_DPDK_INFO"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn dra_rdma_vfs_are_resources_and_a_vfio_vf_is_not_rdma() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut s = sources(dir.path());
+        let vars = [
+            ("SRIOVNETWORK_VF_DEVICE_0000_3b_00_3", "0000:3b:00.3"),
+            (
+                "SRIOVNETWORK_0000_3b_00_3_RDMA_UVERB",
+                "/dev/infiniband/uverbs5",
+            ),
+            ("SRIOVNETWORK_0000_3b_00_3_RDMA_DEVICE", "mlx5_5"),
+            ("SRIOVNETWORK_VF_DEVICE_0000_3b_02_4", "0000:3b:02.4"),
+            ("SRIOVNETWORK_0000_3b_02_4_VFIO_DEVICE", "/dev/vfio/142"),
+            ("SRIOVNETWORK_PCI_ADDRESSES", "0000:3b:00.3,0000:3b:02.4"),
+            // The same VF as a device plugin would name it: described by DRA already.
+            ("PCIDEVICE_EXAMPLE_COM_VF", "0000:3b:00.3"),
+        ];
+        s.vars = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let view = s.view();
+        assert_eq!(
+            view.resources,
+            vec![(
+                "SRIOVNETWORK_0000_3b_00_3_RDMA_DEVICE".into(),
+                vec!["mlx5_5".into()]
+            )]
+        );
+        assert_eq!(
+            view.not_rdma,
+            vec!["SRIOVNETWORK_VF_DEVICE_0000_3b_02_4".to_owned()]
+        );
+        assert_eq!(
+            view.device_source(None),
+            "DRA SR-IOV driver (SRIOVNETWORK_0000_3b_00_3_RDMA_DEVICE)"
+        );
+    }
+
+    #[test]
+    fn a_plain_list_reads_the_device_plugins_device_info_file_first() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        write(
+            dir.path(),
+            "devinfo/dp/example.com-roce-rail-0000:3b:00.3-device.json",
+            r#"{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:00.3","rdma-device":"mlx5_5"}}"#,
+        );
+        // Another resource's file for the same address is not this resource's.
+        write(
+            dir.path(),
+            "devinfo/dp/example.com-other-0000:3b:00.3-device.json",
+            r#"{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:00.3","rdma-device":"mlx5_9"}}"#,
+        );
+        let mut s = sources(dir.path());
+        s.vars = vec![(
+            "PCIDEVICE_EXAMPLE_COM_ROCE-RAIL".into(),
+            "0000:3b:00.3".into(),
+        )];
+        let view = s.view();
+        assert_eq!(view.resources[0].1, vec!["mlx5_5".to_owned()], "{view:?}");
+        assert!(
+            view.sources[0].contains("example.com-roce-rail-0000:3b:00.3-device.json"),
+            "{view:?}"
         );
     }
 
@@ -386,8 +673,13 @@ mod tests {
         write(dir.path(), "dev/infiniband/uverbs4", "");
         let view = sources(dir.path()).view();
         assert_eq!(view.visible, Some(vec!["mlx5_4".to_owned()]));
+        assert_eq!(view.device_source(None), "/dev/infiniband nodes (mlx5_4)");
         // Without /dev/infiniband nothing can be told: nothing is narrowed.
         std::fs::remove_dir_all(dir.path().join("dev")).unwrap_or_default();
-        assert_eq!(sources(dir.path()).view().visible, None);
+        let view = sources(dir.path()).view();
+        assert_eq!(view.visible, None);
+        assert!(view
+            .device_source(None)
+            .starts_with("sysfs: every RDMA device"));
     }
 }

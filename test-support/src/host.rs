@@ -23,10 +23,13 @@ impl FakeHost {
     /// Points `cmd` at this host: its /dev (`RDMA_CONTAINER_DEV_ROOT`) and its pod network
     /// annotations (`RDMA_CONTAINER_NETWORK_STATUS`); `--sysfs-root` is the caller's.
     pub fn env_for(&self, cmd: &mut std::process::Command) {
-        cmd.env("RDMA_CONTAINER_DEV_ROOT", self.path("dev")).env(
-            "RDMA_CONTAINER_NETWORK_STATUS",
-            self.path("podnetinfo/annotations"),
-        );
+        cmd.env("RDMA_CONTAINER_DEV_ROOT", self.path("dev"))
+            .env(
+                "RDMA_CONTAINER_NETWORK_STATUS",
+                self.path("podnetinfo/annotations"),
+            )
+            // The device-info files (spec 1.1.0) of this fake node, not the machine's.
+            .env("RDMA_CONTAINER_DEVINFO_ROOT", self.path("devinfo"));
     }
 
     /// Nothing RDMA at all: no devices, no device nodes, no modules, `lo` only, docker's
