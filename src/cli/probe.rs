@@ -141,7 +141,10 @@ fn explain(
             "not_listening",
             format!("nothing answers at {peer}: start rdma-container --server {peer} there (on its RoCE address)"),
         ),
-        Error::Verbs { verb, .. } if verb.contains("RTR") || verb.contains("RTS") => (
+        Error::Verbs {
+            verb: "ibv_modify_qp(RTR)" | "ibv_modify_qp(RTS)",
+            ..
+        } => (
             "rtr",
             format!("the queue pair could not move to RTR/RTS toward the peer's GID; {unreachable}"),
         ),

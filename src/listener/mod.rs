@@ -34,7 +34,7 @@ use crate::config::Config;
 use crate::log_text::RateLimitedLog;
 use crate::net::bootstrap;
 use crate::net::wait::{wait_any, Interest};
-use crate::proto::Role;
+use crate::proto::{Role, AUTH_PREFIX};
 use crate::session::handshake::{read_hello, Opening};
 use crate::session::{PendingHello, Session};
 use crate::time::deadline_after;
@@ -586,11 +586,12 @@ impl Acceptor {
 }
 
 /// Whether a hello thread's error is a client that did not prove the key: it had none, another
-/// one (we or it found out), or it was refused for that.
+/// one (we or it found out), or it was refused for that (its Reject begins with the wire
+/// constant [`AUTH_PREFIX`], as a busy one begins with `BUSY_PREFIX`).
 fn failed_to_authenticate(e: &Error) -> bool {
     match e {
         Error::AuthenticationFailed(_) | Error::Refused(_) => true,
-        Error::Rejected(reason) => reason.starts_with("authentication"),
+        Error::Rejected(reason) => reason.starts_with(AUTH_PREFIX),
         _ => false,
     }
 }

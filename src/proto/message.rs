@@ -12,6 +12,10 @@ pub(crate) const MAX_REASON_LEN: usize = 512;
 /// timeout.
 pub(crate) const BUSY_PREFIX: &str = "busy:";
 
+/// How a Reject about the pre-shared key begins ("authentication failed", "authentication
+/// required: ..."): a server counts a client that sent one as one that did not prove the key.
+pub(crate) const AUTH_PREFIX: &str = "authentication";
+
 const KIND_HELLO: u8 = 1;
 const KIND_READY: u8 = 2;
 const KIND_CREDIT: u8 = 3;

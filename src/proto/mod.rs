@@ -28,7 +28,7 @@ pub(crate) use hello::{QpSettings, MAX_ACK_TIMEOUT, MAX_RETRY_COUNT, MAX_SERVICE
 pub(crate) use message::AUTH_LEN;
 #[cfg(test)]
 pub(crate) use message::MAX_REASON_LEN;
-pub(crate) use message::{Counts, Message, BUSY_PREFIX, SESSION_ID_LEN};
+pub(crate) use message::{Counts, Message, AUTH_PREFIX, BUSY_PREFIX, SESSION_ID_LEN};
 
 #[cfg(test)]
 mod tests;

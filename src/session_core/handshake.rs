@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::auth::{AuthKey, Nonce};
 use crate::net::Lost;
-use crate::proto::{Hello, Message, Role, TransportKind, BUSY_PREFIX};
+use crate::proto::{Hello, Message, Role, TransportKind, AUTH_PREFIX, BUSY_PREFIX};
 use crate::{Error, ProtocolViolation};
 
 /// Server with a key: how long after the connection the client has to prove the key (its
@@ -299,11 +299,10 @@ impl Handshake {
                 self.stage = Stage::ClientProof;
                 Ok(())
             }
-            (Stage::ClientChallenge, Message::Hello(_)) => Err(Error::Refused(
-                "authentication required: this server has a key (--auth-key-file); start the \
+            (Stage::ClientChallenge, Message::Hello(_)) => Err(Error::Refused(format!(
+                "{AUTH_PREFIX} required: this server has a key (--auth-key-file); start the \
 client with the same key"
-                    .to_owned(),
-            )),
+            ))),
             (Stage::ClientProof, Message::AuthProof { proof }) => {
                 let auth = self.auth()?;
                 let client = self.client_nonce.ok_or_else(|| {
@@ -486,7 +485,7 @@ client without one"
                 }
                 reason.clone()
             }
-            (Error::AuthenticationFailed(_), _) => "authentication failed".to_owned(),
+            (Error::AuthenticationFailed(_), _) => format!("{AUTH_PREFIX} failed"),
             (Error::Decode(d), Stage::ClientHello) => format!("invalid hello: {d}"),
             // Before the key is proven too: the stranger learns only that its frame was bad.
             (Error::Decode(d), Stage::ClientChallenge | Stage::ClientProof) => {
