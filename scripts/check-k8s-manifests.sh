@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Validates deploy/kubernetes/*.yaml and deploy/kubernetes/*/*.yaml: the Kubernetes kinds
-# against the Kubernetes API schemas (the `kubernetes-validate` PyPI package, which ships them,
-# in a venv outside the clone), the custom resources (no schema there) by our rules, and our
-# rules: no container privileged or with privilege escalation, IPC_LOCK added and its namespace
+# against the Kubernetes API schemas (the `kubernetes-validate` PyPI package, pinned to 1.37.0,
+# which ships them, in a venv outside the clone), the custom resources (no schema there) by
+# our rules, and our rules: no container privileged or with privilege escalation, IPC_LOCK added and its namespace
 # at the privileged Pod Security level, an RDMA resource requested and limited, every pod's
 # Multus network defined with the resource the pod requests, metrics a cluster can scrape, a
 # readiness probe, a Job that retries, and the device plugin examples naming those resources.
@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 
 venv="${HOME:-/root}/.cache/rdma-container/k8s-venv"
 version=1.30.0
+validator_version=1.37.0
 rules_only=0
 dir=deploy/kubernetes
 while [ "$#" -gt 0 ]; do
@@ -45,10 +46,14 @@ if [ "$rules_only" -eq 1 ]; then
   [ -n "$python" ] ||
     { echo "check-k8s-manifests: --rules-only needs python3 with PyYAML (python3-yaml)" >&2; exit 3; }
 else
-  if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  # The validator is pinned (its schemas and strictness change between releases); a venv
+  # holding another version is brought to this one.
+  if [ ! -x "$venv/bin/pip" ]; then
     python3 -m venv "$venv" || { echo "check-k8s-manifests: cannot create a venv at $venv (python3-venv?)" >&2; exit 3; }
-    "$venv/bin/pip" install --quiet --cache-dir "$(dirname "$venv")/pip" kubernetes-validate ||
-      { echo "check-k8s-manifests: cannot install kubernetes-validate from PyPI" >&2; exit 3; }
+  fi
+  if ! "$venv/bin/pip" show kubernetes-validate 2>/dev/null | grep -qx "Version: $validator_version"; then
+    "$venv/bin/pip" install --quiet --cache-dir "$(dirname "$venv")/pip" "kubernetes-validate==$validator_version" ||
+      { echo "check-k8s-manifests: cannot install kubernetes-validate $validator_version from PyPI" >&2; exit 3; }
   fi
   python="$venv/bin/python"
 
