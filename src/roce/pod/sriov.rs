@@ -64,13 +64,7 @@ fn from_info(
         log::warn!("{name} is not a JSON object; ignored");
         return None;
     };
-    let mut found = Found {
-        name: name.to_owned(),
-        source: format!("SR-IOV device plugin ({name})"),
-        pcis: Vec::new(),
-        rdma: false,
-        devices: Vec::new(),
-    };
+    let mut found = plugin_resource(name);
     for (pci, info) in map.into_iter().filter(|(p, _)| !described.contains(p)) {
         found.pcis.push(pci.clone());
         let Some(rdma) = info.get("rdma").filter(|r| r.is_object()) else {
@@ -109,13 +103,7 @@ fn from_info(
 /// `PCIDEVICE_...=<pci>,<pci>` without `_INFO`: each address through the device plugin's
 /// device-info file, else sysfs.
 fn from_list(name: &str, value: &str, node: &Node<'_>, described: &BTreeSet<String>) -> Found {
-    let mut found = Found {
-        name: name.to_owned(),
-        source: format!("SR-IOV device plugin ({name})"),
-        pcis: Vec::new(),
-        rdma: false,
-        devices: Vec::new(),
-    };
+    let mut found = plugin_resource(name);
     let pcis = value.split(',').map(str::trim);
     for pci in pcis.filter(|p| !p.is_empty() && !described.contains(*p)) {
         found.pcis.push(pci.to_owned());
@@ -126,4 +114,15 @@ fn from_list(name: &str, value: &str, node: &Node<'_>, described: &BTreeSet<Stri
         found.devices.extend(named);
     }
     found
+}
+
+/// What the device plugin's variable `name` gives, before its addresses are read.
+fn plugin_resource(name: &str) -> Found {
+    Found {
+        name: name.to_owned(),
+        source: format!("SR-IOV device plugin ({name})"),
+        pcis: Vec::new(),
+        rdma: false,
+        devices: Vec::new(),
+    }
 }
