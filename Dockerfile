@@ -102,7 +102,7 @@ RUN if ldd /usr/local/bin/rdma-container | grep 'not found'; then \
  && grep -q '^transports:.*verbs' /tmp/version \
  && grep -q '^DOCA: none' /tmp/version \
  && rm /tmp/version
-STOPSIGNAL SIGINT
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/rdma-container-entrypoint.sh"]
 
 # ---------------------------------------------------------------------------------------------
@@ -184,7 +184,8 @@ RUN if ldd /usr/local/bin/rdma-container | grep 'not found'; then \
  && echo "mlx5 provider: $found" \
  && /usr/local/bin/rdma-container --version
 
-# The binary ends a session cleanly on SIGINT (exit 130); as PID 1 it would ignore SIGTERM, so
-# `docker stop` sends SIGINT. No CMD: without arguments the entrypoint runs `doctor` (above).
-STOPSIGNAL SIGINT
+# The binary ends a session cleanly on SIGTERM (exit 143, "stopped (SIGTERM)"; it installs a
+# handler, so it receives the signal as PID 1 too): `docker stop` and the kubelet send it. No
+# CMD: without arguments the entrypoint runs `doctor` (above).
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/rdma-container-entrypoint.sh"]

@@ -10,9 +10,12 @@
 #      doctor, demo, a server container and a client
 #      container over --network host (10,000 messages in order), the same with --cap-add
 #      IPC_LOCK and --device nodes, as a non-root user, RDMA_CONTAINER_STRICT=1 refusing to
-#      start where RDMA is missing, `podman stop` ending a server with 130,
-#   5. checks the image size and lints the Dockerfile with hadolint,
-#   6. optionally exports the image as an OCI layout for the soft-RoCE VM (--oci-out).
+#      start where RDMA is missing, `podman stop` ending a server with 143,
+#   5. plays the shipped Kubernetes YAML (deploy/kubernetes/shared) with `podman kube play`,
+#      each pod in a network namespace of its own (scripts/kube-play.py prints what stands in
+#      for the cluster),
+#   6. checks the image size and lints the Dockerfile with hadolint,
+#   7. optionally exports the image as an OCI layout for the soft-RoCE VM (--oci-out).
 #
 # Every check prints "CONTAINER-TEST <name> PASS|FAIL detail"; the last line is
 # "CONTAINER-RESULT PASS|FAIL <passed>/<planned>". Run with --help for the options.
@@ -58,7 +61,16 @@ Checks (each prints "CONTAINER-TEST <name> PASS|FAIL detail"):
   nonroot        --user 1000:1000 with --cap-add IPC_LOCK: no memlock warning, a session works;
                  without IPC_LOCK the entrypoint names --cap-add=IPC_LOCK / --ulimit memlock=-1
   strict         RDMA_CONTAINER_STRICT=1: a --server refuses to start (exit 1) and says why
-  stop           podman stop of a waiting server: exit status 130 (STOPSIGNAL SIGINT)
+  stop           podman stop of a waiting server: exit status 143, "stopped (SIGTERM)" (the
+                 image's STOPSIGNAL, as the kubelet sends it)
+  kube_play      podman kube play of deploy/kubernetes/shared/{server,client}.yaml, each pod
+                 in a network namespace made here whose net1 has the address its Multus
+                 annotation asks for (scripts/kube-play.py substitutes what podman cannot
+                 model: the Job as a Pod, the device plugin, the downward API; it prints each
+                 substitution): the client's Job pod exits 0, the server's JSON records 10,000
+                 messages finished; the metrics answer on the pod's address; the readiness
+                 probe's command exits 5 here (no RDMA); podman pod stop ends the server with
+                 143 and "stopped (SIGTERM)"
   hadolint       hadolint Dockerfile: no finding that is not explained in the Dockerfile
 
 Options:
@@ -136,9 +148,11 @@ show() { # file...
 # ---------------------------------------------------------------------------------------------
 ensure_packages() {
 	local -A wanted=([podman]=podman [runc]=runc [skopeo]=skopeo [umoci]=umoci [mmdebstrap]=mmdebstrap
-		[python3]=python3)
+		[python3]=python3 [catatonit]=catatonit [nsenter]=util-linux)
 	local tool missing=()
 	for tool in "${!wanted[@]}"; do command -v "$tool" >/dev/null || missing+=("${wanted[$tool]}"); done
+	# kube_play: scripts/kube-play.py runs with the system's python3 and its PyYAML
+	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 	python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 	[ ${#missing[@]} -eq 0 ] && return 0
 	[ "$(id -u)" = 0 ] || die "missing packages: ${missing[*]} (and not root to install them)"
@@ -438,11 +452,11 @@ check_stop() {
 	rc=$(podman inspect --format '{{.State.ExitCode}}' "$name" 2>/dev/null || echo "?")
 	podman logs "$name" >"$WORK/stop.log" 2>&1 || true
 	podman rm -f "$name" >/dev/null 2>&1 || true
-	if [ "$rc" = 130 ]; then
-		result stop PASS "podman stop: exit status 130"
+	if [ "$rc" = 143 ] && grep -q 'stopped (SIGTERM)' "$WORK/stop.log"; then
+		result stop PASS "podman stop: exit status 143, $(grep -m 1 -o 'stopped (SIGTERM).*' "$WORK/stop.log")"
 	else
 		show "$WORK/stop.err" "$WORK/stop.log"
-		result stop FAIL "podman stop: exit status $rc (expected 130)"
+		result stop FAIL "podman stop: exit status $rc (expected 143 and \"stopped (SIGTERM)\" in the log)"
 	fi
 }
 
@@ -466,6 +480,127 @@ check_hadolint() {
 	fi
 }
 
+# ---------------------------------------------------------------------------------------------
+# kube_play: the shipped Kubernetes YAML, played by podman
+# ---------------------------------------------------------------------------------------------
+KUBE_NS=()
+
+kube_cleanup() {
+	local f ns
+	for f in "$WORK"/kube/*.yaml; do
+		[ -f "$f" ] && { podman kube play --down "$f" >/dev/null 2>&1 || true; }
+	done
+	for ns in "${KUBE_NS[@]}"; do ip netns delete "$ns" 2>/dev/null || true; done
+	KUBE_NS=()
+	return 0
+}
+
+# Two network namespaces joined by a veth pair whose ends are both called net1, each with the
+# address a pod's Multus annotation asks for (the NETNS lines of kube-play.py): what Multus'
+# macvlan gives each pod. Sets KUBE_NS_OF[pod].
+kube_namespaces() { # netns-lines-file
+	local pod ifname ip i=0
+	declare -gA KUBE_NS_OF=()
+	ip link add "kp$$a" type veth peer name "kp$$b" || return 1
+	while read -r _ pod ifname ip; do
+		local ns=rdmact-kube-$$-$i end=kp$$a
+		[ "$i" = 1 ] && end=kp$$b
+		[ "$i" -le 1 ] || { log "more than two pods ask for an address"; return 1; }
+		ip netns add "$ns" && KUBE_NS+=("$ns") && ip link set "$end" netns "$ns" &&
+			ip -n "$ns" link set "$end" name "$ifname" && ip -n "$ns" addr add "$ip" dev "$ifname" &&
+			ip -n "$ns" link set "$ifname" up && ip -n "$ns" link set lo up || return 1
+		KUBE_NS_OF[$pod]=$ns
+		i=$((i + 1))
+	done <"$1"
+	[ "$i" = 2 ]
+}
+
+# podman kube play with the host network of the pod's namespace. nsenter enters only the
+# network namespace: the runtime mounts the container's /sys there, and podman keeps the
+# host's cgroup mounts (`ip netns exec` would remount /sys without them).
+kube_play() { # pod
+	# --replace: a pod of that name left by an earlier run that was killed
+	nsenter --net="/run/netns/${KUBE_NS_OF[$1]}" podman kube play --replace --network host "$WORK/kube/$1.yaml" \
+		>>"$WORK/kube.play.log" 2>&1
+}
+
+# GET /metrics from inside a namespace: the status line and the body, on stdout.
+kube_scrape() { # ns address port
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	timeout 10 nsenter --net="/run/netns/$1" bash -c \
+		'exec 3<>"/dev/tcp/$0/$1" && printf "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n" "$0" >&3 && cat <&3' "$2" "$3"
+}
+
+check_kube_play() {
+	local dir=$REPO_ROOT/deploy/kubernetes/shared why="" image server=rdma-container-server
+	local client=rdma-container-client i rc server_addr probe_rc
+	mkdir -p "$WORK/kube"
+	# the image the manifests name, tagged onto the one built here (IfNotPresent: no pull)
+	# this host has no RDMA device: /dev/null and /dev/zero stand in for the nodes the device
+	# plugin mounts, and RDMA_CONTAINER_REQUIRE_RDMA is false (the pods run over tcp)
+	if ! /usr/bin/python3 "$REPO_ROOT/scripts/kube-play.py" --out "$WORK/kube" \
+		--device /dev/null:/dev/infiniband/uverbs0 --device /dev/zero:/dev/infiniband/rdma_cm \
+		--env RDMA_CONTAINER_REQUIRE_RDMA=false "$dir/server.yaml" "$dir/client.yaml" \
+		>"$WORK/kube.plan" 2>"$WORK/kube.plan.err"; then
+		show "$WORK/kube.plan.err"
+		result kube_play FAIL "scripts/kube-play.py failed"
+		return 0
+	fi
+	grep '^SUBSTITUTED' "$WORK/kube.plan" | sed 's/^/  | /' >&2
+	awk '$1 == "IMAGE" { print $3 }' "$WORK/kube.plan" | sort -u | while read -r image; do
+		podman tag "$IMAGE" "localhost/$image"
+	done
+	grep '^NETNS' "$WORK/kube.plan" >"$WORK/kube.netns"
+	if ! kube_namespaces "$WORK/kube.netns"; then
+		kube_cleanup
+		result kube_play FAIL "could not make the pods' network namespaces"
+		return 0
+	fi
+	server_addr=$(awk -v p="$server" '$2 == p { sub("/.*", "", $4); print $4 }' "$WORK/kube.netns")
+	kube_play "$server" || why="podman kube play $server failed"
+	for ((i = 0; i < 200; i++)); do
+		ip netns exec "${KUBE_NS_OF[$server]}" ss -Htln "sport = :5000" | grep -q . && break
+		sleep 0.1
+	done
+	[ -n "$why" ] || kube_play "$client" || why="podman kube play $client failed"
+	if [ -z "$why" ]; then
+		rc=$(timeout "$T_RUN" podman wait "$client-client" 2>>"$WORK/kube.play.log") || rc="none (timed out)"
+		podman logs "$client-client" >"$WORK/kube.client.log" 2>&1 || true
+		podman logs "$server-server" >"$WORK/kube.server.log" 2>&1 || true
+		if [ "$rc" != 0 ]; then
+			why="the client's pod exited $rc"
+		elif ! grep -q '^{"role":"server".*"messages":10000,.*"ending":{"kind":"finished"}' "$WORK/kube.server.log"; then
+			why="the server's JSON does not record 10,000 messages finished"
+		fi
+	fi
+	# the metrics on the pod's address (RDMA_CONTAINER_METRICS=0.0.0.0:9464), as a scrape would
+	if [ -z "$why" ] && ! kube_scrape "${KUBE_NS_OF[$server]}" "$server_addr" 9464 >"$WORK/kube.metrics" ||
+		! grep -q '^rdma_container_messages_total{direction="received"} 10000$' "$WORK/kube.metrics"; then
+		[ -n "$why" ] || why="the metrics at $server_addr:9464 do not count 10000 received messages"
+	fi
+	# the readiness probe's command (podman 4.x ignores readinessProbe): no RDMA here, so 5
+	set +e
+	podman exec "$server-server" /usr/local/bin/rdma-container doctor --require-rdma >/dev/null 2>&1
+	probe_rc=$?
+	set -e
+	[ -n "$why" ] || [ "$probe_rc" = 5 ] || why="the readiness probe's command exited $probe_rc (expected 5: no RDMA here)"
+	# the kubelet's stop: SIGTERM, a clean stop with 143
+	timeout 60 podman pod stop -t 20 "$server" >>"$WORK/kube.play.log" 2>&1 || true
+	rc=$(podman inspect --format '{{.State.ExitCode}}' "$server-server" 2>/dev/null || echo "?")
+	podman logs "$server-server" >"$WORK/kube.server.log" 2>&1 || true
+	if [ -z "$why" ] && { [ "$rc" != 143 ] || ! grep -q 'stopped (SIGTERM) after 1 session' "$WORK/kube.server.log"; }; then
+		why="podman pod stop: the server exited $rc (expected 143 and \"stopped (SIGTERM) after 1 session(s)\")"
+	fi
+	kube_cleanup
+	if [ -n "$why" ]; then
+		show "$WORK/kube.plan" "$WORK/kube.play.log" "$WORK/kube.server.log" "$WORK/kube.client.log" \
+			"$WORK/kube.metrics"
+		result kube_play FAIL "$why"
+	else
+		result kube_play PASS "podman kube play of deploy/kubernetes/shared: client Job pod exit 0, server 10,000 messages finished ($(grep -o '"transport":"[a-z]*"' "$WORK/kube.server.log" | head -n 1)), metrics at $server_addr:9464 count 10000 received, probe exit 5 (no RDMA here), pod stop 143; $(grep -c '^SUBSTITUTED' "$WORK/kube.plan") substitutions (above)"
+	fi
+}
+
 export_oci() {
 	rm -rf "$OCI_OUT"
 	mkdir -p "$(dirname "$OCI_OUT")"
@@ -479,7 +614,7 @@ main() {
 	local t0=$SECONDS
 	mkdir -p "$CACHE"
 	WORK=$(mktemp -d)
-	trap 'rm -rf "$WORK"' EXIT
+	trap 'kube_cleanup; rm -rf "$WORK"' EXIT
 	ensure_packages
 	# podman import and image queries need a configuration before the probe (which needs the
 	# base image) settles the limits
@@ -502,6 +637,7 @@ main() {
 		check_nonroot
 		check_strict
 		check_stop
+		check_kube_play
 		[ -n "$OCI_OUT" ] && export_oci
 	fi
 	[ "$LINT" = 1 ] && check_hadolint

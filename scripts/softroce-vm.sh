@@ -88,7 +88,9 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),
               RDMA_CONTAINER_STRICT=1, --transport verbs: 10,000 messages in order over rxe,
               rxe counters moved; without --device it refuses to start; as uid 1000 with only
-              IPC_LOCK or only a memlock limit it works, with neither it fails naming them.
+              IPC_LOCK or only a memlock limit it works, with neither it fails naming them;
+              podman kube play of deploy/kubernetes/shared (scripts/kube-play.py's
+              substitutions), RDMA required: 10,000 messages over verbs, probe 0, stop 143.
               Not in the default set: .ci/run adds it (--checks ...,container)
   suite       the behavioural test suites (tests/process.rs, tests/sessions.rs, ..., built with
               cargo test --no-run) run inside the guest over verbs: RDMA_TEST_TRANSPORT=verbs,
@@ -243,6 +245,10 @@ ensure_host_packages() {
 		HOST_PACKAGES[conmon]=/usr/bin/conmon
 		HOST_PACKAGES[runc]=/usr/sbin/runc
 		HOST_PACKAGES[golang-github-containers-common]=/usr/share/containers/seccomp.json
+		# podman's pods need it for their infra container (kube play)
+		HOST_PACKAGES[catatonit]=/usr/bin/catatonit
+		# scripts/kube-play.py (the container check's kube play) reads YAML with it
+		HOST_PACKAGES[python3-yaml]=/usr/lib/python3/dist-packages/yaml/__init__.py
 	fi
 	for pkg in "${!HOST_PACKAGES[@]}"; do
 		[ -e "${HOST_PACKAGES[$pkg]}" ] || missing+=("$pkg")
@@ -555,7 +561,7 @@ GUEST_PROGRAMS=(
 # the image as an OCI layout under /opt/oci.
 put_container_runtime() {
 	local p
-	for p in /usr/bin/podman /usr/bin/conmon /usr/sbin/runc /usr/bin/stat; do
+	for p in /usr/bin/podman /usr/bin/conmon /usr/sbin/runc /usr/bin/stat /usr/bin/catatonit; do
 		put_elf "$p"
 	done
 	put_file /etc/containers/policy.json
@@ -578,6 +584,17 @@ put_container_runtime() {
 	EOF
 	mkdir -p "$ROOT/opt"
 	cp -r "$OCI" "$ROOT/opt/oci"
+	# The shipped Kubernetes YAML as podman can play it (scripts/kube-play.py; its substitutions
+	# in /opt/kube/plan): the device plugin's nodes are the namespace's rxe uverbs node and
+	# rdma_cm, and the netdev in Multus' network-status is the namespace's veth; the guest puts
+	# them in for @UVERBS@ and @NETDEV@. No memory limits: the guest runs podman on cgroup v1
+	# (guest-container.sh says why), where its kernel has no memory controller.
+	mkdir -p "$ROOT/opt/kube"
+	/usr/bin/python3 "$SCRIPT_DIR/kube-play.py" --out "$ROOT/opt/kube" --play-dir /opt/kube \
+		--device /dev/infiniband/@UVERBS@ --device /dev/infiniband/rdma_cm --interface @NETDEV@ --no-memory-limit \
+		"$REPO_ROOT/deploy/kubernetes/shared/server.yaml" "$REPO_ROOT/deploy/kubernetes/shared/client.yaml" \
+		>"$ROOT/opt/kube/plan.tmp" || die "scripts/kube-play.py failed"
+	mv "$ROOT/opt/kube/plan.tmp" "$ROOT/opt/kube/plan"
 }
 
 build_initramfs() {

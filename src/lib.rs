@@ -77,7 +77,7 @@ pub use config::{
 pub use error::{Error, ProtocolViolation, Result};
 pub use error_kind::{CompletionStatus, DocaFailure, ErrorKind};
 pub use listener::resume_registry::ParkedSessions;
-pub use listener::{Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
+pub use listener::{DuplexStart, Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_QUEUED};
 /// The program's way of quoting a peer's words in a log line (control characters escaped,
 /// length bounded).
 #[doc(hidden)]

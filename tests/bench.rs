@@ -591,3 +591,34 @@ fn flags_that_do_not_apply_to_the_mode_are_refused_with_status_2() {
         "{err}"
     );
 }
+
+/// A bench server answers `doctor --probe` (one session, not a bench client's two) at once, and
+/// goes on serving: a bench client after the probe runs as usual.
+#[test]
+fn a_probe_against_the_bench_server_passes_and_the_server_serves_on() {
+    let port = free_port();
+    let mut s = server_with(port, &[]);
+    let addr = format!("127.0.0.1:{port}");
+    let (code, out, err) = common::run(
+        &["doctor", "--json", "--probe", &addr, "--transport", "tcp"],
+        LONG,
+    );
+    let probe: serde_json::Value = serde_json::from_str(&out)
+        .map(|v: serde_json::Value| v["probe"].clone())
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}\n{err}"));
+    assert_eq!(
+        (code, &probe["ok"]),
+        (0, &serde_json::json!(true)),
+        "{probe}\n{}",
+        s.report()
+    );
+    // answered as a probe, not left waiting for a second session
+    s.wait_for_stderr(
+        "doctor --probe from 127.0.0.1: 2 message(s), answered",
+        SHORT,
+    );
+    let (code, out, err) = client(port, &["-s", "64", "-n", "50"]);
+    assert_eq!(code, 0, "{err}\n{}", s.report());
+    assert!(out.contains("bytes"), "{out}");
+    assert!(s.try_status().is_none(), "{}", s.report());
+}

@@ -517,8 +517,8 @@ fn dockerfile_runtime_stage_holds_only_the_binary_and_entrypoint() {
         .map(|i| i.args.as_str())
         .collect();
     assert!(cmds.is_empty(), "the runtime stage has a CMD: {cmds:?}");
-    // As PID 1 the binary would ignore SIGTERM; it ends sessions cleanly on SIGINT.
-    assert_eq!(only("STOPSIGNAL"), "SIGINT");
+    // The binary handles SIGTERM (as PID 1 too): `docker stop` and the kubelet end it cleanly, 143.
+    assert_eq!(only("STOPSIGNAL"), "SIGTERM");
     // A runtime image that lacks a library fails the build, not the first docker run.
     assert!(
         runs(runtime)
@@ -720,7 +720,7 @@ fn compose_file_runs_server_and_client_with_rdma_access() {
         "profiles: [client]",
         "\"--server\"",
         "\"--client\"",
-        "stop_signal: SIGINT",
+        "stop_signal: SIGTERM",
     ] {
         assert!(text.contains(needle), "compose.yaml lacks {needle:?}");
     }

@@ -13,12 +13,34 @@ IMAGE=localhost/rdma-container:vm
 # One container start costs 2-10 s under TCG (podman, runc), more on a loaded host.
 T_CTR=120
 
-# Mounts what podman needs on the initramfs root: the cgroup2 hierarchy (with the controllers
-# the runtime sets limits through) and tmpfs for its storage.
+# The cgroup v1 hierarchies podman needs, as on the CI host (its containers.conf: cgroupfs).
+# Not cgroup2: podman 4.3.1 (bookworm's, copied into the guest) cannot start a container in a
+# pod on cgroup2 with the cgroupfs manager (the pod's cgroup denies every device: "error
+# reopening /dev/null inside container: open /dev/null: operation not permitted"), which
+# `podman kube play` needs; `podman run` alone works on either. Mounting a hierarchy again
+# (in a namespace whose /sys is fresh) gives the same one. The guest kernel has neither a
+# memory nor a cpuset controller on v1: podman does without, and the kube check's pods are
+# played without memory limits (scripts/kube-play.py --no-memory-limit).
+mount_cgroups() {
+	local c
+	mounted /sys/fs/cgroup || mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup || return 1
+	for c in cpu cpuacct devices freezer blkio pids; do
+		mkdir -p "/sys/fs/cgroup/$c"
+		mounted "/sys/fs/cgroup/$c" || mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c" || return 1
+	done
+	mkdir -p /sys/fs/cgroup/systemd
+	mounted /sys/fs/cgroup/systemd || mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+}
+
+# Whether something is mounted at PATH (busybox has no mountpoint).
+mounted() { # path
+	awk -v p="$1" '$2 == p { f = 1 } END { exit !f }' /proc/self/mounts
+}
+
+# Mounts what podman needs on the initramfs root: the cgroup hierarchies and tmpfs for its
+# storage.
 container_setup() {
-	mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup || return 1
-	echo "+cpu +memory +pids +io" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
-	mount -t tmpfs tmpfs /var/lib/containers && mount -t tmpfs tmpfs /var/tmp
+	mount_cgroups && mount -t tmpfs tmpfs /var/lib/containers && mount -t tmpfs tmpfs /var/tmp
 }
 
 # The uverbsN node of an RDMA device (class/infiniband_verbs/uverbsN/ibdev names it).
@@ -32,12 +54,12 @@ uverbs_of() { # ibdev
 }
 
 # podman run in namespace NS ("host network" = that namespace). `ip netns exec` mounts a fresh
-# /sys, so the cgroup2 hierarchy is mounted again inside.
+# /sys, so the cgroup hierarchies are mounted again inside.
 ctr_run() { # ns podman-run-args...
 	local ns=$1
 	shift
 	# shellcheck disable=SC2016 # expanded by the inner shell
-	ip netns exec "$ns" bash -c 'mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null; exec podman run --rm "$@"' \
+	ip netns exec "$ns" bash -c 'mount_cgroups 2>/dev/null; exec podman run --rm "$@"' \
 		sh "$@"
 }
 
@@ -92,10 +114,10 @@ check_container() {
 	local TRANSPORT=verbs
 	local t0 dev_a dev_b flags_a flags_b sent0 rcvd0 sent rcvd a b
 	if ! container_setup; then
-		result container_load FAIL "cannot mount cgroup2 and tmpfs for podman"
+		result container_load FAIL "cannot mount the cgroup hierarchies and tmpfs for podman"
 		return
 	fi
-	export -f ctr_run
+	export -f ctr_run mount_cgroups mounted
 	export NS_A NS_B
 
 	# the image, from the OCI layout the host made
@@ -174,5 +196,87 @@ check_container() {
 		result container_nonroot PASS "uid 1000: with only IPC_LOCK (server) and only memlock=-1 (client) 1000 messages in order; with neither the server says: $(grep -m 1 -E '^error|ERROR' "$SERVER_ERR" | cut -c1-200)"
 	else
 		result container_nonroot FAIL "uid 1000 with neither: the failure does not name IPC_LOCK and memlock: $CTR_FAIL"
+	fi
+}
+
+# The shipped Kubernetes YAML (deploy/kubernetes/shared) played by `podman kube play`, as the
+# host's container-test does, but over rxe: the host's scripts/kube-play.py turned it into
+# pods (/opt/kube; its substitutions in /opt/kube/plan: the Job as a Pod, the device plugin's
+# nodes as CharDevice hostPaths, the downward API file). Each pod runs with podman's host
+# network of a namespace (server nsB, client nsA) whose veth, the rxe device's netdev, also gets
+# the address the pod's Multus annotation asks for, so rxe has a RoCE v2 GID for it: what
+# Multus' macvlan and the shared device plugin give a pod on a ConnectX. Nothing else changes:
+# RDMA_CONTAINER_REQUIRE_RDMA stays true, so the session is verbs or fails.
+check_container_kube() {
+	local plan=/opt/kube/plan server=rdma-container-server client=rdma-container-client
+	local addr_s addr_c dev_s dev_c image rc probe why="" t0 sent0 sent
+	if ! podman image exists "$IMAGE" 2>/dev/null; then
+		result container_kube FAIL "the image was not loaded (container_load)"
+		return
+	fi
+	sed 's/^/  | /' "$plan"
+	addr_s=$(awk -v p="$server" '$1 == "NETNS" && $2 == p { print $4 }' "$plan")
+	addr_c=$(awk -v p="$client" '$1 == "NETNS" && $2 == p { print $4 }' "$plan")
+	dev_s=$(uverbs_of "$RXE_B") dev_c=$(uverbs_of "$RXE_A")
+	mkdir -p /tmp/kube
+	sed -e "s#@UVERBS@#${dev_s##*/}#g" "/opt/kube/$server.yaml" >"/tmp/kube/$server.yaml"
+	sed -e "s#@UVERBS@#${dev_c##*/}#g" "/opt/kube/$client.yaml" >"/tmp/kube/$client.yaml"
+	sed -i -e "s#@NETDEV@#vB#g" "/opt/kube/$server-podnetinfo/annotations"
+	sed -i -e "s#@NETDEV@#vA#g" "/opt/kube/$client-podnetinfo/annotations"
+	awk '$1 == "IMAGE" { print $3 }' "$plan" | sort -u | while read -r image; do
+		podman tag "$IMAGE" "localhost/$image"
+	done
+	if ! ip -n "$NS_B" addr add "$addr_s" dev vB || ! ip -n "$NS_A" addr add "$addr_c" dev vA; then
+		result container_kube FAIL "could not add $addr_s to vB and $addr_c to vA"
+		return
+	fi
+	sleep 1 # rxe adds the GIDs for the new addresses from a work queue
+	sent0=$(counter "$RXE_A" sent_pkts)
+	t0=$(uptime_s)
+	nsenter --net="/run/netns/$NS_B" podman kube play --network host "/tmp/kube/$server.yaml" \
+		>/tmp/kube/play.log 2>&1 || why="podman kube play $server failed"
+	if [ -z "$why" ]; then
+		local i
+		for ((i = 0; i < T_CTR * 10; i++)); do
+			ip netns exec "$NS_B" cat /proc/net/tcp |
+				awk '$2 ~ /:1388$/ && $4 == "0A" { f = 1 } END { exit !f }' && break
+			sleep 0.1
+		done
+		nsenter --net="/run/netns/$NS_A" podman kube play --network host "/tmp/kube/$client.yaml" \
+			>>/tmp/kube/play.log 2>&1 || why="podman kube play $client failed"
+	fi
+	if [ -z "$why" ]; then
+		rc=$(timeout "$T_CTR" podman wait "$client-client" 2>>/tmp/kube/play.log) || rc="none (timed out)"
+		podman logs "$client-client" >/tmp/kube/client.log 2>&1
+		podman logs "$server-server" >/tmp/kube/server.log 2>&1
+		sent=$(($(counter "$RXE_A" sent_pkts) - sent0))
+		if [ "$rc" != 0 ]; then
+			why="the client's pod exited $rc: $(why /tmp/kube/client.log)"
+		elif ! grep -q '^{"role":"server".*"transport":"verbs".*"messages":10000,.*"ending":{"kind":"finished"}' /tmp/kube/server.log; then
+			why="the server's JSON does not record 10,000 messages finished over verbs: $(why /tmp/kube/server.log)"
+		elif [ "$sent" -lt 10000 ]; then
+			why="$RXE_A sent $sent RoCE packets, expected >= 10000"
+		fi
+	fi
+	# the readiness probe's command (podman 4.x does not run readinessProbe): RDMA usable, 0
+	podman exec "$server-server" /usr/local/bin/rdma-container doctor --require-rdma >/tmp/kube/probe.out 2>&1
+	probe=$?
+	[ -n "$why" ] || [ "$probe" = 0 ] || why="the readiness probe's command exited $probe: $(tail -n 1 /tmp/kube/probe.out)"
+	# the kubelet's stop: SIGTERM, a clean stop with 143
+	timeout "$T_CTR" podman pod stop -t 20 "$server" >>/tmp/kube/play.log 2>&1
+	rc=$(podman inspect --format '{{.State.ExitCode}}' "$server-server" 2>/dev/null)
+	podman logs "$server-server" >/tmp/kube/server.log 2>&1
+	if [ -z "$why" ] && { [ "$rc" != 143 ] || ! grep -q 'stopped (SIGTERM) after 1 session' /tmp/kube/server.log; }; then
+		why="podman pod stop: the server exited $rc (expected 143, \"stopped (SIGTERM) after 1 session(s)\")"
+	fi
+	podman kube play --down "/tmp/kube/$server.yaml" >/dev/null 2>&1
+	podman kube play --down "/tmp/kube/$client.yaml" >/dev/null 2>&1
+	ip -n "$NS_B" addr del "$addr_s" dev vB
+	ip -n "$NS_A" addr del "$addr_c" dev vA
+	if [ -n "$why" ]; then
+		show /tmp/kube/play.log /tmp/kube/server.log /tmp/kube/client.log /tmp/kube/probe.out
+		result container_kube FAIL "$why"
+	else
+		result container_kube PASS "podman kube play of deploy/kubernetes/shared over rxe (REQUIRE_RDMA=true): client Job pod exit 0, server 10,000 messages finished over verbs in $(awk -v a="$t0" -v b="$(uptime_s)" 'BEGIN { printf "%.1f", b - a }')s, $RXE_A sent $sent RoCE packets; readiness probe command exit 0; pod stop 143; $(grep -c '^SUBSTITUTED' "$plan") substitutions (above)"
 	fi
 }

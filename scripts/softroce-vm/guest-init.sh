@@ -135,7 +135,7 @@ main() {
 		link-flap) check_link_flap ;;
 		doctor) check_doctor ;;
 		baseline) check_baseline ;;
-		container) check_container ;;
+		container) check_container; check_container_kube ;;
 		rnr) check_rnr ;;
 		suite) check_suite ;;
 		transport) check_transport ;;

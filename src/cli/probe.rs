@@ -11,6 +11,10 @@ use serde::Serialize;
 use super::args::DoctorArgs;
 use super::result::Ending;
 
+/// The start of the probe's first message: a bench server tells a probe from a bench client
+/// by it (a bench client's first message is its JSON header).
+pub const FIRST_MESSAGE: &[u8] = b"rdma-container doctor probe";
+
 /// The probe's second message: larger than any RoCE path MTU (4096), so that an MTU mismatch on
 /// the path shows as the large message failing after the small one got through.
 const LARGE: usize = 64 * 1024;
@@ -111,9 +115,8 @@ fn probe(
         report.gid_index = Some(d.gid_index);
         report.gid = Some(d.gid_string());
     }
-    sink.send(b"rdma-container doctor probe")
-        .map_err(|e| (e, false))?;
-    let mut large = b"rdma-container doctor probe, large: ".to_vec();
+    sink.send(FIRST_MESSAGE).map_err(|e| (e, false))?;
+    let mut large = [FIRST_MESSAGE, b", large: "].concat();
     large.resize(LARGE, b'.');
     if large.len() > sink.max_message_size() {
         large.truncate(sink.max_message_size());

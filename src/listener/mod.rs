@@ -235,8 +235,24 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
         self.duplex(Some(max_credits))
     }
 
+    /// The first step of [`Listener::accept_duplex_with_peer_settings_up_to`]: the client's
+    /// sending session accepted (we receive on it), its receiving session not yet. A server
+    /// that must read the client's first message before it takes the second session reads it
+    /// from [`DuplexStart::src`], then calls [`DuplexStart::complete`]; a client that opened
+    /// one session only (`doctor --probe` against a bench server) is served from it alone.
+    ///
+    /// # Errors
+    /// The session failed to set up, or [`Error::Interrupted`].
+    pub fn start_duplex_with_peer_settings_up_to(&self, max_credits: u16) -> Result<DuplexStart> {
+        self.start_duplex(Some(max_credits))
+    }
+
     /// `adopt_up_to`: take the client's settings, its credits at most this many.
     fn duplex(&self, adopt_up_to: Option<u16>) -> Result<(RdmaSink, RdmaSrc)> {
+        self.start_duplex(adopt_up_to)?.complete(self)
+    }
+
+    fn start_duplex(&self, adopt_up_to: Option<u16>) -> Result<DuplexStart> {
         let mut first = loop {
             let incoming = self.accept()?;
             if incoming.peer_role() == Role::Sender {
@@ -249,23 +265,62 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
             first.adopt_peer_settings();
             first.config.credits = first.config.credits.min(cap);
         }
-        let src = first.accept_src()?;
-        let deadline = deadline_after(Instant::now(), self.config.handshake_timeout);
+        Ok(DuplexStart {
+            src: first.accept_src()?,
+            peer,
+            adopt_up_to,
+        })
+    }
+}
+
+/// A duplex session half set up: the client's sending session is accepted and its receiving
+/// session is yet to come ([`Listener::start_duplex_with_peer_settings_up_to`]).
+#[derive(Debug)]
+pub struct DuplexStart {
+    src: RdmaSrc,
+    peer: std::net::IpAddr,
+    adopt_up_to: Option<u16>,
+}
+
+impl DuplexStart {
+    /// The session we receive on: the client's messages can be read before
+    /// [`DuplexStart::complete`].
+    pub fn src(&mut self) -> &mut RdmaSrc {
+        &mut self.src
+    }
+
+    /// The client's address.
+    pub fn peer(&self) -> std::net::IpAddr {
+        self.peer
+    }
+
+    /// The receiving session alone: the client opened no second one.
+    pub fn into_src(self) -> RdmaSrc {
+        self.src
+    }
+
+    /// Accepts the client's receiving session (from the same address, within the handshake
+    /// timeout; others arriving meanwhile are refused as busy): both directions.
+    ///
+    /// # Errors
+    /// The second session failed to set up, or did not arrive within the handshake timeout.
+    pub fn complete(self, listener: &Listener) -> Result<(RdmaSink, RdmaSrc)> {
+        let deadline = deadline_after(Instant::now(), listener.config.handshake_timeout);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let Some(mut incoming) = self.accept_timeout(left)? else {
+            let Some(mut incoming) = listener.accept_timeout(left)? else {
                 return Err(Error::HandshakeTimeout {
-                    peer: SocketAddr::new(peer, 0),
-                    seconds: self.config.handshake_timeout.as_secs_f64(),
+                    peer: SocketAddr::new(self.peer, 0),
+                    seconds: listener.config.handshake_timeout.as_secs_f64(),
                     stage: "the duplex client's second session",
                 });
             };
-            if incoming.peer_addr().ip() == peer && incoming.peer_role() == Role::Receiver {
-                if let Some(cap) = adopt_up_to {
+            if incoming.peer_addr().ip() == self.peer && incoming.peer_role() == Role::Receiver {
+                if let Some(cap) = self.adopt_up_to {
                     incoming.adopt_peer_settings();
                     incoming.config.credits = incoming.config.credits.min(cap);
                 }
-                return Ok((incoming.accept_sink()?, src));
+                return Ok((incoming.accept_sink()?, self.src));
             }
             incoming.refuse("busy: the server is setting up a duplex session; try again later");
         }

@@ -43,7 +43,16 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
     let both_ways = args.mode == BenchMode::Lat || args.ops.bidirectional;
     for (i, &size) in sizes.iter().enumerate() {
         let config = base.clone().with_credits(args.credits_for(size));
-        let (mut sink, mut src) = connect(addr, &config, size, both_ways)
+        let header = Header {
+            mode: args.mode,
+            size,
+            iters,
+            duration_ms: args.duration.map(|d| d.0.as_millis() as u64),
+            last: i + 1 == sizes.len(),
+            bidirectional: args.ops.bidirectional,
+            busy_poll_us: base.busy_poll.map(|d| d.as_micros() as u64),
+        };
+        let (mut sink, mut src) = connect(addr, &config, size, both_ways, &header)
             .with_context(|| format!("cannot start a benchmark session with {addr}"))?;
         if i == 0 && sink.info().credits() != config.credits {
             log::warn!(
@@ -72,16 +81,6 @@ decides",
             .device
             .as_ref()
             .map(|d| CounterSnapshot::take(&args.sysfs_root, &d.device, d.port));
-        let header = Header {
-            mode: args.mode,
-            size,
-            iters,
-            duration_ms: args.duration.map(|d| d.0.as_millis() as u64),
-            last: i + 1 == sizes.len(),
-            bidirectional: args.ops.bidirectional,
-            busy_poll_us: base.busy_poll.map(|d| d.as_micros() as u64),
-        };
-        header::send(&mut sink, &header)?;
         let mut row = match args.mode {
             BenchMode::Bw if args.ops.bidirectional => {
                 bidirectional(sink, &mut src, &payload, &header, &run, args.report_gbits)?
@@ -143,6 +142,7 @@ fn connect(
     config: &Config,
     size: usize,
     both_ways: bool,
+    header: &Header,
 ) -> Result<(RdmaSink, RdmaSrc)> {
     let sending = config.clone().with_max_msg_size(size.max(HEADER_ROOM));
     let receiving = if both_ways {
@@ -150,7 +150,10 @@ fn connect(
     } else {
         config.clone().with_max_msg_size(HEADER_ROOM)
     };
-    let sink = RdmaSink::connect(addr, &sending)?;
+    let mut sink = RdmaSink::connect(addr, &sending)?;
+    // The header before the second session: the server reads it first, to tell a bench client
+    // from a `doctor --probe` (one session only) before it waits for a second.
+    header::send(&mut sink, header)?;
     let src = match RdmaSrc::connect(addr, &receiving) {
         Ok(src) => src,
         Err(e) => {

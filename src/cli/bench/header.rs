@@ -28,14 +28,27 @@ pub struct Header {
     pub busy_poll_us: Option<u64>,
 }
 
-impl Header {
-    /// Reads the client's header: the session's first message.
+/// What a client's first message on its sending session says it is.
+#[derive(Debug)]
+pub enum Opening {
+    /// A bench client: what to run.
+    Run(Header),
+    /// `doctor --probe`: one session, a few messages, then Finish.
+    Probe,
+}
+
+impl Opening {
+    /// Reads the client's first message: its header, or the probe's greeting.
     pub fn recv(src: &mut RdmaSrc) -> Result<Self> {
-        recv(
-            src,
-            "the client ended before its header",
-            "the client's header does not parse",
-        )
+        let raw = src
+            .recv()?
+            .ok_or_else(|| anyhow!("the client ended before its header"))?;
+        if raw.starts_with(crate::cli::probe::FIRST_MESSAGE) {
+            return Ok(Opening::Probe);
+        }
+        serde_json::from_slice(raw)
+            .map(Opening::Run)
+            .context("the client's header does not parse")
     }
 }
 

@@ -3,13 +3,13 @@
 //! is a duplex session per size, each on the client's credits and message size (up to
 //! `--max-msg-size`), the last one marked in its header.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::Result;
 use rdma_container::{Config, Error, Listener, RdmaSink, RdmaSrc};
 
-use super::header::{self, Header};
+use super::header::{self, Header, Opening};
 use super::measure::{self, RunOptions};
 use crate::cli::args::BenchMode;
 use crate::cli::result::exit_status_of;
@@ -39,41 +39,55 @@ pub fn serve(
     let mut runs = 0u64;
     loop {
         // The library's duplex accept, except that each session takes the client's credits and
-        // message size (perftest's client chooses them; `accept_duplex` would use ours).
-        let accepted = match credits {
-            Some(cap) => listener.accept_duplex_with_peer_settings_up_to(cap),
-            None => listener.accept_duplex_with_peer_settings(),
-        };
+        // message size (perftest's client chooses them; `accept_duplex` would use ours), and
+        // that the client's first message is read before its second session: a `doctor
+        // --probe` opens one session only, and is served from it.
+        let accepted = listener
+            .start_duplex_with_peer_settings_up_to(credits.unwrap_or(u16::MAX))
+            .map_err(anyhow::Error::from)
+            .and_then(|mut start| match Opening::recv(start.src()) {
+                Ok(Opening::Probe) => Ok(Accepted::Probe(start.peer(), start.into_src())),
+                Ok(Opening::Run(header)) => start
+                    .complete(&listener)
+                    .map(|(sink, src)| Accepted::Run(Box::new(sink), src, header))
+                    .map_err(anyhow::Error::from),
+                Err(e) => Err(e),
+            });
         let failed = match accepted {
-            Err(Error::Interrupted) => {
+            Err(e) if matches!(e.downcast_ref(), Some(Error::Interrupted)) => {
                 let signal = StopSignal::received();
                 log::info!("{} after {runs} run(s)", signal.how());
                 return Ok(signal.exit_status());
             }
             Err(e) => {
-                let e = anyhow::Error::from(e);
                 log::error!("benchmark session setup failed: {e:#}");
                 e
             }
-            Ok((mut sink, mut src)) => match serve_one(&mut sink, &mut src, busy_poll) {
-                Ok(last) => {
-                    if let Err(e) = sink.finish() {
-                        log::warn!("ending the reply stream failed: {}", e.chain());
-                    }
-                    if last {
-                        runs += 1;
-                        if once {
-                            return Ok(0);
+            Ok(Accepted::Probe(peer, mut src)) => {
+                serve_probe(peer, &mut src);
+                continue;
+            }
+            Ok(Accepted::Run(mut sink, mut src, header)) => {
+                match serve_one(&mut sink, &mut src, header, busy_poll) {
+                    Ok(last) => {
+                        if let Err(e) = sink.finish() {
+                            log::warn!("ending the reply stream failed: {}", e.chain());
                         }
-                        log::info!("run {runs} done; waiting for the next client");
+                        if last {
+                            runs += 1;
+                            if once {
+                                return Ok(0);
+                            }
+                            log::info!("run {runs} done; waiting for the next client");
+                        }
+                        continue;
                     }
-                    continue;
+                    Err(e) => {
+                        log::error!("benchmark session failed: {e:#}");
+                        e
+                    }
                 }
-                Err(e) => {
-                    log::error!("benchmark session failed: {e:#}");
-                    e
-                }
-            },
+            }
         };
         if once {
             return Ok(exit_status_of(&failed));
@@ -81,10 +95,40 @@ pub fn serve(
     }
 }
 
+/// A client accepted: a bench client's two sessions and its header, or a probe's one session.
+enum Accepted {
+    // boxed: a sink and a source side by side would make every value twice a probe's size
+    Run(Box<RdmaSink>, RdmaSrc, Header),
+    Probe(IpAddr, RdmaSrc),
+}
+
+/// A `doctor --probe`: its remaining messages read to the end of its stream, so that its
+/// Finish is acknowledged and the probe passes; the server goes on serving.
+fn serve_probe(peer: IpAddr, src: &mut RdmaSrc) {
+    let mut messages = 1u64;
+    loop {
+        match src.recv() {
+            Ok(Some(_)) => messages += 1,
+            Ok(None) => {
+                log::info!("doctor --probe from {peer}: {messages} message(s), answered");
+                return;
+            }
+            Err(e) => {
+                log::warn!("doctor --probe from {peer} failed: {}", e.chain());
+                return;
+            }
+        }
+    }
+}
+
 /// Runs what the header asks; returns whether it was the client's last size. The session
 /// polls as the client does (`ours`: the server's own `--busy-poll`, which wins).
-fn serve_one(sink: &mut RdmaSink, src: &mut RdmaSrc, ours: Option<Duration>) -> Result<bool> {
-    let header = Header::recv(src)?;
+fn serve_one(
+    sink: &mut RdmaSink,
+    src: &mut RdmaSrc,
+    header: Header,
+    ours: Option<Duration>,
+) -> Result<bool> {
     let busy_poll = ours.or(header.busy_poll_us.map(Duration::from_micros));
     sink.set_busy_poll(busy_poll);
     src.set_busy_poll(busy_poll);
