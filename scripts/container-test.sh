@@ -34,7 +34,9 @@ VERSION=$(awk -F'"' '/^\[package\]/ { p = 1; next } /^\[/ { p = 0 } p && /^versi
 [ -n "$VERSION" ] || { printf '%s: no version in %s/Cargo.toml\n' "$PROG" "$REPO_ROOT" >&2; exit "$EXIT_SETUP"; }
 BINARY=
 BASE_IMAGE=
-IMAGE=localhost/rdma-container:$VERSION-roce-test
+IMAGE=
+ARCH=amd64
+MANIFEST_WITH=
 SUITE=bookworm
 OCI_OUT=
 SIZE_LIMIT_MB=100
@@ -79,10 +81,20 @@ Options:
   --base-image REF  use this base image instead of making one with mmdebstrap (e.g. a public
                     debian:bookworm-slim where a registry is reachable)
   --suite S         Debian suite of the base made with mmdebstrap (default $SUITE)
-  --image REF       tag of the image built (default $IMAGE)
+  --image REF       tag of the image built (default localhost/rdma-container:$VERSION-roce-test,
+                    with -arm64 for --arch arm64)
   --oci-out DIR     also export the image to DIR as an OCI layout (tag rdma-container), for
                     scripts/softroce-vm.sh --oci DIR
   --no-lint         skip hadolint
+  --arch A          amd64 (default) or arm64: the image for BlueField's Arm cores, from an arm64
+                    base (mmdebstrap --architectures=arm64) and --binary (the cross-built one,
+                    scripts/build-aarch64.sh: dist/aarch64/rdma-container); its RUN steps and
+                    containers run under qemu-aarch64-static through binfmt_misc (registered
+                    here if it is not, removed at exit). Checks: build, size, version, default,
+                    demo, session, stop, and manifest with --manifest-with
+  --manifest-with IMAGE
+                    (--arch arm64) also make the manifest list <image>-multiarch of IMAGE (the
+                    amd64 image) and this one, and check it names linux/amd64 and linux/arm64
   -h, --help        this text
 
 Environment:
@@ -106,7 +118,7 @@ usage_error() { log "$*"; log "try --help"; exit "$EXIT_USAGE"; }
 parse_args() {
 	while [ $# -gt 0 ]; do
 		case "$1" in
-		--binary | --base-image | --suite | --image | --oci-out)
+		--binary | --base-image | --suite | --image | --oci-out | --arch | --manifest-with)
 			if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi ;;
 		esac
 		case "$1" in
@@ -115,33 +127,27 @@ parse_args() {
 		--suite) SUITE=$2; shift 2 ;;
 		--image) IMAGE=$2; shift 2 ;;
 		--oci-out) OCI_OUT=$2; shift 2 ;;
+		--arch) ARCH=$2; shift 2 ;;
+		--manifest-with) MANIFEST_WITH=$2; shift 2 ;;
 		--no-lint) LINT=0; shift ;;
 		-h | --help) usage; exit 0 ;;
 		*) usage_error "unknown option: $1" ;;
 		esac
 	done
+	case "$ARCH" in amd64 | arm64) ;; *) usage_error "--arch: amd64 or arm64, not $ARCH" ;; esac
+	if [ -z "$IMAGE" ]; then
+		IMAGE=localhost/rdma-container:$VERSION-roce-test
+		[ "$ARCH" = amd64 ] || IMAGE=$IMAGE-$ARCH
+	fi
+	[ -z "$MANIFEST_WITH" ] || [ "$ARCH" = arm64 ] || usage_error "--manifest-with goes with --arch arm64"
 }
 
 # ---------------------------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------------------------
-PLANNED=0 PASSED=0
-result() { # name PASS|FAIL detail...
-	local name=$1 status=$2
-	shift 2
-	PLANNED=$((PLANNED + 1))
-	[ "$status" = PASS ] && PASSED=$((PASSED + 1))
-	echo "CONTAINER-TEST $name $status${*:+ $*}"
-}
-# Shows a file indented (for the log of a failed check).
-show() { # file...
-	local f
-	for f in "$@"; do
-		[ -s "$f" ] || continue
-		echo "  == ${f##*/}"
-		tail -n 25 "$f" | sed 's/^/  | /'
-	done
-}
+RESULT_PREFIX=CONTAINER-TEST
+# shellcheck source=scripts/lib/checks.sh
+. "$SCRIPT_DIR/lib/checks.sh"
 
 # ---------------------------------------------------------------------------------------------
 # Set-up
@@ -151,6 +157,8 @@ ensure_packages() {
 		[python3]=python3 [catatonit]=catatonit [nsenter]=util-linux)
 	local tool missing=()
 	for tool in "${!wanted[@]}"; do command -v "$tool" >/dev/null || missing+=("${wanted[$tool]}"); done
+	# --arch arm64: the image's RUN steps and its containers run under qemu-user (binfmt_misc)
+	[ "$ARCH" = amd64 ] || command -v qemu-aarch64-static >/dev/null || missing+=(qemu-user-static)
 	# kube_play: scripts/kube-play.py runs with the system's python3 and its PyYAML
 	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 	python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
@@ -207,13 +215,13 @@ make_base_image() {
 	if [ -n "$BASE_IMAGE" ]; then return 0; fi
 	local week tar mirror security
 	week=$(date +%G-w%V)
-	BASE_IMAGE=localhost/rdma-container-base:$SUITE-$week
+	BASE_IMAGE=localhost/rdma-container-base:$SUITE-$ARCH-$week
 	if podman image exists "$BASE_IMAGE"; then
 		log "base image $BASE_IMAGE (cached)"
 		return 0
 	fi
 	mkdir -p "$CACHE/base"
-	tar=$CACHE/base/$SUITE-minbase-$week.tar
+	tar=$CACHE/base/$SUITE-$ARCH-minbase-$week.tar
 	if [ ! -s "$tar" ]; then
 		mirror=${CONTAINER_TEST_MIRROR:-$(host_archive debian)}
 		security=${CONTAINER_TEST_SECURITY_MIRROR:-$(host_archive debian-security)}
@@ -223,7 +231,7 @@ make_base_image() {
 		log "making the base image with mmdebstrap ($SUITE minbase, $mirror)"
 		local t=$SECONDS
 		# shellcheck disable=SC2016 # $1 is expanded by mmdebstrap's hook shell
-		mmdebstrap --variant=minbase --mode=root --format=tar --quiet \
+		mmdebstrap --variant=minbase --mode=root --format=tar --quiet --architectures="$ARCH" \
 			--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
 			--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
 			--dpkgopt='path-include=/usr/share/doc/*/copyright' \
@@ -234,9 +242,9 @@ make_base_image() {
 		mv "$tar.tmp" "$tar"
 		log "base tarball $(du -h "$tar" | cut -f1) in $((SECONDS - t))s"
 		# older weeks' tarballs
-		find "$CACHE/base" -name "$SUITE-minbase-*.tar" ! -name "${tar##*/}" -delete
+		find "$CACHE/base" -name "$SUITE-$ARCH-minbase-*.tar" ! -name "${tar##*/}" -delete
 	fi
-	podman import --quiet --change 'CMD ["/bin/bash"]' \
+	podman import --quiet --arch "$ARCH" --change 'CMD ["/bin/bash"]' \
 		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 		"$tar" "$BASE_IMAGE" >/dev/null || die "podman import $tar failed"
 	log "base image $BASE_IMAGE imported"
@@ -251,7 +259,39 @@ prepare_binary() {
 	fi
 	[ -x "$BINARY" ] || die "no executable binary at $BINARY"
 	mkdir -p "$REPO_ROOT/dist"
-	strip --strip-debug -o "$REPO_ROOT/dist/rdma-container" "$BINARY"
+	# the host's strip may not know the binary's architecture (scripts/build-aarch64.sh strips
+	# the aarch64 one already)
+	strip --strip-debug -o "$REPO_ROOT/dist/rdma-container" "$BINARY" 2>/dev/null ||
+		cp "$BINARY" "$REPO_ROOT/dist/rdma-container"
+	local kind
+	kind=$(file -b "$REPO_ROOT/dist/rdma-container")
+	case "$ARCH:$kind" in
+	amd64:*x86-64* | arm64:*aarch64*) ;;
+	*) die "$BINARY is not a binary for $ARCH: $kind" ;;
+	esac
+}
+
+# --arch arm64 on this x86_64 host: binfmt_misc runs aarch64 programs through
+# qemu-aarch64-static, so that the image's RUN steps and its containers work. The entry is
+# the kernel's and lasts until reboot; one this script adds is removed at its exit.
+BINFMT_ADDED=
+ensure_binfmt() {
+	[ "$ARCH" = arm64 ] || return 0
+	local dir=/proc/sys/fs/binfmt_misc name=qemu-aarch64
+	[ -e "$dir/status" ] || mount -t binfmt_misc binfmt_misc "$dir" || die "cannot mount binfmt_misc"
+	if [ -e "$dir/$name" ] && grep -q '^enabled' "$dir/$name"; then
+		log "binfmt_misc: $name registered already ($(sed -n 's/^interpreter //p' "$dir/$name"))"
+		return 0
+	fi
+	# An ELF64 little-endian header with e_machine 183 (AArch64), of an executable or a shared
+	# object (e_type 2 or 3); any OS ABI byte. F: the interpreter is opened now, so it works
+	# inside containers too.
+	local magic='\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
+	local mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
+	printf ':%s:M::%s:%s:%s:F\n' "$name" "$magic" "$mask" "$(command -v qemu-aarch64-static)" \
+		>"$dir/register" || die "cannot register $name with binfmt_misc"
+	BINFMT_ADDED=$dir/$name
+	log "binfmt_misc: $name registered (qemu-aarch64-static)"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -259,7 +299,7 @@ prepare_binary() {
 # ---------------------------------------------------------------------------------------------
 check_build() {
 	local t=$SECONDS
-	if timeout 900 podman build --format docker --target roce --build-arg ROCE_BINARY=context \
+	if timeout 900 podman build --format docker --platform "linux/$ARCH" --target roce --build-arg ROCE_BINARY=context \
 		--build-arg "ROCE_BASE_IMAGE=$BASE_IMAGE" -t "$IMAGE" -f "$REPO_ROOT/Dockerfile" "$REPO_ROOT" \
 		>"$WORK/build.log" 2>&1; then
 		result build PASS "$IMAGE from $BASE_IMAGE in $((SECONDS - t))s"
@@ -601,6 +641,29 @@ check_kube_play() {
 	fi
 }
 
+# A manifest list of this image and MANIFEST_WITH (the amd64 one): one name for both
+# architectures, as a registry would serve it (podman manifest push sends it there).
+check_manifest() {
+	local list=${IMAGE%-arm64}-multiarch
+	podman manifest rm "$list" >/dev/null 2>&1 || true
+	if podman manifest create "$list" >"$WORK/manifest.log" 2>&1 &&
+		podman manifest add "$list" "containers-storage:$MANIFEST_WITH" >>"$WORK/manifest.log" 2>&1 &&
+		podman manifest add "$list" "containers-storage:$IMAGE" >>"$WORK/manifest.log" 2>&1 &&
+		podman manifest inspect "$list" >"$WORK/manifest.json" 2>>"$WORK/manifest.log"; then
+		local platforms
+		platforms=$(grep -o '"architecture": *"[a-z0-9]*"' "$WORK/manifest.json" | sed 's/.*"\([a-z0-9]*\)"$/\1/' | sort | tr '\n' ' ')
+		if [ "$platforms" = "amd64 arm64 " ]; then
+			result manifest PASS "$list: linux/amd64 ($MANIFEST_WITH) and linux/arm64 ($IMAGE)"
+			return 0
+		fi
+		show "$WORK/manifest.json"
+		result manifest FAIL "$list lists ${platforms:-no} architectures, expected amd64 and arm64"
+		return 0
+	fi
+	show "$WORK/manifest.log"
+	result manifest FAIL "podman manifest create/add/inspect failed"
+}
+
 export_oci() {
 	rm -rf "$OCI_OUT"
 	mkdir -p "$(dirname "$OCI_OUT")"
@@ -614,8 +677,9 @@ main() {
 	local t0=$SECONDS
 	mkdir -p "$CACHE"
 	WORK=$(mktemp -d)
-	trap 'kube_cleanup; rm -rf "$WORK"' EXIT
+	trap 'kube_cleanup; rm -rf "$WORK"; [ -z "$BINFMT_ADDED" ] || echo -1 >"$BINFMT_ADDED"' EXIT
 	ensure_packages
+	ensure_binfmt
 	# podman import and image queries need a configuration before the probe (which needs the
 	# base image) settles the limits
 	USER_CONF=${CONTAINERS_CONF:-}
@@ -626,7 +690,16 @@ main() {
 	make_base_image
 	configure_podman
 	prepare_binary
-	if check_build; then
+	if [ "$ARCH" != amd64 ] && check_build; then
+		# another architecture, under emulation: the image, its size, and that it runs
+		check_size
+		check_version
+		check_default
+		check_demo
+		check_session
+		check_stop
+		[ -z "$MANIFEST_WITH" ] || check_manifest
+	elif [ "$ARCH" = amd64 ] && check_build; then
 		check_size
 		check_version
 		check_default

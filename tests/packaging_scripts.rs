@@ -553,6 +553,12 @@ fn container_test_takes_the_image_version_from_cargo_toml() {
     fs::create_dir_all(dir.path().join("scripts")).unwrap();
     let script = dir.path().join("scripts/container-test.sh");
     fs::copy(repo().join("scripts/container-test.sh"), &script).unwrap();
+    fs::create_dir_all(dir.path().join("scripts/lib")).unwrap();
+    fs::copy(
+        repo().join("scripts/lib/checks.sh"),
+        dir.path().join("scripts/lib/checks.sh"),
+    )
+    .unwrap();
     fs::write(
         dir.path().join("Cargo.toml"),
         "[workspace]\nmembers = [\".\"]\n\n[package]\nname = \"rdma-container\"\n\
@@ -585,6 +591,7 @@ fn every_script_has_help_and_rejects_unknown_options() {
         "scripts/setup-soft-roce.sh",
         "scripts/check-rdma-readiness.sh",
         "scripts/container-test.sh",
+        "scripts/build-aarch64.sh",
     ] {
         let path = repo().join(script);
         let out = run(command(&path, &["--help"]));

@@ -65,6 +65,9 @@ fn shellcheck_passes_on_every_script() {
         "scripts/check-minimal-build.sh",
         "scripts/bench-compare.sh",
         "scripts/container-test.sh",
+        "scripts/build-aarch64.sh",
+        "scripts/bluefield-check.sh",
+        "scripts/lib/checks.sh",
         "scripts/python-test.sh",
         "scripts/python-bench.sh",
         "scripts/check-k8s-manifests.sh",
@@ -782,8 +785,9 @@ fn compose_file_passes_docker_compose_config() {
 
 #[test]
 fn container_docs_cover_the_flags_build_args_and_env_vars() {
-    // The container guide: the whole of docs/containers.md.
-    let docs = read("docs/containers.md");
+    // The container guide: the whole of docs/containers.md, and docs/bluefield.md for the
+    // images of BlueField's Arm cores.
+    let docs = read("docs/containers.md") + &read("docs/bluefield.md");
     let docs = docs.as_str();
     for needle in [
         "--network host --cap-add=IPC_LOCK --ulimit memlock=-1",
@@ -806,7 +810,10 @@ fn container_docs_cover_the_flags_build_args_and_env_vars() {
         "tests/packaging_scripts.rs",
         "tests/packaging_static.rs",
     ] {
-        assert!(docs.contains(needle), "docs/containers.md lacks {needle:?}");
+        assert!(
+            docs.contains(needle),
+            "docs/containers.md (or bluefield.md) lacks {needle:?}"
+        );
     }
     // Every build argument and every entrypoint variable is documented.
     for i in dockerfile() {

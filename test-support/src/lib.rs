@@ -27,7 +27,8 @@ pub use host::{FakeHost, CAPS_DOCKER_DEFAULT, CAPS_WITH_IPC_LOCK};
 pub use net::{free_port, test_ip};
 pub use output::{check_counting, lost_after, messages_after};
 pub use process::{
-    long, on_path, run_command, scaled, scaled_secs, short, time_scale, Finished, Proc, LONG, SHORT,
+    long, on_path, run_command, scaled, scaled_secs, short, target_command, time_scale, Finished,
+    Proc, LONG, SHORT,
 };
 pub use skip::{skip_or_fail, skip_unless_strict_allows, strict, Allowed, STRICT_ENV};
 pub use sysfs::{ipv4_gid, FakeSysfs, FE80_A, FE80_B, GID_V1, GID_V2, ZERO_GID};

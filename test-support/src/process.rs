@@ -28,6 +28,20 @@ pub fn time_scale() -> u32 {
         .unwrap_or(1)
 }
 
+/// A command for a program built for the target the tests run on: as it is, or through
+/// `RDMA_TEST_RUNNER` when set (`qemu-aarch64` when scripts/build-aarch64.sh runs the aarch64
+/// tests under emulation, where the kernel cannot exec the program itself).
+pub fn target_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match std::env::var_os("RDMA_TEST_RUNNER").filter(|r| !r.is_empty()) {
+        Some(runner) => {
+            let mut cmd = Command::new(runner);
+            cmd.arg(program);
+            cmd
+        }
+        None => Command::new(program),
+    }
+}
+
 /// `bound` times [`time_scale`].
 pub fn scaled(bound: Duration) -> Duration {
     bound * time_scale()

@@ -18,7 +18,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_rdma-container");
 
 /// A command line for the binary under test, with `RUST_LOG=info`.
 pub fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = target_command(BIN);
     cmd.args(args).env("RUST_LOG", "info");
     cmd
 }

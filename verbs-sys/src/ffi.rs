@@ -401,6 +401,12 @@ pub struct ibv_port_attr {
     pub port_cap_flags2: u16,
 }
 
+/// The bytes [`crate::Context::query_port`] leaves behind its `ibv_port_attr` for fields that
+/// rdma-core releases newer than our declaration append (`active_speed_ex` in Debian trixie's
+/// rdma-core, not in bookworm's, grows it from 52 to 56 bytes): the provider writes its own
+/// release's struct.
+pub const PORT_ATTR_ROOM_FOR_NEWER_FIELDS: usize = 64;
+
 /// `struct _compat_ibv_port_attr`: what the exported `ibv_query_port` symbol is declared to
 /// take. Incomplete in the C headers too; only ever used behind a pointer.
 #[repr(C)]

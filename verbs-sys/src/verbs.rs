@@ -164,7 +164,7 @@ pub struct Context(Arc<ContextInner>);
 #[repr(C)]
 struct PortAttrBuffer {
     attr: ffi::ibv_port_attr,
-    _newer_fields: [u8; 64],
+    _newer_fields: [u8; ffi::PORT_ATTR_ROOM_FOR_NEWER_FIELDS],
 }
 
 impl Context {
@@ -218,7 +218,8 @@ impl Context {
     /// `struct _compat_ibv_port_attr` (the leading fields of `ibv_port_attr`). We take that
     /// second path: zero a buffer and call the exported symbol. The provider writes the
     /// `ibv_port_attr` of *its* rdma-core release, which may have fields after ours, so the
-    /// buffer has 64 spare bytes behind our struct; we read only our fields.
+    /// buffer has [`ffi::PORT_ATTR_ROOM_FOR_NEWER_FIELDS`] spare bytes behind our struct; we
+    /// read only our fields.
     pub fn query_port(&self, port: u8) -> Result<ffi::ibv_port_attr> {
         let mut buf = MaybeUninit::<PortAttrBuffer>::zeroed();
         // SAFETY: the context is open; the buffer is zeroed, writable and larger than any
