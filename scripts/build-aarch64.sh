@@ -120,12 +120,7 @@ ensure_host_tools() {
 	local missing=()
 	command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 	command -v unshare >/dev/null || missing+=(util-linux)
-	[ ${#missing[@]} -eq 0 ] && return 0
-	[ "$(id -u)" = 0 ] || die "missing: ${missing[*]} (and not root to install them)"
-	log "installing ${missing[*]}"
-	apt-get update -qq >/dev/null || die "apt-get update failed"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
-		>/dev/null || die "apt-get install ${missing[*]} failed"
+	install_missing "${missing[@]}"
 }
 
 make_chroot() {

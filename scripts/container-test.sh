@@ -164,12 +164,7 @@ ensure_packages() {
 	# kube_play: scripts/kube-play.py runs with the system's python3 and its PyYAML
 	[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 	python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
-	[ ${#missing[@]} -eq 0 ] && return 0
-	[ "$(id -u)" = 0 ] || die "missing packages: ${missing[*]} (and not root to install them)"
-	log "installing ${missing[*]}"
-	apt-get update -qq >/dev/null || die "apt-get update failed"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
-		>/dev/null || die "apt-get install ${missing[*]} failed"
+	install_missing "${missing[@]}"
 }
 
 # A containers.conf for hosts like our CI machines (see --help), unless the caller has one.

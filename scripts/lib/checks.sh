@@ -22,3 +22,14 @@ show() { # file...
 		tail -n "${SHOW_LINES:-25}" "$f" | sed 's/^/  | /' >&2
 	done
 }
+
+# Installs the Debian packages named (those a check found missing) with apt, as root; dies
+# (the script's `die`) when it cannot.
+install_missing() { # package...
+	[ $# -eq 0 ] && return 0
+	[ "$(id -u)" = 0 ] || die "missing packages: $* (and not root to install them)"
+	log "installing $*"
+	apt-get update -qq >/dev/null || die "apt-get update failed"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" \
+		>/dev/null || die "apt-get install $* failed"
+}
