@@ -23,6 +23,8 @@ set_err_trap
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$SCRIPT_DIR/.." && pwd)
 GUEST_DIR=$SCRIPT_DIR/softroce-vm
+# shellcheck source=scripts/softroce-vm/host-aarch64.sh
+. "$GUEST_DIR/host-aarch64.sh"
 PROG=softroce-vm
 
 # Exit codes.
@@ -34,6 +36,8 @@ readonly EXIT_PASS=0 EXIT_FAIL=1 EXIT_NO_RESULT=2 EXIT_SETUP=3 EXIT_USAGE=64
 TRANSPORT=${SOFTROCE_VM_TRANSPORT:-verbs}
 CHECKS=messages,peer-lost,doctor,baseline
 BINARY=
+GUEST_ARCH=amd64 # --arch: amd64 (x86_64) or arm64 (aarch64; scripts/softroce-vm/host-aarch64.sh)
+CHECKS_GIVEN=
 OCI=${SOFTROCE_VM_OCI:-}
 TEST_BINARY=
 ACCEL=auto
@@ -108,6 +112,11 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
 Options:
   --transport T      verbs (default), auto or tcp: what the server and client are run with
                      (env SOFTROCE_VM_TRANSPORT)
+  --arch A           x86_64 (default) or aarch64: an aarch64 guest (qemu-system-aarch64,
+                     TCG) with an arm64 kernel and user space from Debian's arm64 packages,
+                     running the aarch64 binary (default dist/aarch64/rdma-container from
+                     scripts/build-aarch64.sh); checks messages, peer-lost and doctor only
+                     (default messages,peer-lost); the kernel: the newest of the suite
   --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,doctor,baseline,
                      container,rnr,suite,transport
                      (default: $CHECKS)
@@ -175,12 +184,16 @@ parse_args() {
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--transport | --checks | --binary | --accel | --timeout | --transfer-timeout | --mem | --smp | \
-			--kernel-suite | --kernel-pkg | --console | --oci | --test-binary)
+			--kernel-suite | --kernel-pkg | --console | --oci | --test-binary | --arch)
 			if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi ;;
 		esac
 		case "$1" in
 		--transport) TRANSPORT=$2; shift 2 ;;
-		--checks) CHECKS=$2; shift 2 ;;
+		--arch)
+			case "$2" in x86_64 | amd64) GUEST_ARCH=amd64 ;; aarch64 | arm64) GUEST_ARCH=arm64 ;;
+			*) usage_error "--arch must be x86_64 or aarch64" ;; esac
+			shift 2 ;;
+		--checks) CHECKS=$2; CHECKS_GIVEN=1; shift 2 ;;
 		--binary) BINARY=$2; shift 2 ;;
 		--oci) OCI=$2; shift 2 ;;
 		--test-binary) TEST_BINARY=$2; shift 2 ;;
@@ -202,6 +215,18 @@ parse_args() {
 	case "$TRANSPORT" in verbs | auto | tcp) ;; *) usage_error "--transport must be verbs, auto or tcp" ;; esac
 	case "$ACCEL" in auto | kvm | tcg) ;; *) usage_error "--accel must be auto, kvm or tcg" ;; esac
 	local c
+	if [ "$GUEST_ARCH" = arm64 ]; then
+		[ -n "$CHECKS_GIVEN" ] || CHECKS=messages,peer-lost
+		[ "$ACCEL" != kvm ] || usage_error "--arch aarch64 runs under TCG (no KVM for another architecture)"
+		ACCEL=tcg
+		# the pin is an amd64 package: the newest arm64 kernel of the suite, unless one is named
+		[ "$KERNEL_PKG" != "$KERNEL_PKG_PINNED" ] || KERNEL_PKG=latest
+		KERNEL_PKG_PINNED=none
+		[ "$KERNEL_SUITE" != host ] || usage_error "--arch aarch64 needs a suite (--kernel-suite), not host"
+		for c in ${CHECKS//,/ }; do
+			case "$c" in messages | peer-lost | doctor) ;; *) usage_error "check $c does not run on --arch aarch64 (messages, peer-lost, doctor)" ;; esac
+		done
+	fi
 	for c in ${CHECKS//,/ }; do
 		case "$c" in messages | peer-lost | link-flap | doctor | baseline | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
@@ -239,6 +264,11 @@ declare -A HOST_PACKAGES=(
 
 ensure_host_packages() {
 	local pkg missing=()
+	if [ "$GUEST_ARCH" = arm64 ]; then
+		HOST_PACKAGES[qemu-system-arm]=/usr/bin/qemu-system-aarch64
+		HOST_PACKAGES[mmdebstrap]=/usr/bin/mmdebstrap
+		HOST_PACKAGES[file]=/usr/bin/file
+	fi
 	if want_check container; then
 		# podman, conmon and runc are copied into the guest
 		HOST_PACKAGES[podman]=/usr/bin/podman
@@ -265,6 +295,10 @@ ensure_host_packages() {
 # 2. The binary under test
 # ---------------------------------------------------------------------------------------------
 prepare_binary() {
+	if [ "$GUEST_ARCH" = arm64 ]; then
+		prepare_binary_aarch64
+		return 0
+	fi
 	if [ -z "$BINARY" ]; then
 		local target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 		log "building the release binary (cargo build --release --locked, target dir $target)"
@@ -363,7 +397,7 @@ host_debian_mirror() {
 # host's apt configuration is neither used nor touched ("host" uses the host's sources).
 setup_private_apt() {
 	[ "$KERNEL_SUITE" = host ] && return 0
-	local dir=$CACHE/apt/$KERNEL_SUITE mirror
+	local dir=$CACHE/apt/$KERNEL_SUITE${GUEST_ARCH/#amd64/} mirror
 	mirror=${SOFTROCE_VM_MIRROR:-$(host_debian_mirror)}
 	[ -n "$mirror" ] || die "no Debian archive in the host's apt sources; set SOFTROCE_VM_MIRROR"
 	mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/sources.list.d"
@@ -371,6 +405,8 @@ setup_private_apt() {
 		"$mirror" "$KERNEL_SUITE" >"$dir/sources.list"
 	APT_OPTS=(-o "Dir::Etc::SourceList=$dir/sources.list" -o "Dir::Etc::SourceParts=$dir/sources.list.d"
 		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
+	# the guest's architecture's packages (the lists are cached per suite and architecture)
+	[ "$GUEST_ARCH" = amd64 ] || APT_OPTS+=(-o "APT::Architecture=$GUEST_ARCH" -o "APT::Architectures=$GUEST_ARCH")
 }
 
 apt_update() {
@@ -385,7 +421,7 @@ apt_update() {
 
 # The versioned image package linux-image-amd64 points at (e.g. linux-image-7.3.4+deb13-amd64).
 resolve_kernel_pkg() {
-	{ apt-cache "${APT_OPTS[@]}" depends linux-image-amd64 2>/dev/null || true; } |
+	{ apt-cache "${APT_OPTS[@]}" depends "linux-image-$GUEST_ARCH" 2>/dev/null || true; } |
 		awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }'
 }
 
@@ -453,7 +489,11 @@ build_kernel_bundle() {
 	local m
 	for m in "${GUEST_MODULES[@]}"; do bundle_module "$m" "$work/bundle"; done
 	grep -qx 'rdma_rxe.ko' "$work/bundle/modules.order" || die "$KERNEL_PKG has no rdma_rxe module"
-	cp "$vmlinuz" "$work/bundle/vmlinuz"
+	if [ "$GUEST_ARCH" = arm64 ]; then
+		arm64_kernel_image "$vmlinuz" "$work/bundle/vmlinuz"
+	else
+		cp "$vmlinuz" "$work/bundle/vmlinuz"
+	fi
 	echo "$kver" >"$work/bundle/kernel.release"
 	echo "${GUEST_MODULES[*]}" >"$work/bundle/modules.wanted"
 	rm -rf "$KERNEL_DIR" && mv "$work/bundle" "$KERNEL_DIR" && rm -rf "$work"
@@ -597,16 +637,9 @@ put_container_runtime() {
 	mv "$ROOT/opt/kube/plan.tmp" "$ROOT/opt/kube/plan"
 }
 
-build_initramfs() {
-	ROOT=$RUN_DIR/root
-	local d a
-	for d in usr/bin usr/sbin usr/lib usr/lib64 usr/local/bin etc/softroce-vm proc sys dev run tmp root var; do
-		mkdir -p "$ROOT/$d"
-	done
-	for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done
-	ln -s ../run "$ROOT/var/run"
-	chmod 1777 "$ROOT/tmp"
-
+# The x86_64 guest's user space: the host's busybox, GUEST_PROGRAMS and the libraries they and
+# rdma-container need.
+put_userland_host() {
 	cp /bin/busybox "$ROOT/usr/bin/busybox"
 	for a in $(/bin/busybox --list); do
 		[ -e "$ROOT/usr/bin/$a" ] || ln -s busybox "$ROOT/usr/bin/$a"
@@ -626,12 +659,33 @@ build_initramfs() {
 	done
 	for p in /usr/lib/*/libibverbs/librxe-rdmav*.so; do put_elf "$p"; done
 	put_file /etc/libibverbs.d/rxe.driver
+}
+
+build_initramfs() {
+	ROOT=$RUN_DIR/root
+	local d a
+	for d in usr/bin usr/sbin usr/lib usr/lib64 usr/local/bin etc/softroce-vm proc sys dev run tmp root var; do
+		mkdir -p "$ROOT/$d"
+	done
+	for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done
+	ln -s ../run "$ROOT/var/run"
+	chmod 1777 "$ROOT/tmp"
+
+	if [ "$GUEST_ARCH" = arm64 ]; then
+		put_userland_aarch64
+	else
+		put_userland_host
+	fi
 	printf 'root:x:0:0:root:/root:/bin/sh\n' >"$ROOT/etc/passwd"
 	printf 'root:x:0:\n' >"$ROOT/etc/group"
 	printf '127.0.0.1 localhost\n' >"$ROOT/etc/hosts"
 
 	# the binary under test, its libraries, the kernel modules, the guest scripts
-	put_elf "$BINARY" /usr/local/bin/rdma-container
+	if [ "$GUEST_ARCH" = arm64 ]; then
+		put_file "$BINARY" /usr/local/bin/rdma-container # its libraries are in the user space
+	else
+		put_elf "$BINARY" /usr/local/bin/rdma-container
+	fi
 	# release builds carry debug info (28 MB); the guest does not need it
 	strip --strip-debug "$ROOT/usr/local/bin/rdma-container" 2>/dev/null || true
 	mkdir -p "$ROOT/usr/lib/modules/$KERNEL_RELEASE"
@@ -696,7 +750,9 @@ choose_accel() {
 		if [ -z "$why" ]; then ACCEL=kvm; ACCEL_NOTE="kvm"; else ACCEL=tcg; ACCEL_NOTE="tcg ($why)"; fi
 		;;
 	esac
-	if [ "$ACCEL" = kvm ]; then
+	if [ "$GUEST_ARCH" = arm64 ]; then
+		ACCEL_ARGS=(-machine virt -accel "tcg,thread=multi" -cpu max)
+	elif [ "$ACCEL" = kvm ]; then
 		ACCEL_ARGS=(-accel kvm -cpu host)
 	else
 		ACCEL_ARGS=(-accel "tcg,thread=multi" -cpu max)
@@ -713,9 +769,13 @@ KERNEL_CMDLINE="console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init tsc=unstabl
 
 # Boots the VM once; the console goes to $CONSOLE (and stdout unless --quiet).
 boot_vm() {
-	local qemu=(qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m "$MEM" -smp "$SMP"
+	local cmdline=$KERNEL_CMDLINE qemu_bin=qemu-system-x86_64
+	if [ "$GUEST_ARCH" = arm64 ]; then
+		qemu_bin=qemu-system-aarch64 cmdline="console=ttyAMA0 panic=-1 quiet loglevel=4 rdinit=/init"
+	fi
+	local qemu=("$qemu_bin" "${ACCEL_ARGS[@]}" -m "$MEM" -smp "$SMP"
 		-nographic -no-reboot -nic none -serial mon:stdio
-		-kernel "$KERNEL_DIR/vmlinuz" -initrd "$INITRD" -append "$KERNEL_CMDLINE")
+		-kernel "$KERNEL_DIR/vmlinuz" -initrd "$INITRD" -append "$cmdline")
 	log "booting Linux $KERNEL_RELEASE with $ACCEL_NOTE, ${MEM} MiB, $SMP CPUs, timeout ${VM_TIMEOUT}s"
 	# qemu's status is data here (124 = timed out), not an unexpected error
 	trap - ERR
