@@ -94,13 +94,6 @@ impl<P: RolePath + ?Sized> Session<P> {
         let stream = bootstrap::connect(addr, connect_for, &|| config.stopped())?;
         let mut control = ControlChannel::new(stream)?;
         let deadline = deadline_after(Instant::now(), config.handshake_timeout);
-        let prepared = match Prepared::<P>::new(&control, BootstrapSide::Client, config) {
-            Ok(p) => p,
-            Err(e) => {
-                control.reject(&format!("the client could not set up its data path: {e}"));
-                return Err(e);
-            }
-        };
         let auth = match auth_of(config) {
             Ok(auth) => auth,
             Err(e) => {
@@ -108,7 +101,21 @@ impl<P: RolePath + ?Sized> Session<P> {
                 return Err(e);
             }
         };
-        let handshake = Handshake::client(prepared.hello.clone(), deadline, auth);
+        // Authenticated first, then our data path: the server's authentication window must
+        // not be spent on our set-up.
+        let mut handshake = Handshake::client_hello_later(deadline, auth);
+        until_our_hello(&mut control, &mut handshake, config, |_| {})?;
+        let prepared = match Prepared::<P>::new(&control, BootstrapSide::Client, config) {
+            Ok(p) => p,
+            Err(e) => {
+                control.reject(&format!("the client could not set up its data path: {e}"));
+                return Err(e);
+            }
+        };
+        if let Err(e) = handshake.our_hello(prepared.hello.clone()) {
+            run_failure_actions(&mut control, &mut handshake);
+            return Err(e);
+        }
         prepared.run(
             control,
             handshake,
@@ -219,18 +226,11 @@ pub(crate) fn read_hello(
             return Err(e);
         }
     }
-    while !handshake.awaits_our_hello() {
-        if handshake.is_authenticated() {
+    until_our_hello(&mut control, &mut handshake, config, |h| {
+        if h.is_authenticated() {
             authenticated.store(true, Ordering::Relaxed);
         }
-        // The authentication answers (AuthResponse) go out as the core queues them.
-        let stepped = send_actions(&mut control, &mut handshake)
-            .and_then(|()| step(&mut control, &mut handshake, config));
-        if let Err(e) = stepped {
-            run_failure_actions(&mut control, &mut handshake);
-            return Err(e);
-        }
-    }
+    })?;
     let hello = handshake
         .peer()
         .cloned()
@@ -240,6 +240,29 @@ pub(crate) fn read_hello(
         hello,
         handshake,
     })))
+}
+
+/// Runs the handshake until our hello is to be built (the server read the client's; the client
+/// proved the key, or has none): the authentication messages go out as the core queues them.
+/// `each_step` sees the handshake before every step. On failure the peer is told what the core
+/// says.
+fn until_our_hello(
+    control: &mut ControlChannel,
+    handshake: &mut Handshake,
+    config: &Config,
+    mut each_step: impl FnMut(&Handshake),
+) -> Result<()> {
+    while !handshake.awaits_our_hello() {
+        each_step(handshake);
+        let stepped =
+            send_actions(control, handshake).and_then(|()| step(control, handshake, config));
+        if let Err(e) = stepped {
+            run_failure_actions(control, handshake);
+            return Err(e);
+        }
+    }
+    // what is queued (the client's proof) goes out before our set-up
+    send_actions(control, handshake).inspect_err(|_| run_failure_actions(control, handshake))
 }
 
 /// What a new connection to the listener opened with.

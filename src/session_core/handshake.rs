@@ -2,7 +2,7 @@
 //!
 //! Order: with a pre-shared key, authentication first (the client's AuthChallenge with its
 //! nonce; the server's AuthResponse with its nonce and its proof; the client's AuthProof); then
-//! the client sends Hello; the server answers with Hello or Reject; both connect their data
+//! the client prepares its data path and sends Hello; the server answers with Hello or Reject; both connect their data
 //! paths with the blobs; the receiver posts every slot and sends Ready; the sender sends
 //! nothing before Ready. One deadline covers all of it on each side.
 //!
@@ -14,6 +14,10 @@
 //! ([`Handshake::poll_timeout`], pure), and the end: established, or an error.
 //!
 //! Rules kept here:
+//! - a client builds its hello (its data path: device, queue pairs, registered slots, which
+//!   can take seconds for a large window) only after its proof went out, so that the server's
+//!   authentication window measures one round trip, not our set-up
+//!   ([`Handshake::client_hello_later`]);
 //! - with a key, nothing but authentication happens before both ends proved it: a server
 //!   answers a client without the key (or with another one) in one round trip and sets nothing
 //!   up; a client refuses a server whose proof does not check (it does not hold our key); an end
@@ -151,19 +155,20 @@ pub(crate) struct Handshake {
 }
 
 impl Handshake {
-    /// A client that will play `ours.role`: its AuthChallenge (with a key) or its Hello
-    /// goes out first.
-    pub(crate) fn client(ours: Hello, deadline: Instant, auth: Option<Auth>) -> Self {
-        let first = match &auth {
-            Some(auth) => {
-                let nonce = auth.nonce;
-                (Stage::ServerResponse, Message::AuthChallenge { nonce })
-            }
-            None => (Stage::ServerHello, Message::Hello(ours.clone())),
+    /// A client that builds its hello only when [`Handshake::awaits_our_hello`] says so: after
+    /// its proof (with a key), or at once. Its hello goes in with [`Handshake::our_hello`].
+    pub(crate) fn client_hello_later(deadline: Instant, auth: Option<Auth>) -> Self {
+        let challenge = auth
+            .as_ref()
+            .map(|auth| Message::AuthChallenge { nonce: auth.nonce });
+        let stage = match challenge {
+            Some(_) => Stage::ServerResponse,
+            None => Stage::Preparing,
         };
-        let mut h = Self::new(Side::Client, first.0, deadline, auth);
-        h.actions.push_back(HandshakeAction::Send(first.1));
-        h.ours = Some(ours);
+        let mut h = Self::new(Side::Client, stage, deadline, auth);
+        if let Some(challenge) = challenge {
+            h.actions.push_back(HandshakeAction::Send(challenge));
+        }
         h
     }
 
@@ -212,7 +217,8 @@ impl Handshake {
         self.stage == Stage::Established
     }
 
-    /// Server: the client's Hello was read and our own is not built yet.
+    /// Our hello is to be built now: the server read the client's; a client made with
+    /// [`Handshake::client_hello_later`] proved the key (or has none).
     pub(crate) fn awaits_our_hello(&self) -> bool {
         self.stage == Stage::Preparing
     }
@@ -330,15 +336,10 @@ server meant)"
                 let proof = auth.key.client_proof(&auth.nonce, &nonce);
                 let proven = (auth.nonce, nonce);
                 self.proven_nonces = Some(proven);
-                let ours = self
-                    .ours
-                    .clone()
-                    .ok_or_else(|| Error::Internal("a client without its hello".to_owned()))?;
                 self.actions
                     .push_back(HandshakeAction::Send(Message::AuthProof { proof }));
-                self.actions
-                    .push_back(HandshakeAction::Send(Message::Hello(ours)));
-                self.stage = Stage::ServerHello;
+                // the driver prepares our data path now, then offers our hello
+                self.stage = Stage::Preparing;
                 Ok(())
             }
             (Stage::ClientHello, Message::AuthChallenge { .. }) => Err(Error::Refused(
@@ -382,13 +383,20 @@ client without one"
             .ok_or_else(|| Error::Internal("an authentication step without a key".to_owned()))
     }
 
-    /// Server: our data path is prepared and our Hello built; it is checked against the
-    /// client's and sent, or the client is told why not.
+    /// Our data path is prepared and our Hello built. A server checks it against the client's
+    /// and sends it, or tells the client why not; a client sends it.
     pub(crate) fn our_hello(&mut self, ours: Hello) -> Result<(), Error> {
         if self.stage != Stage::Preparing {
             return Err(Error::Internal(
-                "our hello offered outside the server's preparing step".to_owned(),
+                "our hello offered outside the preparing step".to_owned(),
             ));
+        }
+        if self.side == Side::Client {
+            self.actions
+                .push_back(HandshakeAction::Send(Message::Hello(ours.clone())));
+            self.ours = Some(ours);
+            self.stage = Stage::ServerHello;
+            return Ok(());
         }
         self.ours = Some(ours);
         let theirs = self.peer.take().ok_or_else(|| {
@@ -577,7 +585,7 @@ pub(crate) mod tests {
     fn a_receiving_client_says_ready_only_after_connecting_and_posting() {
         let now = Instant::now();
         let ours = hello(Role::Receiver, TransportKind::Tcp);
-        let mut h = Handshake::client(ours.clone(), now, None);
+        let mut h = client(ours.clone(), now, None);
         assert_eq!(drain(&mut h), [HandshakeAction::Send(Message::Hello(ours))]);
         h.on_message(Message::Hello(hello(Role::Sender, TransportKind::Tcp)))
             .unwrap();
@@ -630,13 +638,13 @@ pub(crate) mod tests {
             matches!(&drain(&mut h)[..], [HandshakeAction::Reject(r)] if r.starts_with("protocol violation"))
         );
 
-        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
+        let mut h = client(hello(Role::Sender, TransportKind::Tcp), now, None);
         drain(&mut h);
         let e = h.on_message(Message::reject("busy")).unwrap_err();
         assert!(matches!(e, Error::Rejected(ref r) if r == "busy"), "{e}");
         assert!(drain(&mut h).is_empty(), "a Reject is not answered");
 
-        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
+        let mut h = client(hello(Role::Sender, TransportKind::Tcp), now, None);
         h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
             .unwrap();
         h.on_connected(false).unwrap();
@@ -650,7 +658,7 @@ pub(crate) mod tests {
     #[test]
     fn data_before_ready_is_a_violation_the_sender_is_told_about() {
         let now = Instant::now();
-        let mut h = Handshake::client(hello(Role::Receiver, TransportKind::Tcp), now, None);
+        let mut h = client(hello(Role::Receiver, TransportKind::Tcp), now, None);
         h.on_message(Message::Hello(hello(Role::Sender, TransportKind::Tcp)))
             .unwrap();
         drain(&mut h);
@@ -664,7 +672,7 @@ pub(crate) mod tests {
         );
         assert!(!h.is_established());
         // A sender's peer is the receiver: nothing it could send early is data.
-        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
+        let mut h = client(hello(Role::Sender, TransportKind::Tcp), now, None);
         h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
             .unwrap();
         h.on_connected(true).unwrap();
@@ -673,7 +681,7 @@ pub(crate) mod tests {
     #[test]
     fn mismatched_peers_are_refused_with_the_reason_sent() {
         let now = Instant::now();
-        let mut h = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
+        let mut h = client(hello(Role::Sender, TransportKind::Tcp), now, None);
         drain(&mut h);
         let e = h
             .on_message(Message::Hello(hello(Role::Sender, TransportKind::Tcp)))
@@ -761,6 +769,18 @@ pub(crate) mod tests {
         })
     }
 
+    /// A client whose hello is offered at once when it has no key; with a key, `exchange`
+    /// offers a sender's hello over tcp once it proved the key (as the driver does after its
+    /// set-up).
+    fn client(ours: Hello, deadline: Instant, auth: Option<Auth>) -> Handshake {
+        let mut h = Handshake::client_hello_later(deadline, auth);
+        if h.awaits_our_hello() {
+            h.our_hello(ours)
+                .expect("a client without a key takes its hello at once");
+        }
+        h
+    }
+
     /// Passes messages between a client and a server until both are quiet (the server
     /// prepares a receiver's hello over tcp when asked): each end's first error.
     fn exchange(client: &mut Handshake, server: &mut Handshake) -> (Option<Error>, Option<Error>) {
@@ -778,6 +798,11 @@ pub(crate) mod tests {
         for _ in 0..50 {
             outbox(client, &mut to_server);
             outbox(server, &mut to_client);
+            if client_error.is_none() && client.awaits_our_hello() {
+                client_error = client
+                    .our_hello(hello(Role::Sender, TransportKind::Tcp))
+                    .err();
+            }
             if server_error.is_none() && server.awaits_our_hello() {
                 server_error = server
                     .our_hello(hello(Role::Receiver, TransportKind::Tcp))
@@ -797,10 +822,45 @@ pub(crate) mod tests {
         (client_error, server_error)
     }
 
+    /// The server's authentication window measures one round trip: the client sends its proof
+    /// before it builds its hello (its data path), not after.
+    #[test]
+    fn a_keyed_client_proves_the_key_before_it_builds_its_hello() {
+        let now = Instant::now();
+        let mut c = Handshake::client_hello_later(now + Duration::from_secs(10), auth(1, 10));
+        let mut s = Handshake::server(now, now + Duration::from_secs(10), auth(1, 20));
+        assert!(
+            !c.awaits_our_hello(),
+            "nothing to build before the server answered"
+        );
+        let Some(HandshakeAction::Send(challenge)) = c.poll_action() else {
+            panic!("the challenge goes first")
+        };
+        s.on_message(challenge).expect("challenge");
+        let Some(HandshakeAction::Send(response)) = s.poll_action() else {
+            panic!("the server answers")
+        };
+        c.on_message(response).expect("the server holds our key");
+        assert!(matches!(
+            c.poll_action(),
+            Some(HandshakeAction::Send(Message::AuthProof { .. }))
+        ));
+        assert!(c.awaits_our_hello(), "the proof is out: now our data path");
+        assert_eq!(c.poll_action(), None, "no hello before we built it");
+        c.our_hello(hello(Role::Sender, TransportKind::Tcp))
+            .expect("hello");
+        assert!(matches!(
+            c.poll_action(),
+            Some(HandshakeAction::Send(Message::Hello(_)))
+        ));
+        // Without a key the hello is the first thing to build.
+        assert!(Handshake::client_hello_later(now, None).awaits_our_hello());
+    }
+
     #[test]
     fn the_same_key_on_both_ends_leads_to_the_hellos() {
         let now = Instant::now();
-        let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
+        let mut c = client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
         let mut s = Handshake::server(now, now, auth(1, 20));
         let (ce, se) = exchange(&mut c, &mut s);
         assert!(ce.is_none() && se.is_none(), "{ce:?} {se:?}");
@@ -811,7 +871,7 @@ pub(crate) mod tests {
     #[test]
     fn another_key_is_refused_in_one_round_trip_before_any_hello() {
         let now = Instant::now();
-        let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
+        let mut c = client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
         let mut s = Handshake::server(now, now, auth(2, 20));
         let (ce, se) = exchange(&mut c, &mut s);
         assert!(matches!(ce, Some(Error::AuthenticationFailed(_))), "{ce:?}");
@@ -825,7 +885,7 @@ pub(crate) mod tests {
     #[test]
     fn a_key_on_one_side_only_is_refused_with_a_reason_that_says_so() {
         let now = Instant::now();
-        let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, None);
+        let mut c = client(hello(Role::Sender, TransportKind::Tcp), now, None);
         let mut s = Handshake::server(now, now, auth(1, 20));
         let (ce, se) = exchange(&mut c, &mut s);
         assert!(matches!(se, Some(Error::Refused(_))), "{se:?}");
@@ -833,7 +893,7 @@ pub(crate) mod tests {
             matches!(ce, Some(Error::Rejected(ref r)) if r.contains("authentication required")),
             "{ce:?}"
         );
-        let mut c = Handshake::client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
+        let mut c = client(hello(Role::Sender, TransportKind::Tcp), now, auth(1, 10));
         let mut s = Handshake::server(now, now, None);
         let (ce, se) = exchange(&mut c, &mut s);
         assert!(matches!(se, Some(Error::Refused(_))), "{se:?}");
@@ -907,7 +967,7 @@ pub(crate) mod tests {
             })
         );
 
-        let mut c = Handshake::client(
+        let mut c = client(
             hello(Role::Sender, TransportKind::Tcp),
             deadline,
             auth(1, 10),

@@ -721,7 +721,7 @@ proptest! {
             nonce: [nonce; 32],
         });
         let mut ends = [
-            Handshake::client(client_hello, deadline, auth(client_key, 11)),
+            Handshake::client_hello_later(deadline, auth(client_key, 11)),
             Handshake::server(now, deadline, auth(server_key, 22)),
         ];
         let mut wires: [VecDeque<Message>; 2] = [VecDeque::new(), VecDeque::new()];
@@ -730,6 +730,7 @@ proptest! {
         let mut ready_seen = [false, false];
         let mut failed = [false, false];
         let mut server_prepared = false;
+        let mut client_prepared = false;
         let mut steps = 0usize;
         let mut injected = false;
         let mut schedule = order.into_iter().chain(std::iter::repeat_n(0..4u8, 50).flatten());
@@ -788,6 +789,18 @@ proptest! {
             }
             if i == 1 && server_key != client_key {
                 prop_assert!(ends[1].peer().is_none(), "a hello got past a key mismatch");
+            }
+            // The client builds its hello only once it may (after its proof, with a key).
+            if i == 0 && ends[0].awaits_our_hello() && !client_prepared {
+                client_prepared = true;
+                prop_assert!(
+                    client_key == 0 || ends[0].proven_nonces().is_some(),
+                    "a keyed client prepared before it proved the key"
+                );
+                if ends[0].our_hello(client_hello.clone()).is_err() {
+                    failed[0] = true;
+                }
+                continue;
             }
             if i == 1 && ends[1].awaits_our_hello() && !server_prepared {
                 server_prepared = true;
