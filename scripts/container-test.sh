@@ -700,6 +700,7 @@ main() {
 		check_session
 		check_stop
 		[ -z "$MANIFEST_WITH" ] || check_manifest
+		[ -n "$OCI_OUT" ] && export_oci
 	elif [ "$ARCH" = amd64 ] && check_build; then
 		check_size
 		check_version

@@ -115,7 +115,8 @@ Options:
   --arch A           x86_64 (default) or aarch64: an aarch64 guest (qemu-system-aarch64,
                      TCG) with an arm64 kernel and user space from Debian's arm64 packages,
                      running the aarch64 binary (default dist/aarch64/rdma-container from
-                     scripts/build-aarch64.sh); checks messages, peer-lost and doctor only
+                     scripts/build-aarch64.sh); checks messages, peer-lost, doctor and
+                     container (the arm64 image: scripts/container-test.sh --arch arm64)
                      (default messages,peer-lost); the kernel: the newest of the suite
   --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,doctor,baseline,
                      container,rnr,suite,transport
@@ -224,7 +225,7 @@ parse_args() {
 		KERNEL_PKG_PINNED=none
 		[ "$KERNEL_SUITE" != host ] || usage_error "--arch aarch64 needs a suite (--kernel-suite), not host"
 		for c in ${CHECKS//,/ }; do
-			case "$c" in messages | peer-lost | doctor) ;; *) usage_error "check $c does not run on --arch aarch64 (messages, peer-lost, doctor)" ;; esac
+			case "$c" in messages | peer-lost | doctor | container) ;; *) usage_error "check $c does not run on --arch aarch64 (messages, peer-lost, doctor, container)" ;; esac
 		done
 	fi
 	for c in ${CHECKS//,/ }; do
@@ -269,7 +270,11 @@ ensure_host_packages() {
 		HOST_PACKAGES[mmdebstrap]=/usr/bin/mmdebstrap
 		HOST_PACKAGES[file]=/usr/bin/file
 	fi
-	if want_check container; then
+	if want_check container && [ "$GUEST_ARCH" = arm64 ]; then
+		# the guest's podman comes from arm64 packages; the host's makes the arm64 image
+		HOST_PACKAGES[podman]=/usr/bin/podman
+		HOST_PACKAGES[python3-yaml]=/usr/lib/python3/dist-packages/yaml/__init__.py
+	elif want_check container; then
 		# podman, conmon and runc are copied into the guest
 		HOST_PACKAGES[podman]=/usr/bin/podman
 		HOST_PACKAGES[conmon]=/usr/bin/conmon
@@ -371,8 +376,9 @@ prepare_oci() {
 	want_check container || return 0
 	if [ -z "$OCI" ]; then
 		OCI=$CACHE/oci
-		log "making the image for the container check (scripts/container-test.sh --oci-out $OCI)"
-		"$SCRIPT_DIR/container-test.sh" --binary "$BINARY" --oci-out "$OCI" --no-lint >&2 ||
+		[ "$GUEST_ARCH" = amd64 ] || OCI=$CACHE/oci-$GUEST_ARCH
+		log "making the $GUEST_ARCH image for the container check (scripts/container-test.sh --arch $GUEST_ARCH --oci-out $OCI)"
+		"$SCRIPT_DIR/container-test.sh" --arch "$GUEST_ARCH" --binary "$BINARY" --oci-out "$OCI" --no-lint >&2 ||
 			die "scripts/container-test.sh failed: no image for the container check"
 	fi
 	[ -f "$OCI/index.json" ] || die "no OCI layout at $OCI (scripts/container-test.sh --oci-out $OCI makes one)"
@@ -601,11 +607,19 @@ GUEST_PROGRAMS=(
 # the image as an OCI layout under /opt/oci.
 put_container_runtime() {
 	local p
-	for p in /usr/bin/podman /usr/bin/conmon /usr/sbin/runc /usr/bin/stat /usr/bin/catatonit; do
-		put_elf "$p"
-	done
-	put_file /etc/containers/policy.json
-	put_file /usr/share/containers/seccomp.json
+	if [ "$GUEST_ARCH" = arm64 ]; then
+		# in the arm64 user space (host-aarch64.sh's ARM64_CONTAINER_PACKAGES)
+		for p in /usr/bin/podman /usr/bin/conmon /usr/sbin/runc /usr/bin/catatonit \
+			/etc/containers/policy.json /usr/share/containers/seccomp.json; do
+			[ -e "$ROOT$p" ] || die "$p is missing from the arm64 user space"
+		done
+	else
+		for p in /usr/bin/podman /usr/bin/conmon /usr/sbin/runc /usr/bin/stat /usr/bin/catatonit; do
+			put_elf "$p"
+		done
+		put_file /etc/containers/policy.json
+		put_file /usr/share/containers/seccomp.json
+	fi
 	mkdir -p "$ROOT/etc/containers" "$ROOT/var/lib/containers" "$ROOT/var/tmp"
 	# cgroupfs: there is no systemd; file: no journald; no_pivot_root: pivot_root(2) fails on an
 	# initramfs root, so the runtime moves the root and chroots instead.

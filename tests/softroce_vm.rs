@@ -107,6 +107,11 @@ fn bad_options_exit_with_the_usage_status() {
         &["--oci"],
         &["--test-binary"],
         &["--checks", "messages,rnr,bogus"],
+        // the aarch64 guest runs messages, peer-lost, doctor and container only, under TCG
+        &["--arch", "aarch64", "--checks", "messages,link-flap"],
+        &["--arch", "aarch64", "--checks", "container,suite"],
+        &["--arch", "aarch64", "--accel", "kvm"],
+        &["--arch", "riscv64"],
     ] {
         let out = host_script(args);
         assert_eq!(

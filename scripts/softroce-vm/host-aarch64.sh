@@ -9,6 +9,8 @@
 # libraries come from there, and busybox for the rest.
 ARM64_PACKAGES=(busybox-static bash coreutils util-linux iproute2 libibverbs1 librdmacm1
 	ibverbs-providers ibverbs-utils perftest jq strace libgcc-s1)
+# With the container check: podman and what it runs (the x86_64 guest copies the host's).
+ARM64_CONTAINER_PACKAGES=(podman conmon runc catatonit golang-github-containers-common)
 
 # The aarch64 binary under test: --binary, or dist/aarch64/rdma-container from
 # scripts/build-aarch64.sh (built here when missing). It cannot run on this host.
@@ -33,6 +35,7 @@ prepare_binary_aarch64() {
 arm64_userland() {
 	local key week mirror
 	week=$(date +%G-w%V)
+	if want_check container; then ARM64_PACKAGES+=("${ARM64_CONTAINER_PACKAGES[@]}"); fi
 	key=$(printf '%s\n' "${ARM64_PACKAGES[@]}" | sha256sum | cut -c1-12)
 	ARM64_TREE=$CACHE/arm64-userland/$key-$week
 	[ -x "$ARM64_TREE/usr/bin/bash" ] && return 0
@@ -48,8 +51,8 @@ arm64_userland() {
 		bookworm "$ARM64_TREE.tmp" "deb $mirror bookworm main" >"$CACHE/arm64-userland/mmdebstrap.log" 2>&1 ||
 		{ tail -n 20 "$CACHE/arm64-userland/mmdebstrap.log" >&2; die "mmdebstrap (arm64, extract) failed"; }
 	mv "$ARM64_TREE.tmp" "$ARM64_TREE"
-	# the trees of other weeks and package lists
-	find "$CACHE/arm64-userland" -mindepth 1 -maxdepth 1 -type d ! -name "${ARM64_TREE##*/}" -exec rm -rf {} +
+	# the trees of other weeks (those of the other package list stay: with and without podman)
+	find "$CACHE/arm64-userland" -mindepth 1 -maxdepth 1 -type d ! -name "*-$week" -exec rm -rf {} +
 }
 
 # The guest's user space from $ARM64_TREE: every file of those packages (a few tens of MB; the
