@@ -337,7 +337,7 @@ prepare_test_binary() {
 
 # The test executables for the suite check, and the debug binary they run (its path is compiled
 # into them, so the guest gets it at the same path).
-SUITE_TESTS=(process sessions session rules soak alloc checksum restart credits_rule)
+SUITE_TESTS=(process sessions session rules soak alloc checksum restart credits_rule event_loop tokio)
 SUITE_EXES=()
 prepare_suite() {
 	want_check suite || return 0

@@ -160,6 +160,20 @@ place (after {messages} message(s))"
     #[error("interrupted")]
     Interrupted,
 
+    /// A `try_` call found nothing to do without waiting (no message arrived, no credit or
+    /// staging slot free, no client waiting): the session stays usable; wait on the readiness
+    /// descriptor ([`crate::RdmaSrc`]'s `AsFd`) and try again.
+    #[error("not ready: the call would have to wait")]
+    WouldBlock,
+
+    /// A call given a deadline (`recv_timeout`, `send_timeout`, `finish_timeout`) reached it
+    /// before it was done: nothing was delivered or sent by it, and the session stays usable.
+    #[error("the call's deadline of {waited:?} passed before it was done")]
+    DeadlinePassed {
+        /// The time the call was given.
+        waited: std::time::Duration,
+    },
+
     /// The session has already ended (Finish sent or received, or an earlier error).
     #[error("the session is closed")]
     Closed,

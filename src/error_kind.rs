@@ -41,6 +41,9 @@ pub enum ErrorKind {
     TakenOver,
     /// The caller's stop flag interrupted a wait; the session stays usable.
     Interrupted,
+    /// A `try_` call would have had to wait, or a call's own deadline passed: the session stays
+    /// usable, try again ([`Error::WouldBlock`], [`Error::DeadlinePassed`]).
+    WouldBlock,
     /// The session had already ended.
     Closed,
     /// One of our own invariants failed: a bug.
@@ -63,13 +66,14 @@ impl ErrorKind {
             ErrorKind::PathFailed => "transport",
             ErrorKind::TakenOver => "taken_over",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::WouldBlock => "would_block",
             ErrorKind::Closed => "closed",
             ErrorKind::Internal => "internal",
         }
     }
 
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::Config,
         ErrorKind::Host,
         ErrorKind::Unreachable,
@@ -82,6 +86,7 @@ impl ErrorKind {
         ErrorKind::PathFailed,
         ErrorKind::TakenOver,
         ErrorKind::Interrupted,
+        ErrorKind::WouldBlock,
         ErrorKind::Closed,
         ErrorKind::Internal,
     ];
@@ -197,6 +202,7 @@ impl Error {
             | Error::TransportProtocol { .. } => ErrorKind::PathFailed,
             Error::TakenOver { .. } => ErrorKind::TakenOver,
             Error::Interrupted => ErrorKind::Interrupted,
+            Error::WouldBlock | Error::DeadlinePassed { .. } => ErrorKind::WouldBlock,
             Error::Closed => ErrorKind::Closed,
             Error::Internal(_) => ErrorKind::Internal,
         }

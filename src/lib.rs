@@ -61,6 +61,8 @@ mod sender;
 mod session;
 mod session_core;
 mod time;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 pub(crate) mod transport;
 
 pub use auth::AuthKey;

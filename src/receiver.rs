@@ -13,8 +13,9 @@ use crate::config::Config;
 use crate::net::{Lost, Received, SendFailed};
 use crate::proto::Counts;
 use crate::proto::{Checksum, Message, Role};
+use crate::session::readiness::Readiness;
 use crate::session::resume::{ResumeCore, ResumeCounters};
-use crate::session::{Flow, StopFlag, Watch, Woke};
+use crate::session::{Flow, Patience, Paused, StopFlag, Watch};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::lifecycle::{Lifecycle, Trigger};
 use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
@@ -40,6 +41,10 @@ pub struct RdmaSrc {
     checksum: Checksum,
     /// The clock reading arrivals share between two waits.
     stamp: Stamp,
+    /// The descriptor an event loop waits on between `try_recv` calls (`AsFd`).
+    readiness: Readiness,
+    /// The payload length of the message held (checked), until the next call.
+    held_len: Option<usize>,
 }
 
 impl RdmaSrc {
@@ -71,6 +76,8 @@ impl RdmaSrc {
             arrivals: Vec::with_capacity(slots as usize + 16),
             control_readable: true,
             stamp: Stamp::default(),
+            readiness: Readiness::new()?,
+            held_len: None,
         })
     }
 
@@ -114,30 +121,73 @@ impl RdmaSrc {
     /// [`Error::Interrupted`] when the stop flag is set while waiting (the session stays
     /// usable); [`Error::Closed`] after an earlier error.
     pub fn recv(&mut self) -> Result<Option<&[u8]>> {
+        self.recv_within(Patience::Unbounded)
+    }
+
+    /// Like [`RdmaSrc::recv`], waiting at most `timeout` for the next message.
+    ///
+    /// # Errors
+    /// [`Error::DeadlinePassed`] when no message came in time (the session stays usable, the
+    /// previous message is released); otherwise as for [`RdmaSrc::recv`].
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<&[u8]>> {
+        self.recv_within(Patience::after(timeout))
+    }
+
+    /// Like [`RdmaSrc::recv`], without waiting: the next message if one has arrived.
+    ///
+    /// # Errors
+    /// [`Error::WouldBlock`] when none has (the session stays usable, the previous message is
+    /// released, and the readiness descriptor is armed: wait until it is readable, then call
+    /// again); otherwise as for [`RdmaSrc::recv`]. Two waits can still happen inside: repairing
+    /// a break of a resumable session (up to its resume timeout), and, at the end of a
+    /// resumable stream, the sender's close (a few seconds at most).
+    pub fn try_recv(&mut self) -> Result<Option<&[u8]>> {
+        self.recv_within(Patience::Never)
+    }
+
+    fn recv_within(&mut self, patience: Patience) -> Result<Option<&[u8]>> {
+        if self.advance(patience)? {
+            Ok(self.held_message())
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Releases the message held and makes the next one held (checked), waiting as `patience`
+    /// allows: `true` when one is held ([`RdmaSrc::held_message`]), `false` at end of stream.
+    /// The async wrappers call it and then borrow the message, so that a loop that waits
+    /// between tries never holds a borrow.
+    pub(crate) fn advance(&mut self, patience: Patience) -> Result<bool> {
+        self.held_len = None;
         if self.core.is_ended() {
-            return Ok(None);
+            return Ok(false);
         }
         if !self.core.is_open() {
             return Err(Error::Closed);
         }
-        let delivered = self.deliver();
+        if self.session.after_readiness_wait(&mut self.readiness) {
+            self.control_readable = true;
+        }
+        let delivered = self.deliver(patience);
         if let Err(e) = &delivered {
             self.core.on_error(e);
             // The failure's own actions (a Reject, closing); the first error says more.
             let _ = self.run_actions();
         }
-        if !delivered? {
-            return Ok(None);
+        match delivered? {
+            None => return Err(patience.gave_up()),
+            Some(false) => return Ok(false),
+            Some(true) => {}
         }
         let index = self.core.delivered().saturating_sub(1);
         let Some(held) = self.core.held() else {
-            return Ok(None);
+            return Ok(false);
         };
         match checksum::check(self.checksum, self.session.transport.message(held), index) {
-            Ok(len) => Ok(self
-                .core
-                .held()
-                .map(|held| &self.session.transport.message(held)[..len])),
+            Ok(len) => {
+                self.held_len = Some(len);
+                Ok(true)
+            }
             Err(e) => {
                 self.core.fail_held(&e);
                 let _ = self.run_actions();
@@ -146,7 +196,15 @@ impl RdmaSrc {
         }
     }
 
-    /// Delivers the next message (`false`: end of stream), with its actions (re-posting the
+    /// The message [`RdmaSrc::advance`] made held (its payload, without a checksum trailer).
+    pub(crate) fn held_message(&self) -> Option<&[u8]> {
+        let len = self.held_len?;
+        self.core
+            .held()
+            .map(|held| &self.session.transport.message(held)[..len])
+    }
+
+    /// Delivers the next message (`false`: end of stream; `None`: `patience` ran out first), with its actions (re-posting the
     /// released slot, credits) part of the call: a failure there gets the same policy as any
     /// other. Every failure, and a resume attempt that arrives, goes to the lifecycle core
     /// ([`Session::resume`](crate::session::Session)), which resumes or ends the session. A
@@ -156,25 +214,31 @@ impl RdmaSrc {
     /// session then resumes or ends. At the end of a resumable stream the sender must have
     /// heard us let it go: if the control connection breaks first, the session resumes and
     /// lets it go again.
-    fn deliver(&mut self) -> Result<bool> {
+    fn deliver(&mut self, patience: Patience) -> Result<Option<bool>> {
         loop {
-            let delivered = self.next_message_resuming()?;
+            let Some(delivered) = self.next_message_resuming(patience)? else {
+                // Nothing delivered, but the released slot may have actions left.
+                self.run_actions_resuming(false)?;
+                return Ok(None);
+            };
             let delivered = self.run_actions_resuming(delivered)?;
             if delivered || !self.session.resumes() {
-                return Ok(delivered);
+                return Ok(Some(delivered));
             }
             match self.await_sender_close() {
-                Ok(()) => return Ok(false),
+                Ok(()) => return Ok(Some(false)),
                 Err(e) => self.resume_after(Trigger::Failed(e))?,
             }
         }
     }
 
-    /// [`RdmaSrc::next_message`], through the resumes the lifecycle decides on.
-    fn next_message_resuming(&mut self) -> Result<bool> {
+    /// [`RdmaSrc::next_message`], through the resumes the lifecycle decides on (`None`:
+    /// `patience` ran out).
+    fn next_message_resuming(&mut self, patience: Patience) -> Result<Option<bool>> {
         loop {
-            let trigger = match self.next_message() {
-                Ok(Flow::Done(delivered)) => return Ok(delivered),
+            let trigger = match self.next_message(patience) {
+                Ok(Flow::Done(delivered)) => return Ok(Some(delivered)),
+                Ok(Flow::NotReady) => return Ok(None),
                 Ok(Flow::ResumeAttempt) => Trigger::AttemptArrived,
                 Err(e) => Trigger::Failed(e),
             };
@@ -297,8 +361,8 @@ impl RdmaSrc {
         Ok(())
     }
 
-    /// Whether a message is delivered (`false`: end of stream).
-    fn next_message(&mut self) -> Result<Flow<bool>> {
+    /// Whether a message is delivered (`false`: end of stream), waiting as `patience` allows.
+    fn next_message(&mut self, patience: Patience) -> Result<Flow<bool>> {
         let mut polled = false;
         let mut busy = BusyPoll::new(self.session.config.busy_poll);
         loop {
@@ -318,6 +382,7 @@ impl RdmaSrc {
             }
             polled = false;
             match busy.next_round() {
+                _ if !patience.may_spin() => {}
                 Spin::Again | Spin::AgainChecked(_) => continue,
                 Spin::AgainLookAround(_) => {
                     // Now and then, the control channel too.
@@ -337,9 +402,14 @@ impl RdmaSrc {
                 data: !self.core.data_closed(),
                 stop: StopFlag::Honoured,
             };
-            match self.session.wait(now, self.core.poll_timeout(), watch)? {
-                Woke::Ready { control } => self.control_readable = control,
-                Woke::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+            let until = self.core.poll_timeout();
+            match self
+                .session
+                .pause(patience, &mut self.readiness, now, until, watch)?
+            {
+                Paused::Ready { control } => self.control_readable = control,
+                Paused::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+                Paused::NotReady => return Ok(Flow::NotReady),
             }
             // What arrives after the wait is stamped with this reading (re-stamped before the
             // next wait): a wait costs one clock read.
@@ -410,6 +480,23 @@ impl RdmaSrc {
         }
         self.control_readable = false;
         Ok(())
+    }
+}
+
+/// The readiness descriptor (rules 1 to 4 of `session::readiness`): it turns readable when
+/// [`RdmaSrc::try_recv`] may make progress. It is armed only by a `try_recv` (or a
+/// [`RdmaSrc::recv_timeout`] that ran out) that said [`Error::WouldBlock`]; wake-ups may be
+/// spurious; call until `WouldBlock` before waiting; never read it; it stays the same
+/// descriptor for the session's life, across a resume.
+impl std::os::fd::AsFd for RdmaSrc {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.readiness.as_fd()
+    }
+}
+
+impl std::os::fd::AsRawFd for RdmaSrc {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.readiness)
     }
 }
 

@@ -15,8 +15,9 @@ use crate::config::Config;
 use crate::net::{Received, SendFailed};
 use crate::proto::Counts;
 use crate::proto::{Checksum, Message, Role};
+use crate::session::readiness::Readiness;
 use crate::session::resume::{ResumeCore, ResumeCounters};
-use crate::session::{Flow, StopFlag, Watch, Woke};
+use crate::session::{Flow, Patience, Paused, StopFlag, Watch};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::lifecycle::Trigger;
 use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
@@ -50,6 +51,8 @@ pub struct RdmaSink {
     released_at_wait: u64,
     /// Each staging slot's last message length on the wire (a resume sends it again).
     wire_lens: Vec<usize>,
+    /// The descriptor an event loop waits on between `try_send` calls (`AsFd`).
+    readiness: Readiness,
 }
 
 impl RdmaSink {
@@ -94,6 +97,7 @@ impl RdmaSink {
             credit_wait: Duration::ZERO,
             checksum: session.info.checksum(),
             corrupt: session.config.test_faults.corrupt_message,
+            readiness: Readiness::new()?,
             session,
         })
     }
@@ -151,7 +155,84 @@ impl RdmaSink {
     /// breaks the protocol; [`Error::Interrupted`] when the stop flag is set while waiting
     /// (the session stays usable); [`Error::Closed`] after the session ended.
     pub fn send(&mut self, data: &[u8]) -> Result<()> {
-        self.send_in_place(data.len(), |slot| slot.copy_from_slice(data))
+        self.send_within(Patience::Unbounded, data.len(), |slot| {
+            slot.copy_from_slice(data)
+        })
+    }
+
+    /// Like [`RdmaSink::send`], waiting at most `timeout` for a credit and a staging slot.
+    ///
+    /// # Errors
+    /// [`Error::DeadlinePassed`] when none was free in time: nothing was sent, the session
+    /// stays usable; otherwise as for [`RdmaSink::send`].
+    pub fn send_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<()> {
+        self.send_within(Patience::after(timeout), data.len(), |slot| {
+            slot.copy_from_slice(data)
+        })
+    }
+
+    /// Like [`RdmaSink::send`], without waiting: sends `data` if a credit and a staging slot
+    /// are free now.
+    ///
+    /// On tcp a message the kernel did not take whole is finished by the later calls on this
+    /// sink; one that has nothing more to send calls [`RdmaSink::try_flush`] until it says
+    /// `Ok` (the blocking calls do this themselves).
+    ///
+    /// # Errors
+    /// [`Error::WouldBlock`] when no credit or slot is free: nothing was sent, the session
+    /// stays usable, and the readiness descriptor is armed (wait until it is readable, then
+    /// call again); otherwise as for [`RdmaSink::send`]. Repairing a break of a resumable
+    /// session waits inside the call (up to its resume timeout).
+    pub fn try_send(&mut self, data: &[u8]) -> Result<()> {
+        self.send_within(Patience::Never, data.len(), |slot| {
+            slot.copy_from_slice(data)
+        })
+    }
+
+    /// Hands on what a [`RdmaSink::try_send`] left queued (tcp only: bytes the kernel did not
+    /// take yet; on RDMA the NIC needs no help and this returns `Ok` at once).
+    ///
+    /// # Errors
+    /// [`Error::WouldBlock`] while bytes remain (the readiness descriptor is armed for the
+    /// socket's writability); the session's failures as for [`RdmaSink::send`].
+    pub fn try_flush(&mut self) -> Result<()> {
+        if !self.core.is_open() {
+            return Err(Error::Closed);
+        }
+        self.after_readiness_wait();
+        let result = loop {
+            match self.push_output(Patience::Never) {
+                Ok(Flow::Done(())) => break Ok(true),
+                Ok(Flow::NotReady) => break Ok(false),
+                Ok(Flow::ResumeAttempt) => {
+                    if let Err(e) = self.resume_or(Trigger::AttemptArrived) {
+                        break Err(e);
+                    }
+                }
+                Err(e) => {
+                    if let Err(e) = self.resume_or(Trigger::Failed(e)) {
+                        break Err(e);
+                    }
+                }
+            }
+        };
+        match self.after(result)? {
+            true => Ok(()),
+            false => Err(Error::WouldBlock),
+        }
+    }
+
+    /// Whether a message's bytes wait for this process to hand them on (tcp only; see
+    /// [`RdmaSink::try_flush`]).
+    pub fn has_queued_output(&self) -> bool {
+        self.session.transport.output_queued()
+    }
+
+    /// After a call that armed the readiness descriptor: the application waited on it.
+    fn after_readiness_wait(&mut self) {
+        if self.session.after_readiness_wait(&mut self.readiness) {
+            self.control_readable = true;
+        }
     }
 
     /// Sends one `len`-byte message that `fill` writes straight into the registered staging
@@ -165,6 +246,16 @@ impl RdmaSink {
     /// # Errors
     /// As for [`RdmaSink::send`].
     pub fn send_in_place(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
+        self.send_within(Patience::Unbounded, len, fill)
+    }
+
+    /// [`RdmaSink::send_in_place`], waiting for a credit and a slot as `patience` allows.
+    fn send_within(
+        &mut self,
+        patience: Patience,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<()> {
         if !self.core.is_open() {
             return Err(Error::Closed);
         }
@@ -172,22 +263,33 @@ impl RdmaSink {
         if len > max {
             return Err(Error::MessageTooLarge { len, max });
         }
-        let result = self.send_filled(len, fill);
-        self.after(result)
+        self.after_readiness_wait();
+        let result = self.send_filled(patience, len, fill);
+        match self.after(result)? {
+            Some(()) => Ok(()),
+            None => Err(patience.gave_up()),
+        }
     }
 
-    /// Waits for a credit and a staging slot, lets `fill` write the message, posts it. A
-    /// break the session resumes from is repaired on the way: before the message was taken,
-    /// it waits again; after, the message is the resume's to send again if it did not arrive.
-    fn send_filled(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
+    /// Waits for a credit and a staging slot (as `patience` allows: `None` when it ran out,
+    /// nothing sent), lets `fill` write the message, posts it. A break the session resumes
+    /// from is repaired on the way: before the message was taken, it waits again; after, the
+    /// message is the resume's to send again if it did not arrive.
+    fn send_filled(
+        &mut self,
+        patience: Patience,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<Option<()>> {
         let mut stalled_since = None;
         let taken = loop {
-            let taken = self.take_slot(&mut stalled_since);
+            let taken = self.take_slot(patience, &mut stalled_since);
             if let Some(since) = stalled_since.take() {
                 self.credit_wait += since.elapsed();
             }
             match taken {
                 Ok(Flow::Done(taken)) => break taken,
+                Ok(Flow::NotReady) => return Ok(None),
                 Ok(Flow::ResumeAttempt) => self.resume_or(Trigger::AttemptArrived)?,
                 Err(e) => self.resume_or(Trigger::Failed(e))?,
             }
@@ -212,9 +314,11 @@ impl RdmaSink {
             let e = self.explain(e);
             self.resume_or(Trigger::Failed(e))?;
         }
+        let patience = patience.once_taken();
         loop {
-            match self.push_output() {
-                Ok(Flow::Done(())) => return Ok(()),
+            match self.push_output(patience) {
+                // Not ready: the rest is handed on by later calls (`try_flush`).
+                Ok(Flow::Done(()) | Flow::NotReady) => return Ok(Some(())),
                 Ok(Flow::ResumeAttempt) => self.resume_or(Trigger::AttemptArrived)?,
                 Err(e) => self.resume_or(Trigger::Failed(e))?,
             }
@@ -256,6 +360,7 @@ impl RdmaSink {
     /// had to wait (the clock is read only then, never when both are free at once).
     fn take_slot(
         &mut self,
+        patience: Patience,
         stalled_since: &mut Option<Instant>,
     ) -> Result<Flow<(u64, StagingSlot)>> {
         let mut busy = BusyPoll::new(self.session.config.busy_poll);
@@ -269,6 +374,7 @@ impl RdmaSink {
             }
             // The clock is read only where polling reads it anyway, or before a sleep.
             match busy.next_round() {
+                _ if !patience.may_spin() => {}
                 Spin::Again => continue,
                 Spin::AgainChecked(now) | Spin::AgainLookAround(now) => {
                     stalled_since.get_or_insert(now);
@@ -279,17 +385,19 @@ impl RdmaSink {
             let now = self.now_for_wait();
             stalled_since.get_or_insert(now);
             self.core.handle_timeout(now)?;
-            if let Flow::ResumeAttempt = self.wait(now, StopFlag::Honoured)? {
-                return Ok(Flow::ResumeAttempt);
+            match self.wait(patience, now, StopFlag::Honoured)? {
+                Flow::Done(()) => {}
+                Flow::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+                Flow::NotReady => return Ok(Flow::NotReady),
             }
         }
     }
 
     /// Hands the rest of the message just posted on, where the data path needs this process
-    /// for it ([`SendPath::output_queued`]). The message counts as sent already, so the stop
-    /// flag does not interrupt this (the caller would send it again); the idle timeout, a
-    /// closed control connection or a failed write end it.
-    fn push_output(&mut self) -> Result<Flow<()>> {
+    /// for it ([`SendPath::output_queued`]), waiting as `patience` allows. The message counts
+    /// as sent already, so the stop flag does not interrupt this (the caller would send it
+    /// again); the idle timeout, a closed control connection or a failed write end it.
+    fn push_output(&mut self, patience: Patience) -> Result<Flow<()>> {
         let mut idle_since = None;
         while self.session.transport.output_queued() {
             self.progress()?;
@@ -321,9 +429,13 @@ impl RdmaSink {
                 data: true,
                 stop: StopFlag::Ignored,
             };
-            match self.session.wait(now, until, watch)? {
-                Woke::Ready { control } => self.control_readable = control,
-                Woke::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+            match self
+                .session
+                .pause(patience, &mut self.readiness, now, until, watch)?
+            {
+                Paused::Ready { control } => self.control_readable = control,
+                Paused::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+                Paused::NotReady => return Ok(Flow::NotReady),
             }
         }
         Ok(Flow::Done(()))
@@ -340,9 +452,10 @@ impl RdmaSink {
         now
     }
 
-    /// Sleeps until the transport or the control channel may have news, or the core's next
-    /// deadline (`stop`: whether the stop flag interrupts).
-    fn wait(&mut self, now: Instant, stop: StopFlag) -> Result<Flow<()>> {
+    /// Sleeps (or arms the readiness descriptor, as `patience` says) until the transport or
+    /// the control channel may have news, or the core's next deadline (`stop`: whether the
+    /// stop flag interrupts).
+    fn wait(&mut self, patience: Patience, now: Instant, stop: StopFlag) -> Result<Flow<()>> {
         // Lingering after Finish, the data path may be closed: only the control channel matters.
         // (Resumable, a break of the data path while Finish waits must still be seen.)
         let watch = Watch {
@@ -350,9 +463,14 @@ impl RdmaSink {
             data: !self.core.is_lingering() || self.session.resumes(),
             stop,
         };
-        match self.session.wait(now, self.core.poll_timeout(), watch)? {
-            Woke::Ready { control } => self.control_readable = control,
-            Woke::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+        let until = self.core.poll_timeout();
+        match self
+            .session
+            .pause(patience, &mut self.readiness, now, until, watch)?
+        {
+            Paused::Ready { control } => self.control_readable = control,
+            Paused::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+            Paused::NotReady => return Ok(Flow::NotReady),
         }
         // Credits that come after the wait are stamped with this reading (re-stamped before
         // the next wait): a wait costs one clock read.
@@ -397,9 +515,43 @@ impl RdmaSink {
     /// # Errors
     /// The receiver ended or lost the session before every send completed.
     pub fn finish(mut self) -> Result<u64> {
-        let result = self.core.begin_finish(Instant::now()).and_then(|()| loop {
-            let trigger = match self.finish_inner() {
-                Ok(Flow::Done(count)) => break Ok(count),
+        self.finish_within(Patience::Unbounded)
+    }
+
+    /// Like [`RdmaSink::finish`], waiting at most `timeout`; the sink stays, so that a call
+    /// that ran out can be made again (later sends say [`Error::Closed`]: the stream is
+    /// ending).
+    ///
+    /// # Errors
+    /// [`Error::DeadlinePassed`] when the stream did not end in time (call again to go on
+    /// waiting); otherwise as for [`RdmaSink::finish`].
+    pub fn finish_timeout(&mut self, timeout: Duration) -> Result<u64> {
+        self.finish_within(Patience::after(timeout))
+    }
+
+    /// Like [`RdmaSink::finish_timeout`], without waiting: ends the stream if every send
+    /// completed and the receiver acknowledged it.
+    ///
+    /// # Errors
+    /// [`Error::WouldBlock`] until then (the readiness descriptor is armed); otherwise as for
+    /// [`RdmaSink::finish`].
+    pub fn try_finish(&mut self) -> Result<u64> {
+        self.finish_within(Patience::Never)
+    }
+
+    /// Ends the stream as `patience` allows; the first call begins it. The data path closes
+    /// once the call is done, whether it ended the stream or failed, not when it ran out.
+    fn finish_within(&mut self, patience: Patience) -> Result<u64> {
+        self.after_readiness_wait();
+        let begun = if self.core.is_open() {
+            self.core.begin_finish(Instant::now())
+        } else {
+            Ok(())
+        };
+        let result = begun.and_then(|()| loop {
+            let trigger = match self.finish_inner(patience) {
+                Ok(Flow::Done(count)) => break Ok(Some(count)),
+                Ok(Flow::NotReady) => break Ok(None),
                 Ok(Flow::ResumeAttempt) => Trigger::AttemptArrived,
                 Err(e) => Trigger::Failed(e),
             };
@@ -407,12 +559,16 @@ impl RdmaSink {
                 break Err(e);
             }
         });
-        let result = self.after(result);
-        self.session.transport.close();
-        result
+        match self.after(result) {
+            Ok(None) => Err(patience.gave_up()),
+            done => {
+                self.session.transport.close();
+                done.map(|count| count.unwrap_or_default())
+            }
+        }
     }
 
-    fn finish_inner(&mut self) -> Result<Flow<u64>> {
+    fn finish_inner(&mut self, patience: Patience) -> Result<Flow<u64>> {
         loop {
             // Sends Finish once the core queued it (every send completed).
             self.run_actions()?;
@@ -438,8 +594,10 @@ impl RdmaSink {
             let now = self.now_for_wait();
             self.core.handle_timeout(now)?;
             if self.core.finish_step()? != FinishStep::Done {
-                if let Flow::ResumeAttempt = self.wait(now, StopFlag::Ignored)? {
-                    return Ok(Flow::ResumeAttempt);
+                match self.wait(patience, now, StopFlag::Ignored)? {
+                    Flow::Done(()) => {}
+                    Flow::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+                    Flow::NotReady => return Ok(Flow::NotReady),
                 }
             }
         }
@@ -526,6 +684,23 @@ impl RdmaSink {
     fn explain(&mut self, e: Error) -> Error {
         let released = self.core.released();
         self.session.explain(e, Role::Sender, released)
+    }
+}
+
+/// The readiness descriptor (rules 1 to 4 of `session::readiness`): it turns readable when
+/// [`RdmaSink::try_send`], [`RdmaSink::try_flush`] or [`RdmaSink::try_finish`] may make
+/// progress. It is armed only by such a call (or one with a deadline that ran out) that said
+/// [`Error::WouldBlock`]; wake-ups may be spurious; call until `WouldBlock` before waiting;
+/// never read it; it stays the same descriptor for the session's life, across a resume.
+impl std::os::fd::AsFd for RdmaSink {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.readiness.as_fd()
+    }
+}
+
+impl std::os::fd::AsRawFd for RdmaSink {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.readiness)
     }
 }
 

@@ -43,7 +43,7 @@ declare -gA CHECK_RESULTS=(
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[container]="container_load container_session container_nodev container_nonroot container_kube"
 	[rnr]="rnr_strict"
-	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule"
+	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule suite_event_loop suite_tokio"
 	[transport]="transport_verbs"
 )
 

@@ -74,6 +74,7 @@ pub fn error_kind(e: &Error) -> &'static str {
         | ErrorKind::Host
         | ErrorKind::Unreachable
         | ErrorKind::Interrupted
+        | ErrorKind::WouldBlock
         | ErrorKind::Closed
         | ErrorKind::Internal => "other",
     }

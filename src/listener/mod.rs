@@ -23,9 +23,13 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::TcpStream;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
+
+use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{
+    sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError,
+};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -75,6 +79,9 @@ pub struct Listener {
     busy_refusals: Arc<AtomicU64>,
     /// Its count is the number of clients refused for not proving the key.
     unauthenticated: Arc<Mutex<RateLimitedLog>>,
+    /// Counts hellos queued for `accept` (written by the hello threads): the readiness
+    /// descriptor ([`Listener::try_accept`]).
+    hello_ready: Arc<EventFd>,
 }
 
 impl Listener {
@@ -109,7 +116,16 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
             "refused a client that did not authenticate",
         )));
         let resumes = ResumeRegistry::default();
+        let hello_ready = Arc::new(
+            EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC).map_err(|e| {
+                Error::Socket {
+                    what: "eventfd",
+                    source: e.into(),
+                }
+            })?,
+        );
         let acceptor = Acceptor {
+            hello_ready: hello_ready.clone(),
             resumes: resumes.clone(),
             listener,
             config: config.clone(),
@@ -137,6 +153,7 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
             closed,
             busy_refusals,
             unauthenticated,
+            hello_ready,
         })
     }
 
@@ -199,6 +216,37 @@ port can send to this server (set --auth-key-file / Config::auth_key on both end
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(Error::Internal("the acceptor thread stopped".to_owned()))
                 }
+            }
+        }
+    }
+
+    /// Like [`Listener::accept`], without waiting: the next client whose hello has arrived.
+    /// Accepting it in a role ([`Incoming::accept_src`], ...) still runs the rest of its
+    /// handshake, a round trip or two bounded by the handshake timeout.
+    ///
+    /// # Errors
+    /// [`Error::WouldBlock`] when no client waits (wait until the listener's descriptor, its
+    /// `AsFd`, is readable: it is while a hello waits; call until `WouldBlock`).
+    pub fn try_accept(&self) -> Result<Incoming> {
+        if let Some(incoming) = self.take_queued()? {
+            return Ok(incoming);
+        }
+        // Clear the count, then look again: a hello queued after the first look wrote its
+        // count after it, so either it is here now or the descriptor stays readable.
+        let _ = self.hello_ready.read();
+        self.take_queued()?.ok_or(Error::WouldBlock)
+    }
+
+    fn take_queued(&self) -> Result<Option<Incoming>> {
+        match self.incoming.try_recv() {
+            Ok(pending) => Ok(Some(Incoming {
+                pending,
+                config: self.config.clone(),
+                resumes: self.resumes.clone(),
+            })),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => {
+                Err(Error::Internal("the acceptor thread stopped".to_owned()))
             }
         }
     }
@@ -436,8 +484,24 @@ impl Incoming {
     }
 }
 
+/// The readiness descriptor: readable while a client's hello waits for
+/// [`Listener::try_accept`] (spurious wake-ups possible; never read it).
+impl std::os::fd::AsFd for Listener {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.hello_ready.as_fd()
+    }
+}
+
+impl AsRawFd for Listener {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.hello_ready.as_raw_fd()
+    }
+}
+
 /// The background half of a [`Listener`].
 struct Acceptor {
+    /// Written once per hello queued.
+    hello_ready: Arc<EventFd>,
     listener: TcpListener,
     /// Where resume attempts go.
     resumes: ResumeRegistry,
@@ -583,6 +647,7 @@ impl Acceptor {
         };
         let (id, authenticated) = lock(&self.pending).add(peer, handle);
         let resumes = self.resumes.clone();
+        let hello_ready = self.hello_ready.clone();
         let (config, queue, pending, unauthenticated, ignored, busy_refusals) = (
             self.config.clone(),
             self.queue.clone(),
@@ -610,7 +675,10 @@ impl Acceptor {
                 match read {
                     Ok(Opening::Resume(..)) => {}
                     Ok(Opening::Hello(hello)) => match queue.try_send(*hello) {
-                        Ok(()) => {}
+                        // A counter that cannot be written (at its maximum) is readable.
+                        Ok(()) => {
+                            let _ = hello_ready.write(1);
+                        }
                         Err(TrySendError::Full(mut hello)) => {
                             log::warn!("refused {peer}: busy, {MAX_QUEUED} clients already wait");
                             busy_refusals.fetch_add(1, Ordering::Relaxed);

@@ -8,6 +8,7 @@
 mod choice;
 mod connect;
 pub(crate) mod handshake;
+pub(crate) mod readiness;
 pub(crate) mod resume;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -24,6 +25,7 @@ use crate::transport::RolePath;
 use crate::{Error, Result};
 
 pub(crate) use handshake::PendingHello;
+use readiness::{Readiness, Watched, RESUME_TICK};
 
 /// How long one wait slice lasts before the stop flag is checked again (also while a handshake
 /// waits for the peer's hello or Ready).
@@ -317,6 +319,215 @@ impl<P: RolePath + ?Sized> Session<P> {
     }
 }
 
+impl<P: RolePath + ?Sized> Session<P> {
+    /// Instead of sleeping (a call that may not wait): arms `readiness` to watch what `watch`
+    /// names, with its timer at `until` (the core's next deadline; for a server session that
+    /// can resume, at most [`RESUME_TICK`] away, as a resume attempt has no descriptor). The
+    /// transport arms its notification without pausing ([`DataPath::arm_for_readiness`]).
+    /// [`Armed::PollAgain`] when there is something to do now instead: a completion came in
+    /// while the transport armed, a resume attempt waits, or `until` has passed.
+    ///
+    /// [`DataPath::arm_for_readiness`]: crate::transport::DataPath::arm_for_readiness
+    fn arm_readiness(
+        &mut self,
+        readiness: &Readiness,
+        now: Instant,
+        until: Option<Instant>,
+        watch: Watch,
+    ) -> Result<Armed> {
+        if resume::poll_attempt(&mut self.resume) {
+            return Ok(Armed::ResumeAttempt);
+        }
+        if until.is_some_and(|t| t <= now) {
+            return Ok(Armed::PollAgain);
+        }
+        if watch.data && self.transport.arm_for_readiness()? {
+            return Ok(Armed::PollAgain);
+        }
+        let control = self.control.fd();
+        let control = if watch.control {
+            Watched::Watch(Interest::read(control))
+        } else {
+            Watched::Ignore(control)
+        };
+        let data = self.transport.wait_handle().map(|h| {
+            if watch.data {
+                Watched::Watch(Interest {
+                    fd: h.fd,
+                    readable: true,
+                    writable: h.writable,
+                })
+            } else {
+                Watched::Ignore(h.fd)
+            }
+        });
+        let tick = self
+            .resume
+            .as_ref()
+            .filter(|r| r.is_server())
+            .map(|_| now + RESUME_TICK);
+        let deadline = match (until, tick) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match data {
+            Some(data) => readiness.arm(&[control, data], deadline, now)?,
+            None => readiness.arm(&[control], deadline, now)?,
+        }
+        Ok(Armed::Waiting)
+    }
+}
+
+impl<P: RolePath + ?Sized> Session<P> {
+    /// Where a driver found nothing to do at `now`: sleeps ([`Session::wait`]) or arms the
+    /// readiness descriptor ([`Session::arm_readiness`]) as `patience` says, toward
+    /// `core_until` (the core's next deadline). The one pause every driver loop takes.
+    pub(crate) fn pause(
+        &mut self,
+        patience: Patience,
+        readiness: &mut Readiness,
+        now: Instant,
+        core_until: Option<Instant>,
+        watch: Watch,
+    ) -> Result<Paused> {
+        match patience.pause(now, core_until) {
+            Pause::Sleep(until) => Ok(match self.wait(now, until, watch)? {
+                Woke::Ready { control } => Paused::Ready { control },
+                Woke::ResumeAttempt => Paused::ResumeAttempt,
+            }),
+            Pause::GiveUp => Ok(Paused::NotReady),
+            Pause::Arm => Ok(
+                match self.arm_readiness(readiness, now, core_until, watch)? {
+                    Armed::Waiting => {
+                        readiness.set_armed();
+                        Paused::NotReady
+                    }
+                    Armed::PollAgain => Paused::Ready { control: true },
+                    Armed::ResumeAttempt => Paused::ResumeAttempt,
+                },
+            ),
+        }
+    }
+
+    /// At the start of a call after one that armed the readiness descriptor: the application
+    /// waited on it, so the transport hears of a wake-up ([`DataPath::on_wakeup`]; it cannot
+    /// tell whether the descriptor fired) and the control channel is read. `true` when it was
+    /// armed.
+    ///
+    /// [`DataPath::on_wakeup`]: crate::transport::DataPath::on_wakeup
+    pub(crate) fn after_readiness_wait(&mut self, readiness: &mut Readiness) -> bool {
+        if readiness.take_armed() {
+            self.transport.on_wakeup();
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// How [`Session::pause`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Paused {
+    /// News may have come or a deadline passed; `control`: read the control channel.
+    Ready {
+        /// Whether to read the control channel.
+        control: bool,
+    },
+    /// A client's resume attempt waits for this server session.
+    ResumeAttempt,
+    /// The caller's patience ran out ([`Flow::NotReady`]).
+    NotReady,
+}
+
+/// What [`Session::arm_readiness`] came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Armed {
+    /// The readiness descriptor is armed: the call says [`Error::WouldBlock`].
+    Waiting,
+    /// Something can be done now: poll again instead of returning.
+    PollAgain,
+    /// A client's resume attempt waits for this server session.
+    ResumeAttempt,
+}
+
+/// How long a driver operation may wait for the peer: the blocking call's, a deadline's
+/// (`recv_timeout`), or a `try_` call's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    /// Until done (the stop flag and the session's own timeouts still end it).
+    Unbounded,
+    /// Until `deadline`, then [`Error::DeadlinePassed`] with the time `given`.
+    Until {
+        /// When the call gives up.
+        deadline: Instant,
+        /// What the caller gave it (for the error).
+        given: Duration,
+    },
+    /// Not at all: where it would sleep, it arms the readiness descriptor and says
+    /// [`Error::WouldBlock`].
+    Never,
+}
+
+impl Patience {
+    /// A call given `timeout` from now.
+    pub(crate) fn after(timeout: Duration) -> Self {
+        Patience::Until {
+            deadline: crate::time::deadline_after(Instant::now(), timeout),
+            given: timeout,
+        }
+    }
+
+    /// Where a call would sleep at `now` until `core_until` (the core's next deadline): how it
+    /// goes on. [`Pause::Sleep`] until the earlier of both, [`Pause::Arm`] the readiness
+    /// descriptor, or [`Pause::GiveUp`] once the caller's deadline passed.
+    pub(crate) fn pause(self, now: Instant, core_until: Option<Instant>) -> Pause {
+        match self {
+            Patience::Unbounded => Pause::Sleep(core_until),
+            Patience::Until { deadline, .. } if now >= deadline => Pause::GiveUp,
+            Patience::Until { deadline, .. } => {
+                Pause::Sleep(Some(core_until.map_or(deadline, |t| t.min(deadline))))
+            }
+            Patience::Never => Pause::Arm,
+        }
+    }
+
+    /// The error of a call whose patience ran out ([`Flow::NotReady`]).
+    pub(crate) fn gave_up(self) -> Error {
+        match self {
+            Patience::Until { given, .. } => Error::DeadlinePassed { waited: given },
+            Patience::Unbounded | Patience::Never => Error::WouldBlock,
+        }
+    }
+
+    /// Once a send took its message (it counts as sent): how it finishes handing it on. A
+    /// deadline no longer applies (the idle timeout does); a call that may not wait leaves
+    /// the rest to later calls.
+    pub(crate) fn once_taken(self) -> Patience {
+        match self {
+            Patience::Never => Patience::Never,
+            Patience::Unbounded | Patience::Until { .. } => Patience::Unbounded,
+        }
+    }
+
+    /// Whether busy polling (when configured) may spin before the pause: not for a call that
+    /// may not wait.
+    pub(crate) fn may_spin(self) -> bool {
+        !matches!(self, Patience::Never)
+    }
+}
+
+/// What a call does instead of finding what it needs ([`Patience::pause`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pause {
+    /// Sleep in [`Session::wait`] until this (`None`: a slice).
+    Sleep(Option<Instant>),
+    /// Arm the readiness descriptor ([`Session::arm_readiness`]) and say
+    /// [`Error::WouldBlock`].
+    Arm,
+    /// The caller's deadline passed: say [`Error::DeadlinePassed`].
+    GiveUp,
+}
+
 /// What a driver's wait watches ([`Session::wait`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Watch {
@@ -359,6 +570,9 @@ pub(crate) enum Flow<T> {
     Done(T),
     /// A wait inside it saw [`Woke::ResumeAttempt`].
     ResumeAttempt,
+    /// The caller's [`Patience`] ran out before it was done: nothing was taken or delivered
+    /// (the public call says [`Patience::gave_up`]).
+    NotReady,
 }
 
 /// An ACK timeout exponent as time: 4.096 us x 2^n (0: the queue pair waits forever).

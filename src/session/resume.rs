@@ -172,6 +172,11 @@ impl Resumption {
         }
     }
 
+    /// Whether we are the server's end (a client's attempts come to us through the listener).
+    pub(crate) fn is_server(&self) -> bool {
+        matches!(self.side, Side::Server { .. })
+    }
+
     /// Server: whether a client's attempt arrived while the session runs (it is kept for
     /// [`Session::resume`]).
     pub(crate) fn attempt_arrived(&mut self) -> bool {

@@ -251,6 +251,14 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
         Ok(false)
     }
 
+    /// Instead of [`DataPath::before_wait`], when the caller does not sleep itself but
+    /// returns to an application that waits on the session's readiness descriptor (a `try_`
+    /// call): arms the notification the same way, and never pauses. `Ok(true)`: completions
+    /// are waiting, poll instead of returning.
+    fn arm_for_readiness(&mut self) -> Result<bool> {
+        self.before_wait()
+    }
+
     /// A wait reported the [`DataPath::wait_handle`] descriptor ready. A transport may skip,
     /// in its poll, checks that can only find something after such a wake-up (the tcp
     /// sender's look for a closed data connection), and must make the next poll do them.

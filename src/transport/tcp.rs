@@ -521,6 +521,11 @@ impl DataPath for TcpTransport {
         Ok(false)
     }
 
+    /// Nothing to arm (a socket is ready by itself), and no pause: the caller does not sleep.
+    fn arm_for_readiness(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+
     fn on_wakeup(&mut self) {
         self.check_readable = true;
         self.drained = false;
