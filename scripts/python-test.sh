@@ -62,7 +62,7 @@ step "pip install ./python (the README's install line)"
 "$py" -c 'import rdma_container, rdma; print("rdma_container", rdma_container.__version__, rdma_container.compiled_in_transports())'
 
 step "mypy: the stubs, the rdma drop-in, the examples; stubtest against the built module"
-"$py" -m mypy python/rdma_container/__init__.pyi python/rdma python/examples
+"$py" -m mypy python/rdma_container/__init__.pyi python/rdma_container/aio.py python/rdma python/examples
 (cd "$dir" && "$py" -m mypy.stubtest rdma_container --allowlist "$repo/python/tests/stubtest-allowlist.txt")
 
 step "a local wheel (abi3), without libibverbs"
@@ -75,7 +75,7 @@ import subprocess, sys, tempfile, zipfile
 wheel = sys.argv[1]
 assert "abi3" in wheel, f"not an abi3 wheel: {wheel}"
 names = zipfile.ZipFile(wheel).namelist()
-for needed in ("rdma_container/__init__.py", "rdma_container/__init__.pyi", "rdma_container/py.typed", "rdma/__init__.py"):
+for needed in ("rdma_container/__init__.py", "rdma_container/__init__.pyi", "rdma_container/aio.py", "rdma_container/py.typed", "rdma/__init__.py"):
     assert needed in names, f"{needed} missing from the wheel"
 natives = [n for n in names if n.startswith("rdma_container/_native") and n.endswith(".so")]
 assert len(natives) == 1, names
@@ -106,7 +106,7 @@ if [ "$doca_sim" = 1 ]; then
 	MATURIN_PEP517_ARGS="--features doca-sim" "$py" -m pip install --quiet --force-reinstall --no-deps ./python
 	"$py" -c 'import rdma_container as rc; t = rc.compiled_in_transports(); assert "doca" in t, t; print(t)'
 	set +e
-	DOCA_SIM_START=async RDMA_TEST_TRANSPORT=doca "$venv/bin/pytest" -q python/tests/test_session.py python/tests/test_interrupt.py
+	DOCA_SIM_START=async RDMA_TEST_TRANSPORT=doca "$venv/bin/pytest" -q python/tests/test_session.py python/tests/test_interrupt.py python/tests/test_aio.py
 	status=$?
 	set -e
 	# Leave the default build installed.

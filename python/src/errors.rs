@@ -2,7 +2,7 @@
 //! [`rdma_container::Error`], keeping the Rust message (with its sources) as the text.
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
+use pyo3::exceptions::{PyBlockingIOError, PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
 use pyo3::BoundObject;
 use rdma_container as rdma;
@@ -178,9 +178,10 @@ pub(crate) fn raise(py: Python<'_>, e: rdma::Error) -> PyErr {
         | rdma::Error::Route { .. }
         | rdma::Error::NoRoute { .. }
         | rdma::Error::InterfaceAddrs(_) => ConnectionFailed::new_err(text),
-        rdma::Error::HandshakeTimeout { .. } | rdma::Error::IdleTimeout { .. } => {
-            Timeout::new_err(text)
-        }
+        rdma::Error::HandshakeTimeout { .. }
+        | rdma::Error::IdleTimeout { .. }
+        | rdma::Error::DeadlinePassed { .. } => Timeout::new_err(text),
+        rdma::Error::WouldBlock => PyBlockingIOError::new_err(text),
         rdma::Error::Closed => Closed::new_err(text),
         rdma::Error::NoRoceGid { .. } | rdma::Error::BadOverride(_) | rdma::Error::Sysfs { .. } => {
             NoRoceDevice::new_err(text)

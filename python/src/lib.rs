@@ -15,6 +15,7 @@ mod message;
 mod options;
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -240,6 +241,45 @@ impl RdmaSink {
         }
     }
 
+    /// Like `send`, without waiting: raises BlockingIOError when no credit is free (nothing
+    /// was sent; wait until `fileno()` is readable and try again). On tcp, bytes the kernel did
+    /// not take yet are handed on by the next call, or `try_flush`.
+    fn try_send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (buf, len) = contiguous_bytes(data, false)?;
+        let at = buf.buf_ptr() as usize;
+        let result = self.with_sink(py, move |sink| {
+            // SAFETY: as in `send`: `buf` keeps the buffer exported, C-contiguous, `len` bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
+            sink.try_send(bytes)
+        });
+        drop(buf);
+        result
+    }
+
+    /// Hands on what a `try_send` left queued (tcp only): BlockingIOError while bytes remain.
+    fn try_flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_sink(py, rdma::RdmaSink::try_flush)
+    }
+
+    /// Like `finish`, without waiting: the count once the receiver has every message, else
+    /// BlockingIOError (the stream is ending: `send` raises Closed from now on).
+    fn try_finish(&self, py: Python<'_>) -> PyResult<u64> {
+        let count = self.with_sink(py, rdma::RdmaSink::try_finish)?;
+        let finished = lock(py, &self.inner)?.take();
+        py.detach(|| drop(finished));
+        Ok(count)
+    }
+
+    /// The readiness descriptor: readable when `try_send`, `try_flush` or `try_finish` may
+    /// make progress (armed by one that raised BlockingIOError). Never read it.
+    fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
+        let guard = lock(py, &self.inner)?;
+        guard
+            .as_ref()
+            .map(|s| s.as_raw_fd())
+            .ok_or_else(closed_error)
+    }
+
     /// Ends the stream: waits until the receiver has every message, then returns the count.
     fn finish(&self, py: Python<'_>) -> PyResult<u64> {
         let sink = lock(py, &self.inner)?.take().ok_or_else(closed_error)?;
@@ -353,6 +393,7 @@ impl RdmaSrc {
     fn next_with<T>(
         &self,
         py: Python<'_>,
+        receive: Receive,
         take: impl FnOnce(Python<'_>, &[u8]) -> PyResult<T>,
     ) -> PyResult<Option<T>> {
         // The session's lock first, then the lease's (always in this order): between ending
@@ -361,10 +402,7 @@ impl RdmaSrc {
         self.end_lease(py)?;
         let received = {
             let src = &mut *src;
-            py.detach(move || {
-                src.recv()
-                    .map(|m| m.map(|s| (s.as_ptr() as usize, s.len())))
-            })
+            py.detach(move || receive(src).map(|m| m.map(|s| (s.as_ptr() as usize, s.len()))))
         };
         match received {
             Ok(Some((at, len))) => {
@@ -381,6 +419,23 @@ impl RdmaSrc {
             }
             Err(e) => Err(raise(py, e)),
         }
+    }
+}
+
+/// How `next_with` receives: blocking (`recv`) or not (`try_recv`).
+type Receive = for<'a> fn(&'a mut rdma::RdmaSrc) -> rdma::Result<Option<&'a [u8]>>;
+
+impl RdmaSrc {
+    /// The next message as a zero-copy `Message` (its lease recorded), received by `receive`.
+    fn next_message(slf: &Bound<'_, Self>, receive: Receive) -> PyResult<Option<Message>> {
+        let py = slf.py();
+        let this = slf.get();
+        // The lease is recorded while the session's lock is held (inside next_with).
+        this.next_with(py, receive, |py, bytes| {
+            let message = Message::new(slf.clone().unbind(), bytes);
+            *lock(py, &this.lease)? = Some(message.lease());
+            Ok(message)
+        })
     }
 }
 
@@ -405,19 +460,33 @@ impl RdmaSrc {
     /// The next message, viewing the receive slot without a copy, or None at the end of the
     /// stream. Raises BufferError while a view of the previous message is still exported.
     fn recv(slf: &Bound<'_, Self>) -> PyResult<Option<Message>> {
-        let py = slf.py();
-        let this = slf.get();
-        // The lease is recorded while the session's lock is held (inside next_with).
-        this.next_with(py, |py, bytes| {
-            let message = Message::new(slf.clone().unbind(), bytes);
-            *lock(py, &this.lease)? = Some(message.lease());
-            Ok(message)
-        })
+        Self::next_message(slf, rdma::RdmaSrc::recv)
+    }
+
+    /// Like `recv`, without waiting: raises BlockingIOError when no message has arrived (then
+    /// wait until `fileno()` is readable, as `rdma_container.aio` does, and try again).
+    fn try_recv(slf: &Bound<'_, Self>) -> PyResult<Option<Message>> {
+        Self::next_message(slf, rdma::RdmaSrc::try_recv)
     }
 
     /// The next message as bytes (a copy), or None at the end of the stream.
     fn recv_bytes(&self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
-        self.next_with(py, |py, bytes| Ok(PyBytes::new(py, bytes).unbind()))
+        self.next_with(py, rdma::RdmaSrc::recv, |py, bytes| {
+            Ok(PyBytes::new(py, bytes).unbind())
+        })
+    }
+
+    /// Like `recv_bytes`, without waiting (BlockingIOError when no message has arrived).
+    fn try_recv_bytes(&self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
+        self.next_with(py, rdma::RdmaSrc::try_recv, |py, bytes| {
+            Ok(PyBytes::new(py, bytes).unbind())
+        })
+    }
+
+    /// The readiness descriptor: readable when `try_recv` may make progress (armed by a
+    /// `try_recv` that raised BlockingIOError; wake-ups may be spurious). Never read it.
+    fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
+        Ok(lock(py, &self.inner)?.as_raw_fd())
     }
 
     /// Copies the next message into `buffer` (writable, C-contiguous, at least
@@ -432,7 +501,7 @@ impl RdmaSrc {
             )));
         }
         let at = buf.buf_ptr() as usize;
-        let n = self.next_with(py, |_py, bytes| {
+        let n = self.next_with(py, rdma::RdmaSrc::recv, |_py, bytes| {
             // SAFETY: `buf` keeps the target exported and writable (checked above), at least
             // `max` >= `bytes.len()` bytes long; the slot and the target never overlap.
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
@@ -527,6 +596,17 @@ struct Incoming {
 }
 
 impl Incoming {
+    fn new(incoming: rdma::Incoming) -> Self {
+        let peer = incoming.peer_addr();
+        Self {
+            peer_addr: (peer.ip().to_string(), peer.port()),
+            peer_role: incoming.peer_role().to_string(),
+            peer_credits: incoming.peer_credits(),
+            peer_max_message_size: incoming.peer_max_message_size(),
+            inner: Mutex::new(Some(incoming)),
+        }
+    }
+
     fn take(&self, py: Python<'_>) -> PyResult<rdma::Incoming> {
         lock(py, &self.inner)?
             .take()
@@ -637,14 +717,23 @@ impl Listener {
                 return Ok(None);
             }
         };
-        let peer = incoming.peer_addr();
-        Ok(Some(Incoming {
-            peer_addr: (peer.ip().to_string(), peer.port()),
-            peer_role: incoming.peer_role().to_string(),
-            peer_credits: incoming.peer_credits(),
-            peer_max_message_size: incoming.peer_max_message_size(),
-            inner: Mutex::new(Some(incoming)),
-        }))
+        Ok(Some(Incoming::new(incoming)))
+    }
+
+    /// Like `accept`, without waiting: the next client whose hello arrived, or BlockingIOError
+    /// (wait until `fileno()` is readable). Accepting it in a role still runs its handshake.
+    fn try_accept(&self, py: Python<'_>) -> PyResult<Incoming> {
+        let incoming = self.with_listener(py, |l| l.try_accept())?;
+        Ok(Incoming::new(incoming))
+    }
+
+    /// The readiness descriptor: readable while a client's hello waits. Never read it.
+    fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
+        let guard = lock(py, &self.inner)?;
+        guard
+            .as_ref()
+            .map(|l| l.as_raw_fd())
+            .ok_or_else(|| PyRuntimeError::new_err("the listener is closed"))
     }
 
     /// Accepts both directions with one client that called `duplex_connect`: returns
