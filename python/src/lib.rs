@@ -151,6 +151,26 @@ impl RdmaSink {
         })
     }
 
+    /// Sends `data` (any C-contiguous buffer) with `send`, the blocking or the non-blocking
+    /// call, the GIL released.
+    fn send_buffer(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        send: fn(&mut rdma::RdmaSink, &[u8]) -> rdma::Result<()>,
+    ) -> PyResult<()> {
+        let (buf, len) = contiguous_bytes(data, false)?;
+        let at = buf.buf_ptr() as usize;
+        let result = self.with_sink(py, move |sink| {
+            // SAFETY: `buf` keeps the object's buffer exported (so it can be neither freed nor
+            // resized) until after this call; it is C-contiguous and `len` bytes long.
+            let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
+            send(sink, bytes)
+        });
+        drop(buf);
+        result
+    }
+
     /// Runs `call` on the open sink with the GIL released; an interruption aborts the session.
     fn with_sink<T: Send>(
         &self,
@@ -194,16 +214,7 @@ impl RdmaSink {
     /// array); zero-length is a message like any other. Blocks while the receiver has no free
     /// slot.
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (buf, len) = contiguous_bytes(data, false)?;
-        let at = buf.buf_ptr() as usize;
-        let result = self.with_sink(py, move |sink| {
-            // SAFETY: `buf` keeps the object's buffer exported (so it can be neither freed nor
-            // resized) until after this call; it is C-contiguous and `len` bytes long.
-            let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
-            sink.send(bytes)
-        });
-        drop(buf);
-        result
+        self.send_buffer(py, data, rdma::RdmaSink::send)
     }
 
     /// Sends one `length`-byte message that `fill` writes straight into the registered slot:
@@ -245,15 +256,7 @@ impl RdmaSink {
     /// was sent; wait until `fileno()` is readable and try again). On tcp, bytes the kernel did
     /// not take yet are handed on by the next call, or `try_flush`.
     fn try_send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (buf, len) = contiguous_bytes(data, false)?;
-        let at = buf.buf_ptr() as usize;
-        let result = self.with_sink(py, move |sink| {
-            // SAFETY: as in `send`: `buf` keeps the buffer exported, C-contiguous, `len` bytes.
-            let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
-            sink.try_send(bytes)
-        });
-        drop(buf);
-        result
+        self.send_buffer(py, data, rdma::RdmaSink::try_send)
     }
 
     /// Hands on what a `try_send` left queued (tcp only): BlockingIOError while bytes remain.
