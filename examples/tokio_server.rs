@@ -1,5 +1,6 @@
 //! A tokio server that serves many senders at once on one thread, a task per session, and a
-//! few clients to show it (with no arguments everything runs over 127.0.0.1).
+//! few async clients to show it (with no arguments both ends run on one thread, over
+//! 127.0.0.1).
 //!
 //! `cargo run --example tokio_server -- IP:PORT` serves until Ctrl-C. The library's `tokio`
 //! feature gives `AsyncListener`, `AsyncRdmaSrc` and `AsyncRdmaSink`; a session's handshake
@@ -8,7 +9,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use rdma_container::tokio::{AsyncListener, AsyncRdmaSrc};
+use rdma_container::tokio::{AsyncListener, AsyncRdmaSink, AsyncRdmaSrc};
 use rdma_container::{Config, Error, Listener, RdmaSink, Result, Role};
 
 /// Accepts `sessions` senders (all of them, when `None`), each served by its own task.
@@ -64,24 +65,29 @@ fn main() -> Result<()> {
     }
     let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), &config)?;
     let at = listener.local_addr();
-    // the clients: blocking senders on threads of their own, all at once
-    let clients: Vec<_> = (0..4u32)
-        .map(|client| {
+    // both ends on the one thread: the server's tasks and four async senders
+    runtime.block_on(async move {
+        let server = tokio::spawn(serve(listener, Some(4)));
+        let mut clients = tokio::task::JoinSet::new();
+        for client in 0..4u32 {
             let config = config.clone();
-            std::thread::spawn(move || -> Result<u64> {
-                let mut sink = RdmaSink::connect(at, &config)?;
+            clients.spawn(async move {
+                // connecting blocks for the handshake: on a blocking thread
+                let sink = tokio::task::spawn_blocking(move || RdmaSink::connect(at, &config))
+                    .await
+                    .map_err(|e| Error::Internal(format!("the connect task failed: {e}")))??;
+                let mut sink = AsyncRdmaSink::new(sink)?;
                 for i in 0..1000 * (client + 1) {
-                    sink.send(&i.to_le_bytes())?;
+                    sink.send(&i.to_le_bytes()).await?;
                 }
-                sink.finish()
-            })
-        })
-        .collect();
-    runtime.block_on(serve(listener, Some(4)))?;
-    for client in clients {
-        client
-            .join()
-            .map_err(|_| Error::Internal("a client thread panicked".to_owned()))??;
-    }
-    Ok(())
+                sink.finish().await
+            });
+        }
+        while let Some(sent) = clients.join_next().await {
+            sent.map_err(|e| Error::Internal(format!("a client task failed: {e}")))??;
+        }
+        server
+            .await
+            .map_err(|e| Error::Internal(format!("the server task failed: {e}")))?
+    })
 }

@@ -36,6 +36,7 @@ readonly EXIT_PASS=0 EXIT_FAIL=1 EXIT_NO_RESULT=2 EXIT_SETUP=3 EXIT_USAGE=64
 TRANSPORT=${SOFTROCE_VM_TRANSPORT:-verbs}
 CHECKS=messages,peer-lost,doctor,baseline
 BINARY=
+EVENT_LOOP_COST="" # the baseline check's examples/event_loop_cost (built in prepare_binary)
 GUEST_ARCH=amd64 # --arch: amd64 (x86_64) or arm64 (aarch64; scripts/softroce-vm/host-aarch64.sh)
 CHECKS_GIVEN=
 OCI=${SOFTROCE_VM_OCI:-}
@@ -87,7 +88,8 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               'doctor --require-rdma' exits 0 there (5 without devices);
               'doctor --probe' against a server: 2 messages on the chosen device and GID
   baseline    ib_send_bw / ib_send_lat (explicit GID index) vs our client/server, same sizes,
-              same device, same boot: a table of ratios (ours / perftest)
+              same device, same boot: a table of ratios (ours / perftest); and the library's
+              event-loop calls (try_*, tokio) against its blocking ones (examples/event_loop_cost.rs)
   container   the roce image (scripts/container-test.sh) under podman in the guest, with the
               flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),
               RDMA_CONTAINER_STRICT=1, --transport verbs: 10,000 messages in order over rxe,
@@ -312,6 +314,13 @@ prepare_binary() {
 	fi
 	[ -x "$BINARY" ] || die "no executable binary at $BINARY"
 	BINARY=$(cd "$(dirname "$BINARY")" && pwd)/$(basename "$BINARY")
+	if want_check baseline; then
+		local target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+		log "building the event-loop cost example (cargo build --release --example event_loop_cost)"
+		(cd "$REPO_ROOT" && cargo build --release --locked --quiet --example event_loop_cost) ||
+			die "cargo build --example event_loop_cost failed"
+		EVENT_LOOP_COST=$target/release/examples/event_loop_cost
+	fi
 	local transports
 	transports=$({ "$BINARY" --version 2>/dev/null || true; } | awk -F': *' '/^transports:/ { print $2 }')
 	log "binary: $BINARY (transports: ${transports:-unknown})"
@@ -716,6 +725,10 @@ build_initramfs() {
 	if [ -n "$TRANSPORT_TEST_EXE" ]; then
 		put_elf "$TRANSPORT_TEST_EXE" "$TRANSPORT_TEST_EXE"
 		strip --strip-debug "$ROOT$TRANSPORT_TEST_EXE" 2>/dev/null || true
+	fi
+	if [ -n "$EVENT_LOOP_COST" ]; then
+		put_elf "$EVENT_LOOP_COST" /usr/local/bin/event-loop-cost
+		strip --strip-debug "$ROOT/usr/local/bin/event-loop-cost" 2>/dev/null || true
 	fi
 	if want_check rnr || want_check link-flap; then
 		put_elf "$TEST_BINARY" /usr/local/bin/rdma-container-test-hooks

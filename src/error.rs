@@ -146,6 +146,18 @@ place (after {messages} message(s))"
         max: usize,
     },
 
+    /// [`crate::RdmaSrc::recv_into`]'s buffer is smaller than the message: nothing was
+    /// copied, and the message stays to be received (by a larger buffer or `recv`).
+    #[error(
+        "message of {len} bytes does not fit the {capacity}-byte buffer (it stays to be received)"
+    )]
+    BufferTooSmall {
+        /// The message's length.
+        len: usize,
+        /// The buffer's length.
+        capacity: usize,
+    },
+
     /// A message failed its `--checksum` check on the receiver: it was not delivered, and the
     /// session ended (the sender is told in a Reject).
     #[error("message {message} failed its checksum: {detail} (not delivered)")]

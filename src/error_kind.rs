@@ -167,7 +167,8 @@ impl Error {
             Error::InvalidConfig(_)
             | Error::BadOverride(_)
             | Error::AmbiguousDevice(_)
-            | Error::MessageTooLarge { .. } => ErrorKind::Config,
+            | Error::MessageTooLarge { .. }
+            | Error::BufferTooSmall { .. } => ErrorKind::Config,
             Error::Listen { .. }
             | Error::Accept(_)
             | Error::Socket { .. }

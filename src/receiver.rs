@@ -45,6 +45,9 @@ pub struct RdmaSrc {
     readiness: Readiness,
     /// The payload length of the message held (checked), until the next call.
     held_len: Option<usize>,
+    /// The held message was not received (`recv_into` with too small a buffer): the next call
+    /// returns it instead of releasing it.
+    unread: bool,
 }
 
 impl RdmaSrc {
@@ -78,6 +81,7 @@ impl RdmaSrc {
             stamp: Stamp::default(),
             readiness: Readiness::new()?,
             held_len: None,
+            unread: false,
         })
     }
 
@@ -145,6 +149,32 @@ impl RdmaSrc {
         self.recv_within(Patience::Never)
     }
 
+    /// Copies the next message into `buf` and returns its length, `Ok(None)` at end of stream
+    /// (as `socket.recv_into` does, for an application that keeps its own buffers).
+    ///
+    /// # Errors
+    /// [`Error::BufferTooSmall`] when the message is longer than `buf`: nothing is copied and
+    /// the message stays to be received (the next `recv`, `try_recv` or `recv_into` returns it);
+    /// otherwise as for [`RdmaSrc::recv`].
+    pub fn recv_into(&mut self, buf: &mut [u8]) -> Result<Option<usize>> {
+        if !self.advance(Patience::Unbounded)? {
+            return Ok(None);
+        }
+        let Some(msg) = self.held_message() else {
+            return Ok(None);
+        };
+        let Some(target) = buf.get_mut(..msg.len()) else {
+            let len = msg.len();
+            self.unread = true;
+            return Err(Error::BufferTooSmall {
+                len,
+                capacity: buf.len(),
+            });
+        };
+        target.copy_from_slice(msg);
+        Ok(Some(msg.len()))
+    }
+
     fn recv_within(&mut self, patience: Patience) -> Result<Option<&[u8]>> {
         if self.advance(patience)? {
             Ok(self.held_message())
@@ -158,6 +188,10 @@ impl RdmaSrc {
     /// The async wrappers call it and then borrow the message, so that a loop that waits
     /// between tries never holds a borrow.
     pub(crate) fn advance(&mut self, patience: Patience) -> Result<bool> {
+        if std::mem::take(&mut self.unread) && self.held_len.is_some() {
+            // a `recv_into` too small for it left the held message to be received again
+            return Ok(true);
+        }
         self.held_len = None;
         if self.core.is_ended() {
             return Ok(false);
@@ -298,6 +332,7 @@ impl RdmaSrc {
         };
         self.core.resumed(told, Instant::now())?;
         self.control_readable = true;
+        self.readiness.forget();
         Ok(())
     }
 

@@ -338,6 +338,7 @@ impl RdmaSink {
                 .ok_or_else(|| Error::Internal("a sender resumed without a plan".into()))?;
             let again = self.core.resume(&plan, Instant::now())?;
             self.control_readable = true;
+            self.readiness.forget();
             match self.post_again(again) {
                 Ok(()) => return Ok(()),
                 Err(next) => trigger = Trigger::Failed(next),

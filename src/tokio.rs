@@ -86,14 +86,18 @@ async fn until_ready<T: StableFd, R>(
     fd: &mut AsyncFd<T>,
     mut attempt: impl FnMut(&mut T) -> Result<R>,
 ) -> Result<R> {
+    let result = attempt(fd.get_mut());
+    if !not_ready(&result) {
+        return result;
+    }
     loop {
-        let result = attempt(fd.get_mut());
+        let mut guard = fd.readable_mut().await.map_err(reactor_failed)?;
+        let result = attempt(guard.get_inner_mut());
         if !not_ready(&result) {
             return result;
         }
-        // Cleared before the next try: an event after the clear is seen by that try, one
-        // after the try (which re-armed the descriptor) by the next wait.
-        let mut guard = fd.readable_mut().await.map_err(reactor_failed)?;
+        // Cleared only up to the readiness this guard saw: an event after the try (which
+        // re-armed the descriptor) is a newer one, and the next wait returns for it.
         guard.clear_ready();
     }
 }

@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use rdma_container::{Config, Listener, RdmaSink, TransportChoice};
+use std::os::fd::AsFd;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use rdma_container::{Config, Error, Listener, RdmaSink, RdmaSrc, TransportChoice};
 
 struct Counting;
 
@@ -44,6 +47,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// The counter is global: one measured session at a time (the tests would count each other's).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const WARM_UP: u64 = 200;
 const MEASURED: u64 = 10_000;
 
@@ -55,7 +61,48 @@ fn transport() -> TransportChoice {
     }
 }
 
-fn session_allocations(credits: u16, size: usize, fixture: &std::path::Path) -> u64 {
+/// How both ends call the library: blocking `send`/`recv`, or `try_send`/`try_recv` with
+/// poll(2) on the readiness descriptor in between (an event loop's way).
+#[derive(Debug, Clone, Copy)]
+enum Api {
+    Blocking,
+    Polling,
+}
+
+/// Waits (a second at most) for `fd` to be readable.
+fn wait_readable(fd: &impl AsFd) {
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::from(1000u16)).unwrap();
+}
+
+fn send(sink: &mut RdmaSink, payload: &[u8], api: Api) {
+    match api {
+        Api::Blocking => sink.send(payload).unwrap(),
+        Api::Polling => loop {
+            match sink.try_send(payload) {
+                Ok(()) => break,
+                Err(Error::WouldBlock) => wait_readable(sink),
+                Err(e) => panic!("{e}"),
+            }
+        },
+    }
+}
+
+/// The next message's length (`None`: end of stream).
+fn recv(src: &mut RdmaSrc, api: Api) -> Option<usize> {
+    match api {
+        Api::Blocking => src.recv().unwrap().map(<[u8]>::len),
+        Api::Polling => loop {
+            match src.try_recv() {
+                Ok(m) => break m.map(<[u8]>::len),
+                Err(Error::WouldBlock) => wait_readable(src),
+                Err(e) => panic!("{e}"),
+            }
+        },
+    }
+}
+
+fn session_allocations(credits: u16, size: usize, fixture: &std::path::Path, api: Api) -> u64 {
     let mut config = Config::default()
         .with_credits(credits)
         .with_max_msg_size(64 * 1024)
@@ -92,8 +139,8 @@ fn session_allocations(credits: u16, size: usize, fixture: &std::path::Path) -> 
         std::thread::spawn(move || {
             let mut src = listener.accept().unwrap().accept_src().unwrap();
             let mut n = 0u64;
-            while let Some(msg) = src.recv().unwrap() {
-                assert_eq!(msg.len(), size);
+            while let Some(len) = recv(&mut src, api) {
+                assert_eq!(len, size);
                 n += 1;
                 if n == WARM_UP || n == WARM_UP + MEASURED {
                     barrier.wait();
@@ -105,13 +152,13 @@ fn session_allocations(credits: u16, size: usize, fixture: &std::path::Path) -> 
     let mut sink = RdmaSink::connect(addr, &config).unwrap();
     let payload = vec![7u8; size];
     for _ in 0..WARM_UP {
-        sink.send(&payload).unwrap();
+        send(&mut sink, &payload, api);
     }
     barrier.wait();
     ALLOCATIONS.store(0, Ordering::SeqCst);
     COUNTING.store(true, Ordering::SeqCst);
     for _ in 0..MEASURED {
-        sink.send(&payload).unwrap();
+        send(&mut sink, &payload, api);
     }
     barrier.wait();
     COUNTING.store(false, Ordering::SeqCst);
@@ -123,13 +170,32 @@ fn session_allocations(credits: u16, size: usize, fixture: &std::path::Path) -> 
 
 #[test]
 fn no_allocation_per_message() {
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let fixture = tempfile::tempdir().unwrap();
     for (credits, size) in [(2, 2), (16, 64), (4, 4096)] {
-        let counted = session_allocations(credits, size, fixture.path());
+        let counted = session_allocations(credits, size, fixture.path(), Api::Blocking);
         eprintln!("credits {credits}, {size}-byte messages: {counted} allocation(s) in {MEASURED} messages");
         assert!(
             counted < 20,
             "{counted} allocations for {MEASURED} messages (credits {credits}, {size} B): the data path allocates per message"
+        );
+    }
+}
+
+#[test]
+fn no_allocation_per_message_on_the_non_blocking_calls() {
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let fixture = tempfile::tempdir().unwrap();
+    for (credits, size) in [(2, 2), (16, 64)] {
+        let counted = session_allocations(credits, size, fixture.path(), Api::Polling);
+        eprintln!("try_send/try_recv, credits {credits}, {size}-byte messages: {counted} allocation(s) in {MEASURED} messages");
+        assert!(
+            counted < 20,
+            "{counted} allocations for {MEASURED} messages on try_send/try_recv (credits {credits}, {size} B): the readiness path allocates per message"
         );
     }
 }

@@ -592,6 +592,7 @@ fn every_script_has_help_and_rejects_unknown_options() {
         "scripts/check-rdma-readiness.sh",
         "scripts/container-test.sh",
         "scripts/build-aarch64.sh",
+        "scripts/event-loop-cost.sh",
     ] {
         let path = repo().join(script);
         let out = run(command(&path, &["--help"]));

@@ -454,3 +454,94 @@ fn a_stranger_naming_an_unknown_session_is_refused_and_the_running_session_goes_
         s.report()
     );
 }
+
+/// The event-loop calls across a resume: both ends use only `try_send`/`try_recv` and wait in
+/// poll(2) on their readiness descriptors, and the data connection is killed mid-stream. The
+/// resumed session's new sockets (often under the old numbers) must wake the loops as the old
+/// ones did; every message arrives once, in order, within a bound a wake-up lost for good
+/// would blow (each try then waits out a whole poll timeout).
+#[test]
+fn event_loops_on_both_ends_resume_a_killed_data_connection_and_lose_nothing() {
+    use std::os::fd::AsFd;
+    use std::time::Instant;
+
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use rdma_container::{Config, Error, Listener, RdmaSrc, TransportChoice};
+    if !have_ss_kill() {
+        return;
+    }
+    fn wait(fd: &impl AsFd) {
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::from(1000u16)).expect("poll");
+    }
+    const N: usize = 3_000;
+    let config = Config::default().with_transport(TransportChoice::Tcp);
+    let listener = Listener::bind("127.0.0.1:0".parse().unwrap(), &config).expect("bind");
+    let addr = listener.local_addr();
+    let sender = std::thread::spawn(move || -> rdma_container::Result<_> {
+        let mut sink = listener.accept()?.accept_sink()?;
+        let counters = sink.resume_counters();
+        for i in 0..N {
+            if i % 10 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let msg = i.to_string();
+            loop {
+                match sink.try_send(msg.as_bytes()) {
+                    Ok(()) => break,
+                    Err(Error::WouldBlock) => wait(&sink),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let sent = loop {
+            match sink.try_finish() {
+                Ok(n) => break n,
+                Err(Error::WouldBlock) => wait(&sink),
+                Err(e) => return Err(e),
+            }
+        };
+        drop(listener);
+        Ok((sent, counters.get()))
+    });
+    let started = Instant::now();
+    let mut src = RdmaSrc::connect(addr, &config).expect("connect");
+    let mut got = Vec::with_capacity(N);
+    loop {
+        match src.try_recv() {
+            Ok(Some(msg)) => {
+                got.push(String::from_utf8_lossy(msg).into_owned());
+                if got.len() == 1_000 {
+                    kill_own_data_connection(addr.port());
+                }
+            }
+            Ok(None) => break,
+            Err(Error::WouldBlock) => wait(&src),
+            Err(e) => panic!("after {} messages: {e}", got.len()),
+        }
+    }
+    let expected: Vec<String> = (0..N).map(|i| i.to_string()).collect();
+    assert!(
+        got == expected,
+        "{} messages, not 0..{N} once each in order",
+        got.len()
+    );
+    assert_eq!(
+        src.resume_counters().get().resumes,
+        1,
+        "the receiver counts the resume"
+    );
+    let (sent, stats) = sender
+        .join()
+        .expect("no panic")
+        .expect("the sender ends cleanly");
+    assert_eq!(sent, N as u64);
+    assert_eq!(stats.resumes, 1, "the sender counts the resume");
+    // 3,000 messages at ~1 ms per 10 plus one resume: seconds, not the minutes a lost
+    // wake-up costs (a second per message)
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "took {took:?}: the loops missed wake-ups"
+    );
+}

@@ -542,3 +542,44 @@ fn busy_polling_for_the_longest_duration_works() {
     assert_eq!(sink.finish().unwrap(), 200);
     assert_eq!(rx.join().unwrap().len(), 200);
 }
+
+#[test]
+fn recv_into_fills_any_buffer_that_fits_and_a_message_too_large_for_it_stays_to_be_received() {
+    let cfg = config().with_max_msg_size(4096);
+    let (addr, accept) = server(cfg.clone());
+    let tx = thread::spawn(move || {
+        let mut sink = accept().accept_sink().unwrap();
+        for m in [&b"abc"[..], b"", &[7u8; 4096][..], b"last"] {
+            sink.send(m).unwrap();
+        }
+        sink.finish().unwrap()
+    });
+    let mut src = RdmaSrc::connect(addr, &cfg).unwrap();
+    let mut small = [0u8; 8];
+    assert_eq!(src.recv_into(&mut small).unwrap(), Some(3));
+    assert_eq!(&small[..3], b"abc");
+    assert_eq!(src.recv_into(&mut small).unwrap(), Some(0));
+    let e = src.recv_into(&mut small).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BufferTooSmall {
+                len: 4096,
+                capacity: 8
+            }
+        ),
+        "{e:?}"
+    );
+    // nothing lost: the same message again, by a second recv_into or by recv
+    let e = src.recv_into(&mut small).unwrap_err();
+    assert!(
+        matches!(e, Error::BufferTooSmall { len: 4096, .. }),
+        "{e:?}"
+    );
+    assert_eq!(src.recv().unwrap(), Some(&[7u8; 4096][..]));
+    let mut big = vec![0u8; 4096];
+    assert_eq!(src.recv_into(&mut big).unwrap(), Some(4));
+    assert_eq!(&big[..4], b"last");
+    assert_eq!(src.recv_into(&mut big).unwrap(), None);
+    assert_eq!(tx.join().unwrap(), 4);
+}

@@ -150,7 +150,8 @@ pub(crate) fn raise(py: Python<'_>, e: rdma::Error) -> PyErr {
         rdma::Error::Refused(reason) | rdma::Error::AuthenticationFailed(reason) => {
             with_attrs(py, Refused::new_err(text), &[("reason", obj(py, reason))])
         }
-        rdma::Error::MessageTooLarge { len, max } => with_attrs(
+        rdma::Error::MessageTooLarge { len, max }
+        | rdma::Error::BufferTooSmall { len, capacity: max } => with_attrs(
             py,
             MessageTooLarge::new_err(text),
             &[("length", obj(py, len)), ("max", obj(py, max))],

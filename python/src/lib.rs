@@ -415,15 +415,21 @@ impl RdmaSrc {
                 take(py, bytes).map(Some)
             }
             Ok(None) => Ok(None),
-            Err(rdma::Error::Interrupted) => {
-                let src = &mut *src;
-                py.detach(|| src.abort_in_place("the receiver was interrupted (Ctrl-C)"));
-                Err(raise(py, rdma::Error::Interrupted))
-            }
-            Err(e) => Err(raise(py, e)),
+            Err(e) => Err(failed(py, &mut src, e)),
         }
     }
 }
+
+/// A receive's failure as Python sees it: an interruption aborts the session (the exception a
+/// signal handler raised propagates).
+fn failed(py: Python<'_>, src: &mut rdma::RdmaSrc, e: rdma::Error) -> PyErr {
+    if let rdma::Error::Interrupted = e {
+        py.detach(|| src.abort_in_place("the receiver was interrupted (Ctrl-C)"));
+    }
+    raise(py, e)
+}
+
+impl RdmaSrc {}
 
 /// How `next_with` receives: blocking (`recv`) or not (`try_recv`).
 type Receive = for<'a> fn(&'a mut rdma::RdmaSrc) -> rdma::Result<Option<&'a [u8]>>;
@@ -492,26 +498,28 @@ impl RdmaSrc {
         Ok(lock(py, &self.inner)?.as_raw_fd())
     }
 
-    /// Copies the next message into `buffer` (writable, C-contiguous, at least
-    /// `max_message_size` bytes so that no message can be lost) and returns its length, or
-    /// None at the end of the stream.
+    /// Copies the next message into `buffer` (writable, C-contiguous, any length) and returns
+    /// its length, or None at the end of the stream. A message longer than `buffer` raises
+    /// MessageTooLarge (`length`: the message's, `max`: the buffer's) and stays to be received
+    /// by the next call: nothing is lost.
     fn recv_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
         let (buf, capacity) = contiguous_bytes(buffer, true)?;
-        let max = self.info.get().max_message_size as usize;
-        if capacity < max {
-            return Err(PyValueError::new_err(format!(
-                "recv_into needs a buffer of at least max_message_size = {max} bytes, got {capacity}"
-            )));
-        }
         let at = buf.buf_ptr() as usize;
-        let n = self.next_with(py, rdma::RdmaSrc::recv, |_py, bytes| {
-            // SAFETY: `buf` keeps the target exported and writable (checked above), at least
-            // `max` >= `bytes.len()` bytes long; the slot and the target never overlap.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
-            Ok(bytes.len())
-        });
+        // The session's lock, then the lease's, as in next_with.
+        let mut src = lock(py, &self.inner)?;
+        self.end_lease(py)?;
+        let received = {
+            let src = &mut *src;
+            py.detach(move || {
+                // SAFETY: `buf` keeps the target exported and writable (checked by
+                // contiguous_bytes) and `capacity` bytes long until after this call; it is
+                // Python memory, never a receive slot, so the copy's ends do not overlap.
+                let target = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, capacity) };
+                src.recv_into(target)
+            })
+        };
         drop(buf);
-        n
+        received.map_err(|e| failed(py, &mut src, e))
     }
 
     /// Aborts the session (the sender sees `Rejected(reason)`) unless the stream has ended.

@@ -173,10 +173,21 @@ def _writable(msg: rc.Message) -> None:
 
 def test_recv_into_copies_into_the_callers_buffer_and_returns_none_at_the_end(serve, opts):
     def into(src: rc.RdmaSrc) -> List[bytes]:
-        buf = bytearray(src.max_message_size)
-        with pytest.raises(ValueError):
-            src.recv_into(bytearray(10))
+        # any buffer that holds the message will do, as with socket.recv_into
+        small = bytearray(8)
         got = []
+        n = src.recv_into(small)
+        assert n is not None
+        got.append(bytes(small[:n]))
+        n = src.recv_into(small)
+        assert n == 0
+        got.append(b"")
+        # too small: a clear error naming both sizes, and the message stays to be received
+        with pytest.raises(rc.MessageTooLarge) as too_large:
+            src.recv_into(small)
+        assert (too_large.value.length, too_large.value.max) == (4096, 8)
+        assert "4096 bytes" in str(too_large.value) and "8-byte buffer" in str(too_large.value)
+        buf = bytearray(src.max_message_size)
         while (n := src.recv_into(buf)) is not None:
             got.append(bytes(buf[:n]))
         return got

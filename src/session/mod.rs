@@ -330,7 +330,7 @@ impl<P: RolePath + ?Sized> Session<P> {
     /// [`DataPath::arm_for_readiness`]: crate::transport::DataPath::arm_for_readiness
     fn arm_readiness(
         &mut self,
-        readiness: &Readiness,
+        readiness: &mut Readiness,
         now: Instant,
         until: Option<Instant>,
         watch: Watch,

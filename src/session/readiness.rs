@@ -42,6 +42,12 @@ pub(crate) struct Readiness {
     timer: TimerFd,
     /// A call armed it and returned `WouldBlock`; the next call starts by taking this.
     armed: bool,
+    /// What the epoll set is known to hold for each position of [`Readiness::arm`]'s
+    /// `watched` (a descriptor and its events, empty: known not there); `None`: not known.
+    /// An arm that changes nothing makes no system call.
+    held: [Option<(RawFd, EpollFlags)>; 2],
+    /// The timer's expiry as last set (`Some(None)`: disarmed); `None`: not known.
+    timer_at: Option<Option<Instant>>,
 }
 
 /// What one arm does with one of the session's descriptors.
@@ -70,7 +76,16 @@ impl Readiness {
             epoll,
             timer,
             armed: false,
+            held: [None; 2],
+            timer_at: Some(None),
         })
+    }
+
+    /// The session's descriptors may have changed under the same numbers (a resumed session's
+    /// new data path and control connection; the old ones left the epoll set when they were
+    /// closed): the next arm sets everything again.
+    pub(crate) fn forget(&mut self) {
+        self.held = [None; 2];
     }
 
     /// A call armed it and returns `WouldBlock`.
@@ -83,18 +98,33 @@ impl Readiness {
         std::mem::take(&mut self.armed)
     }
 
-    /// Watches what `watched` says, and the timer set to `deadline` (`None`: no timer).
+    /// Watches what `watched` says (at most two descriptors, each in its own position from one
+    /// arm to the next: the control connection, then the data path's), and the timer set to
+    /// `deadline` (`None`: no timer). What is already as asked is left alone.
     pub(crate) fn arm(
-        &self,
+        &mut self,
         watched: &[Watched<'_>],
         deadline: Option<Instant>,
         now: Instant,
     ) -> Result<()> {
-        for w in watched {
-            match *w {
-                Watched::Watch(interest) => self.watch(interest)?,
-                Watched::Ignore(fd) => self.unwatch(fd)?,
+        for (w, held) in watched.iter().zip(self.held.iter_mut()) {
+            let (fd, events) = match *w {
+                Watched::Watch(interest) => (interest.fd, events(interest)),
+                Watched::Ignore(fd) => (fd, EpollFlags::empty()),
+            };
+            let want = Some((fd.as_raw_fd(), events));
+            if *held == want {
+                continue;
             }
+            if events.is_empty() {
+                unwatch(&self.epoll, fd)?;
+            } else {
+                watch(&self.epoll, fd, events)?;
+            }
+            *held = want;
+        }
+        if self.timer_at == Some(deadline) {
+            return Ok(());
         }
         match deadline {
             // A zero expiration disarms a timerfd: one nanosecond fires at once instead.
@@ -108,36 +138,44 @@ impl Readiness {
                         Expiration::OneShot(TimeSpec::nanoseconds(nanos)),
                         TimerSetTimeFlags::empty(),
                     )
-                    .map_err(|e| socket("timerfd_settime", e))
+                    .map_err(|e| socket("timerfd_settime", e))?;
             }
-            None => self.timer.unset().map_err(|e| socket("timerfd_settime", e)),
+            None => self
+                .timer
+                .unset()
+                .map_err(|e| socket("timerfd_settime", e))?,
         }
+        self.timer_at = Some(deadline);
+        Ok(())
     }
+}
 
-    fn watch(&self, interest: Interest<'_>) -> Result<()> {
-        let mut flags = EpollFlags::empty();
-        if interest.readable {
-            flags |= EpollFlags::EPOLLIN;
-        }
-        if interest.writable {
-            flags |= EpollFlags::EPOLLOUT;
-        }
-        let token = u64::try_from(interest.fd.as_raw_fd()).unwrap_or(u64::MAX);
-        let mut event = EpollEvent::new(flags, token);
-        match self.epoll.add(interest.fd, event) {
-            Err(Errno::EEXIST) => self
-                .epoll
-                .modify(interest.fd, &mut event)
-                .map_err(|e| socket("epoll_ctl", e)),
-            other => other.map_err(|e| socket("epoll_ctl", e)),
-        }
+fn events(interest: Interest<'_>) -> EpollFlags {
+    let mut flags = EpollFlags::empty();
+    if interest.readable {
+        flags |= EpollFlags::EPOLLIN;
     }
+    if interest.writable {
+        flags |= EpollFlags::EPOLLOUT;
+    }
+    flags
+}
 
-    fn unwatch(&self, fd: BorrowedFd<'_>) -> Result<()> {
-        match self.epoll.delete(fd) {
-            Ok(()) | Err(Errno::ENOENT) => Ok(()),
-            Err(e) => Err(socket("epoll_ctl", e)),
-        }
+fn watch(epoll: &Epoll, fd: BorrowedFd<'_>, events: EpollFlags) -> Result<()> {
+    let token = u64::try_from(fd.as_raw_fd()).unwrap_or(u64::MAX);
+    let mut event = EpollEvent::new(events, token);
+    match epoll.add(fd, event) {
+        Err(Errno::EEXIST) => epoll
+            .modify(fd, &mut event)
+            .map_err(|e| socket("epoll_ctl", e)),
+        other => other.map_err(|e| socket("epoll_ctl", e)),
+    }
+}
+
+fn unwatch(epoll: &Epoll, fd: BorrowedFd<'_>) -> Result<()> {
+    match epoll.delete(fd) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(socket("epoll_ctl", e)),
     }
 }
 
@@ -173,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_descriptor_turns_readable_when_a_watched_descriptor_does_and_not_before() {
-        let r = Readiness::new().unwrap();
+        let mut r = Readiness::new().unwrap();
         let (mut a, b) = UnixStream::pair().unwrap();
         let now = Instant::now();
         r.arm(&[Watched::Watch(Interest::read(b.as_fd()))], None, now)
@@ -185,7 +223,7 @@ mod tests {
 
     #[test]
     fn a_descriptor_no_longer_watched_does_not_wake_the_loop() {
-        let r = Readiness::new().unwrap();
+        let mut r = Readiness::new().unwrap();
         let (a, b) = UnixStream::pair().unwrap();
         drop(a); // b is at end of file: readable for ever
         let now = Instant::now();
@@ -200,7 +238,7 @@ mod tests {
 
     #[test]
     fn the_deadline_wakes_the_loop_and_a_new_arm_replaces_an_expired_one() {
-        let r = Readiness::new().unwrap();
+        let mut r = Readiness::new().unwrap();
         let now = Instant::now();
         r.arm(&[], Some(now + Duration::from_millis(30)), now)
             .unwrap();
@@ -220,14 +258,16 @@ mod tests {
 
     #[test]
     fn a_watched_descriptor_that_closes_leaves_the_set_and_its_number_can_be_watched_again() {
-        let r = Readiness::new().unwrap();
+        let mut r = Readiness::new().unwrap();
         let (a, b) = UnixStream::pair().unwrap();
         let now = Instant::now();
         r.arm(&[Watched::Watch(Interest::read(b.as_fd()))], None, now)
             .unwrap();
         drop(b);
         drop(a);
-        // a new descriptor (likely the same number), as a resumed data path's
+        // a new descriptor (likely the same number), as a resumed data path's: the driver
+        // says so (the number alone cannot tell a new descriptor from the old)
+        r.forget();
         let (mut c, d) = UnixStream::pair().unwrap();
         r.arm(&[Watched::Watch(Interest::read(d.as_fd()))], None, now)
             .unwrap();

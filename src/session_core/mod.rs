@@ -67,9 +67,10 @@ impl AfterFailure {
 /// The failure policy, the same for both ends (`who` names ours in the reason).
 pub(crate) fn on_failure(e: &Error, who: &str) -> AfterFailure {
     match e {
-        Error::Interrupted | Error::WouldBlock | Error::DeadlinePassed { .. } => {
-            AfterFailure::KeepOpen
-        }
+        Error::Interrupted
+        | Error::WouldBlock
+        | Error::DeadlinePassed { .. }
+        | Error::BufferTooSmall { .. } => AfterFailure::KeepOpen,
         Error::PeerLost { .. } | Error::Rejected(_) | Error::Closed => AfterFailure::Close,
         Error::Protocol(v) => AfterFailure::Reject(format!("protocol violation: {v}")),
         other => AfterFailure::Reject(format!("the {who} failed: {other}")),
