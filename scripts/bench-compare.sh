@@ -129,6 +129,27 @@ ref_bw=$("${client_pin[@]}" iperf3 -c 127.0.0.1 -p "$port" -l 65536 -n $((iters 
 	jq -r '.end.sum_received.bits_per_second / 8 / 1048576' 2>/dev/null || true)
 row "64 KiB bandwidth (bench bw vs iperf3)" "MiB/s" "$ours_bw" "$ref_bw" higher
 
+# --- 64 KiB: the sender's copy (send) against none (send_in_place), back to back ------------------
+# bench --in-place produces each message in its staging slot (every byte written once) where send
+# copies it there from a buffer: what an application that builds its messages in place saves. The
+# copy alone, on one core (examples/copy_cost.rs), is printed after the table as the physical
+# reference.
+inplace_pair() { # --in-place or nothing -> bw_average
+	next_port
+	bench_server
+	"${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
+		-s 65536 -n "$iters" --credits "$credits" --json "$@" 2>"$work/c-inplace.log" |
+		jq -r '.results[0].bw_average' 2>/dev/null || true
+}
+copy_bw=$(inplace_pair)
+inplace_bw=$(inplace_pair --in-place)
+row "64 KiB bandwidth, bench --in-place vs send" "MiB/s" "$inplace_bw" "$copy_bw" higher
+copy_cost=""
+if cargo build --release --locked --quiet --example copy_cost 2>"$work/copy-cost-build.log"; then
+	copy_cost=$("${client_pin[@]}" "${CARGO_TARGET_DIR:-target}/release/examples/copy_cost" \
+		--size 65536 --slots "$credits" --seconds 2 2>/dev/null || true)
+fi
+
 # --- 64 B message rate: ours vs sockperf throughput --------------------------------------------
 next_port
 bench_server
@@ -264,6 +285,12 @@ for r in "${rows[@]}"; do
 	IFS='|' read -r name unit ours ref ratio better <<<"$r"
 	printf '%-50s %-7s %14.2f %14.2f %7s  %s\n' "$name" "$unit" "${ours/FAILED/0}" "${ref/FAILED/0}" "$ratio" "$better"
 done
+if [ -n "$copy_cost" ]; then
+	echo "the sender's copy alone (examples/copy_cost.rs, one core): $copy_cost"
+else
+	echo "bench-compare: examples/copy_cost.rs did not run (cargo build --release --example copy_cost)" >&2
+	failed=1
+fi
 if [ -n "$json_out" ]; then
 	for r in "${rows[@]}"; do
 		IFS='|' read -r name unit ours ref ratio better <<<"$r"

@@ -47,6 +47,14 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// The fixture sysfs, one per process: the DOCA simulator reads `DOCA_SIM_DIR` once per process,
+/// so every test's sessions must use the directory the first one named.
+fn fixture() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"))
+        .path()
+}
+
 /// The counter is global: one measured session at a time (the tests would count each other's).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -173,9 +181,8 @@ fn no_allocation_per_message() {
     let _alone = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let fixture = tempfile::tempdir().unwrap();
     for (credits, size) in [(2, 2), (16, 64), (4, 4096)] {
-        let counted = session_allocations(credits, size, fixture.path(), Api::Blocking);
+        let counted = session_allocations(credits, size, fixture(), Api::Blocking);
         eprintln!("credits {credits}, {size}-byte messages: {counted} allocation(s) in {MEASURED} messages");
         assert!(
             counted < 20,
@@ -189,9 +196,8 @@ fn no_allocation_per_message_on_the_non_blocking_calls() {
     let _alone = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let fixture = tempfile::tempdir().unwrap();
     for (credits, size) in [(2, 2), (16, 64)] {
-        let counted = session_allocations(credits, size, fixture.path(), Api::Polling);
+        let counted = session_allocations(credits, size, fixture(), Api::Polling);
         eprintln!("try_send/try_recv, credits {credits}, {size}-byte messages: {counted} allocation(s) in {MEASURED} messages");
         assert!(
             counted < 20,

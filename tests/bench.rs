@@ -622,3 +622,42 @@ fn a_probe_against_the_bench_server_passes_and_the_server_serves_on() {
     assert!(out.contains("bytes"), "{out}");
     assert!(s.try_status().is_none(), "{}", s.report());
 }
+
+/// `--in-place` sends with `send_in_place` (nothing copied): the same rows as a copying run,
+/// with a key and checksums on (the checksum is sealed over what the slot holds), the JSON
+/// saying how it sent; a lat run refuses it.
+#[test]
+fn in_place_runs_bw_with_send_in_place_and_says_so_and_lat_refuses_it() {
+    let (code, out, err) = against_server(&[
+        "-s",
+        "65536",
+        "-n",
+        "300",
+        "--credits",
+        "8",
+        "--checksum",
+        "crc32c",
+        "--in-place",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = report(&out);
+    assert_eq!(v["send"], "in_place", "{v}");
+    assert_eq!(v["results"][0]["iterations"], 300, "{v}");
+    let (code, out, err) = against_server(&["-s", "64", "-n", "300", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report(&out)["send"], "copy");
+    let (code, _, err) = common::run(
+        &[
+            "bench",
+            "--client",
+            "127.0.0.1:9",
+            "--mode",
+            "lat",
+            "--in-place",
+        ],
+        SHORT,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--in-place is for --mode bw"), "{err}");
+}

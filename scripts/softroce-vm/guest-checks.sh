@@ -1048,6 +1048,17 @@ check_baseline() {
 		"meltdown: $(cat /sys/devices/system/cpu/vulnerabilities/meltdown 2>/dev/null || echo '?');" \
 		"CPU flags: $(grep -m1 -owE 'constant_tsc|nonstop_tsc|rdtscp|tsc_known_freq|pcid|invpcid' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 
+	# the sender's copy: 64 KiB with send_in_place (bench --in-place: 8 bytes written per message)
+	# beside the copying run above, the same count and depth
+	local inplace=''
+	if bench_pair "bw65536_inplace" "" --mode bw -s 65536 -n "${BENCH_COUNT[65536]}" \
+		--credits "$BENCH_DEPTH" --in-place; then
+		inplace=$(result_field "/tmp/bw65536_inplace.client.out" 4)
+		echo "SOFTROCE-BENCH-NOTE 64 KiB bench --in-place (send_in_place, no copy): ${inplace:-?} MiB/s against send's ${O_BW[65536]:-?} MiB/s (ratio $(awk -v a="${inplace:-0}" -v b="${O_BW[65536]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'))"
+	else
+		ofail+=("bench bw --in-place ${BENCH_COUNT[65536]} x 65536 B: $BENCH_FAIL")
+	fi
+
 	check_syscalls
 	check_event_loop_cost
 	PIN_SERVER=() PIN_CLIENT=()

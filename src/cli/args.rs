@@ -509,6 +509,13 @@ pub struct OpsArgs {
     #[arg(short = 'b', long)]
     pub bidirectional: bool,
 
+    /// Client, bw: send with send_in_place, each message produced straight in its registered
+    /// staging slot (every byte written, as an application that builds its messages there
+    /// does) instead of copied from a buffer by send (BENCHMARKS.md, "What the sender's copy
+    /// costs").
+    #[arg(long)]
+    pub in_place: bool,
+
     /// Run one size until Ctrl-C (perftest's --run_infinitely), printing a report every
     /// --interval (default 1 s); the final row covers the whole run.
     #[arg(long, alias = "run_infinitely", conflicts_with_all = ["iters", "duration", "all"])]

@@ -32,6 +32,7 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
         .then_some(std::time::Duration::from_secs(1)));
     let run = RunOptions {
         stop: args.ops.run_infinitely.then_some(stop),
+        in_place: args.ops.in_place,
         interval,
         json: args.json,
         gbits: args.report_gbits,

@@ -39,6 +39,8 @@ pub fn message(size: usize) -> Result<Vec<u8>> {
 /// interval reports when asked.
 pub struct RunOptions<'a> {
     pub stop: Option<&'a AtomicBool>,
+    /// Send with `send_in_place`, writing only a sequence number (--in-place).
+    pub in_place: bool,
     pub interval: Option<Duration>,
     pub json: bool,
     pub gbits: bool,
@@ -48,6 +50,7 @@ impl RunOptions<'_> {
     /// The server's: the header's budget, no reports.
     pub const SERVER: RunOptions<'static> = RunOptions {
         stop: None,
+        in_place: false,
         interval: None,
         json: false,
         gbits: false,
@@ -104,7 +107,19 @@ pub fn send_stream(
     let mut last_note = started;
     let mut sent = 0u64;
     while !budget.spent(sent, None) {
-        sink.send(payload)?;
+        if run.in_place {
+            // The message produced in its slot, every byte written (the payload's byte, then
+            // the sequence number), as an application that builds its messages there does:
+            // one pass over the message where `send` makes a copy, a read and a write.
+            let seq = sent.to_le_bytes();
+            sink.send_in_place(payload.len(), |slot| {
+                slot.fill(FILL);
+                let n = slot.len().min(seq.len());
+                slot[..n].copy_from_slice(&seq[..n]);
+            })?;
+        } else {
+            sink.send(payload)?;
+        }
         sent += 1;
         if !sent.is_multiple_of(CLOCK_EVERY) {
             continue;

@@ -98,6 +98,12 @@ measures what its clients ask for"
             ));
         }
     }
+    if ops.in_place && args.mode == BenchMode::Lat {
+        return refuse(
+            "--in-place is for --mode bw (a ping-pong's messages are echoed as they came)"
+                .to_owned(),
+        );
+    }
     if ops.bidirectional && args.mode == BenchMode::Lat {
         return refuse(
             "-b/--bidirectional is for --mode bw (a ping-pong goes both ways already)".to_owned(),

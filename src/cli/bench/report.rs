@@ -86,6 +86,8 @@ pub struct Report {
     gid_index: Option<u32>,
     credits: u16,
     busy_poll_us: Option<u64>,
+    /// How the client sends: "copy" (`send`) or "in_place" (`send_in_place`, --in-place).
+    send: &'static str,
     pub results: Vec<Row>,
 }
 
@@ -101,6 +103,11 @@ impl Report {
             gid_index: info.device.as_ref().map(|d| d.gid_index),
             credits: info.credits(),
             busy_poll_us: config.busy_poll.map(|d| d.as_micros() as u64),
+            send: if args.ops.in_place {
+                "in_place"
+            } else {
+                "copy"
+            },
             results: Vec::new(),
         };
         if !args.json {
@@ -267,6 +274,9 @@ fn print_header(r: &Report, args: &BenchArgs, info: &SessionInfo) {
         r.busy_poll_us
             .map_or("off".to_owned(), |us| format!("{us} usec"))
     );
+    if r.send == "in_place" {
+        println!(" Send            : in place (send_in_place: produced in the slot, no copy)");
+    }
     println!(
         " Path            : {} -> {}",
         info.path.source, info.path.peer
