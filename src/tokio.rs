@@ -15,9 +15,11 @@
 //!    [`AsyncRdmaSink::flush`]). A dropped [`AsyncRdmaSink::finish`] future leaves the stream
 //!    ending: call `finish` again. [`AsyncListener::accept`] takes a client in one step too.
 //! 3. What still blocks the thread: accepting a client's session in a role
-//!    ([`crate::Incoming::accept_src`]: a round trip or two, bounded by the handshake timeout),
-//!    connecting, and repairing a break of a resumable session (up to its resume timeout): run
-//!    those with `tokio::task::spawn_blocking`, as `examples/tokio_server.rs` does for the first.
+//!    ([`crate::Incoming::accept_src`]: a round trip or two, bounded by the handshake timeout)
+//!    and connecting, which belong in `tokio::task::spawn_blocking` (as
+//!    `examples/tokio_server.rs` does); and repairing a break of a resumable session, which
+//!    happens inside the call that met the break and holds its thread until the session resumed
+//!    or gave up (its resume timeout at most).
 
 use std::io;
 use std::time::Duration;
