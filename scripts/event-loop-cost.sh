@@ -13,7 +13,7 @@ Runs `cargo build --release --example event_loop_cost`, then the example at 64 B
 (both ends in this process; default 127.0.0.1 over tcp; --addr an RDMA device's address with
 --transport verbs on a host with one). Prints one EVENT-LOOP-COST line per size: messages per
 second of each way and, in parentheses, its ratio to the blocking calls of the same run
-(the target: 0.90 or more). The soft-RoCE VM's baseline check runs the same example over verbs.
+(the target: 0.90 or more). `scripts/softroce-vm.sh --checks event-loop-cost` runs the same example over verbs.
 
 Exit status: 0 when every way ran and delivered every message, 1 when one failed, 2 for a bad
 option.

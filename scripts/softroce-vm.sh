@@ -88,8 +88,11 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               'doctor --require-rdma' exits 0 there (5 without devices);
               'doctor --probe' against a server: 2 messages on the chosen device and GID
   baseline    ib_send_bw / ib_send_lat (explicit GID index) vs our client/server, same sizes,
-              same device, same boot: a table of ratios (ours / perftest); and the library's
-              event-loop calls (try_*, tokio) against its blocking ones (examples/event_loop_cost.rs)
+              same device, same boot: a table of ratios (ours / perftest)
+  event-loop-cost
+              the library's event-loop calls (try_* with poll, tokio) against its blocking ones
+              over verbs (examples/event_loop_cost.rs, built in release here). Not in the
+              default set, nor in .ci/run: run it by hand (BENCHMARKS.md has its figures)
   container   the roce image (scripts/container-test.sh) under podman in the guest, with the
               flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),
               RDMA_CONTAINER_STRICT=1, --transport verbs: 10,000 messages in order over rxe,
@@ -121,7 +124,7 @@ Options:
                      container (the arm64 image: scripts/container-test.sh --arch arm64)
                      (default messages,peer-lost); the kernel: the newest of the suite
   --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,doctor,baseline,
-                     container,rnr,suite,transport
+                     event-loop-cost,container,rnr,suite,transport
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
@@ -231,7 +234,7 @@ parse_args() {
 		done
 	fi
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | link-flap | doctor | baseline | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | link-flap | doctor | baseline | event-loop-cost | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -z "$MEM" ]; then
 		MEM=1024
@@ -314,7 +317,7 @@ prepare_binary() {
 	fi
 	[ -x "$BINARY" ] || die "no executable binary at $BINARY"
 	BINARY=$(cd "$(dirname "$BINARY")" && pwd)/$(basename "$BINARY")
-	if want_check baseline; then
+	if want_check event-loop-cost; then
 		local target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 		log "building the event-loop cost example (cargo build --release --example event_loop_cost)"
 		(cd "$REPO_ROOT" && cargo build --release --locked --quiet --example event_loop_cost) ||

@@ -430,16 +430,37 @@ impl RdmaSink {
                 data: true,
                 stop: StopFlag::Ignored,
             };
+            if let flow @ (Flow::ResumeAttempt | Flow::NotReady) =
+                self.pause(patience, now, until, watch)?
+            {
+                return Ok(flow);
+            }
+        }
+        Ok(Flow::Done(()))
+    }
+
+    /// The session's pause ([`Session::pause`](crate::session::Session)) toward `until`, with
+    /// what it says of the control channel kept: `Done` when the caller goes on.
+    fn pause(
+        &mut self,
+        patience: Patience,
+        now: Instant,
+        until: Option<Instant>,
+        watch: Watch,
+    ) -> Result<Flow<()>> {
+        Ok(
             match self
                 .session
                 .pause(patience, &mut self.readiness, now, until, watch)?
             {
-                Paused::Ready { control } => self.control_readable = control,
-                Paused::ResumeAttempt => return Ok(Flow::ResumeAttempt),
-                Paused::NotReady => return Ok(Flow::NotReady),
-            }
-        }
-        Ok(Flow::Done(()))
+                Paused::Ready { control } => {
+                    self.control_readable = control;
+                    Flow::Done(())
+                }
+                Paused::ResumeAttempt => Flow::ResumeAttempt,
+                Paused::NotReady => Flow::NotReady,
+            },
+        )
     }
 
     /// The time before a wait; credits stamped with an older reading since the last wait count
@@ -465,13 +486,10 @@ impl RdmaSink {
             stop,
         };
         let until = self.core.poll_timeout();
-        match self
-            .session
-            .pause(patience, &mut self.readiness, now, until, watch)?
+        if let flow @ (Flow::ResumeAttempt | Flow::NotReady) =
+            self.pause(patience, now, until, watch)?
         {
-            Paused::Ready { control } => self.control_readable = control,
-            Paused::ResumeAttempt => return Ok(Flow::ResumeAttempt),
-            Paused::NotReady => return Ok(Flow::NotReady),
+            return Ok(flow);
         }
         // Credits that come after the wait are stamped with this reading (re-stamped before
         // the next wait): a wait costs one clock read.

@@ -135,6 +135,7 @@ main() {
 		link-flap) check_link_flap ;;
 		doctor) check_doctor ;;
 		baseline) check_baseline ;;
+		event-loop-cost) check_event_loop_cost ;;
 		container) check_container; check_container_kube ;;
 		rnr) check_rnr ;;
 		suite) check_suite ;;
