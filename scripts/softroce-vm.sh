@@ -36,6 +36,7 @@ readonly EXIT_PASS=0 EXIT_FAIL=1 EXIT_NO_RESULT=2 EXIT_SETUP=3 EXIT_USAGE=64
 TRANSPORT=${SOFTROCE_VM_TRANSPORT:-verbs}
 CHECKS=messages,peer-lost,doctor,baseline
 BINARY=
+COMPARE_BINARY="" # --compare-binary: another build, timed beside ours in the baseline
 EVENT_LOOP_COST="" # the baseline check's examples/event_loop_cost (built in prepare_binary)
 GUEST_ARCH=amd64 # --arch: amd64 (x86_64) or arm64 (aarch64; scripts/softroce-vm/host-aarch64.sh)
 CHECKS_GIVEN=
@@ -128,6 +129,11 @@ Options:
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
+  --compare-binary PATH
+                     another rdma-container build (an older commit, say) that the baseline
+                     check times in the same boot: its bench lat runs alternate with ours
+                     and perftest's, and a note gives its median and the ratio new / other
+                     (under TCG only a ratio within one boot means anything)
   --accel A          auto (default: KVM if it really boots a kernel, else TCG), kvm or tcg
   --timeout SEC      wall-clock limit for the whole VM run (default $VM_TIMEOUT)
   --transfer-timeout SEC
@@ -189,7 +195,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 parse_args() {
 	while [ $# -gt 0 ]; do
 		case "$1" in
-		--transport | --checks | --binary | --accel | --timeout | --transfer-timeout | --mem | --smp | \
+		--transport | --checks | --binary | --compare-binary | --accel | --timeout | --transfer-timeout | --mem | --smp | \
 			--kernel-suite | --kernel-pkg | --console | --oci | --test-binary | --arch)
 			if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi ;;
 		esac
@@ -201,6 +207,7 @@ parse_args() {
 			shift 2 ;;
 		--checks) CHECKS=$2; CHECKS_GIVEN=1; shift 2 ;;
 		--binary) BINARY=$2; shift 2 ;;
+		--compare-binary) COMPARE_BINARY=$2; shift 2 ;;
 		--oci) OCI=$2; shift 2 ;;
 		--test-binary) TEST_BINARY=$2; shift 2 ;;
 		--accel) ACCEL=$2; shift 2 ;;
@@ -317,6 +324,11 @@ prepare_binary() {
 	fi
 	[ -x "$BINARY" ] || die "no executable binary at $BINARY"
 	BINARY=$(cd "$(dirname "$BINARY")" && pwd)/$(basename "$BINARY")
+	if [ -n "$COMPARE_BINARY" ]; then
+		[ -x "$COMPARE_BINARY" ] || die "no executable binary at $COMPARE_BINARY (--compare-binary)"
+		want_check baseline || die "--compare-binary is timed by the baseline check; --checks has no baseline"
+		log "compare binary: $COMPARE_BINARY ($("$COMPARE_BINARY" --version 2>/dev/null | head -n 1))"
+	fi
 	if want_check event-loop-cost; then
 		local target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 		log "building the event-loop cost example (cargo build --release --example event_loop_cost)"
@@ -728,6 +740,10 @@ build_initramfs() {
 	if [ -n "$TRANSPORT_TEST_EXE" ]; then
 		put_elf "$TRANSPORT_TEST_EXE" "$TRANSPORT_TEST_EXE"
 		strip --strip-debug "$ROOT$TRANSPORT_TEST_EXE" 2>/dev/null || true
+	fi
+	if [ -n "$COMPARE_BINARY" ]; then
+		put_elf "$COMPARE_BINARY" /usr/local/bin/rdma-container-compare
+		strip --strip-debug "$ROOT/usr/local/bin/rdma-container-compare" 2>/dev/null || true
 	fi
 	if [ -n "$EVENT_LOOP_COST" ]; then
 		put_elf "$EVENT_LOOP_COST" /usr/local/bin/event-loop-cost

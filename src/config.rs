@@ -386,7 +386,7 @@ impl Config {
         let set = self.qp_flags_set();
         if self.transport == TransportChoice::Tcp && !set.is_empty() {
             return Err(Error::InvalidConfig(format!(
-                "{} apply to an RDMA queue pair, and --transport tcp has none (docs/lossless-roce.md)",
+                "the queue-pair settings ({}) apply to an RDMA queue pair, and --transport tcp has none (docs/lossless-roce.md)",
                 set.join(", ")
             )));
         }

@@ -287,7 +287,7 @@ fn queue_pair_settings_come_from_flags_or_variables_and_bad_ones_exit_2() {
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains(
-            "--tclass, --sl, --mtu, --ack-timeout, --retry-count apply to an RDMA queue pair, and \
+            "the queue-pair settings (--tclass, --sl, --mtu, --ack-timeout, --retry-count) apply to an RDMA queue pair, and \
              --transport tcp has none"
         ),
         "{err}"

@@ -205,8 +205,9 @@ fn queue_pair_settings_are_in_the_session_result() {
         let mut c = client("client", free_port(), flags);
         assert_eq!(c.wait_code(SHORT), 2, "{}", c.report());
         assert!(
-            c.stderr()
-                .contains("--sl, --mtu apply to an RDMA queue pair, and --transport tcp has none"),
+            c.stderr().contains(
+                "(--sl, --mtu) apply to an RDMA queue pair, and --transport tcp has none"
+            ),
             "{}",
             c.report()
         );

@@ -1017,7 +1017,9 @@ check_baseline() {
 	# trip), alternated $LAT_ROUNDS times (perftest, ours, perftest, ours, ...), and the median
 	# of each side taken: the host's noise comes in bursts that can double one short run of
 	# either tool, and the median of five alternated runs leaves a burst or two out.
-	local round lat_p=() lat_o=()
+	# With --compare-binary, another build's bench lat runs in each round too, after ours.
+	local round lat_p=() lat_o=() lat_c=() compare=''
+	command -v rdma-container-compare >/dev/null && compare=rdma-container-compare
 	for ((round = 1; round <= LAT_ROUNDS; round++)); do
 		if perftest_measure "lat_perftest$round" 5 ib_send_lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
 			lat_p+=("$PERF_VALUE")
@@ -1028,6 +1030,9 @@ check_baseline() {
 			lat_o+=("$(result_field "/tmp/lat_ours$round.client.out" 5)")
 		else
 			ofail+=("bench lat $LAT_COUNT x $LAT_SIZE B (round $round): $BENCH_FAIL")
+		fi
+		if [ -n "$compare" ] && BIN=$compare bench_pair "lat_compare$round" "" --mode lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
+			lat_c+=("$(result_field "/tmp/lat_compare$round.client.out" 5)")
 		fi
 	done
 	median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.2f", v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -1043,6 +1048,11 @@ check_baseline() {
 	echo "SOFTROCE-BENCH-NOTE bandwidth/msg_rate: ib_send_bw -t $BENCH_DEPTH vs rdma-container bench --credits $BENCH_DEPTH (BW average, MsgRate), counts: $(for s in "${BENCH_SIZES[@]}"; do printf '%s B x %s; ' "$s" "${BENCH_COUNT[$s]}"; done)"
 	echo "SOFTROCE-BENCH-NOTE latency: t_typical of ib_send_lat vs bench --mode lat (half a round trip), $LAT_COUNT iterations, the median of $LAT_ROUNDS alternated runs each (perftest ${lat_p[*]:-?}; ours ${lat_o[*]:-?}); lower is better (ratio > 1 = slower)"
 	echo "SOFTROCE-BENCH-NOTE under TCG only ratios within one boot mean anything"
+	if [ -n "$compare" ]; then
+		local c_lat=''
+		[ "${#lat_c[@]}" -gt 0 ] && c_lat=$(median "${lat_c[@]}")
+		echo "SOFTROCE-BENCH-NOTE latency of --compare-binary ($($compare --version 2>/dev/null | head -n 1)): median ${c_lat:-?} us of ${#lat_c[@]} runs (${lat_c[*]:-none}); ours ${o_lat:-?} us, perftest ${p_lat:-?} us; ours / compare $(awk -v a="${o_lat:-0}" -v b="${c_lat:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'), compare / perftest $(awk -v a="${c_lat:-0}" -v b="${p_lat:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
+	fi
 	# What a system call and a clock read cost here depends on these (a clock read is a system
 	# call unless the clocksource has a vDSO reader; page-table isolation makes every call dearer).
 	echo "SOFTROCE-BENCH-NOTE guest clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo '?');" \
