@@ -284,6 +284,16 @@ fn four_keyed_sessions_on_one_server_resume_each_their_own_break() {
         resumes[1] >= 1 && resumes[2] >= 1,
         "the two broken sessions resumed: {resumes:?}"
     );
+    // Each attempt reached its own session, which proved the secret at once: an attempt
+    // answered by another session's secret is retried, and would still resume once the other
+    // sessions ended and left the registry.
+    for c in &clients[1..3] {
+        assert!(
+            !c.stderr().contains("could not prove the session's secret"),
+            "a resume attempt reached another session\n{}",
+            c.report()
+        );
+    }
     assert_eq!(
         (resumes[0], resumes[3]),
         (0, 0),

@@ -186,7 +186,7 @@ pub struct SessionArgs {
     #[arg(
         long,
         env = "RDMA_CONTAINER_RESUME_TIMEOUT",
-        default_value = "10",
+        default_value_t = SecondsOrOff(rdma_container::DEFAULT_RESUME_TIMEOUT),
         value_name = "SECONDS"
     )]
     pub resume_timeout: SecondsOrOff,
@@ -858,6 +858,13 @@ impl std::str::FromStr for SecondsOrOff {
         s.parse::<Seconds>()
             .map(|seconds| SecondsOrOff(seconds.0))
             .map_err(|e| e.replace("a positive number", "0 or a positive number"))
+    }
+}
+
+/// As it is written on the command line (how `--help` shows a default): seconds, `0` for off.
+impl std::fmt::Display for SecondsOrOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0.as_secs_f64())
     }
 }
 
