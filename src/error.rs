@@ -458,6 +458,48 @@ pub enum ProtocolViolation {
         /// What it claims arrived.
         arrived: u64,
     },
+    /// A path number the session does not have (several paths).
+    #[error("path {path} is not one of this session's paths, or it is down")]
+    NoSuchPath {
+        /// The number named.
+        path: usize,
+    },
+    /// A lost path's arrival count is more than the sender sent on it (several paths).
+    #[error("path {path} lost: the receiver says {arrived} message(s) arrived on it but only {sent} were sent there")]
+    PathArrivedPastSent {
+        /// The path.
+        path: usize,
+        /// What the receiver claims arrived on it.
+        arrived: u64,
+        /// What the sender sent on it since it came up.
+        sent: u64,
+    },
+    /// A message number outside the receiver's window: behind the next one to deliver, or as
+    /// far ahead as the credits allow or more (several paths).
+    #[error(
+        "a message numbered {low} (low 32 bits) is outside the window of {credits} from {next}"
+    )]
+    OutsideWindow {
+        /// The number's low 32 bits, as carried.
+        low: u32,
+        /// The next number to deliver.
+        next: u64,
+        /// The window's size.
+        credits: u64,
+    },
+    /// A release covering a message that had not arrived: one the sender moved from a lost
+    /// path (several paths).
+    #[error("released message {number}, which its lost path said had not arrived")]
+    ReleasedNotArrived {
+        /// The lowest such message.
+        number: u64,
+    },
+    /// A message number that had already arrived (several paths).
+    #[error("message {number} arrived twice")]
+    ArrivedTwice {
+        /// The number.
+        number: u64,
+    },
     /// On a resume, the sender claims to have heard of releases the receiver never made.
     #[error("resuming: the sender says {heard} message(s) were released but only {released} were")]
     ResumeReleasesNeverMade {

@@ -14,6 +14,7 @@
 
 pub(crate) mod handshake;
 pub(crate) mod lifecycle;
+pub(crate) mod paths;
 #[cfg(test)]
 mod proptests;
 pub(crate) mod receiving;
