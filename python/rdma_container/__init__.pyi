@@ -58,6 +58,12 @@ class _Options(TypedDict, total=False):
     auth_key_file: Optional[str]
     checksum: Literal["none", "crc32c"]
     resume_timeout: float
+    require_rdma: bool
+    traffic_class: Optional[int]
+    service_level: Optional[int]
+    mtu: Optional[int]
+    ack_timeout: Optional[int]
+    retry_count: Optional[int]
 
 class Error(Exception): ...
 

@@ -59,6 +59,13 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
             "busy_poll" => config.busy_poll = optional_seconds(&value)?,
             "checksum" => config.checksum = checksum(&value.extract::<String>()?)?,
             "resume_timeout" => config.resume_timeout = seconds(value.extract()?)?,
+            "require_rdma" => config.require_rdma = value.extract()?,
+            // The queue pair's settings (docs/lossless-roce.md); range checks are the library's.
+            "traffic_class" => config.traffic_class = value.extract()?,
+            "service_level" => config.service_level = value.extract()?,
+            "mtu" => config.mtu = value.extract()?,
+            "ack_timeout" => config.ack_timeout = value.extract()?,
+            "retry_count" => config.retry_count = value.extract()?,
             "auth_key_file" => {
                 let path = value.extract::<Option<std::path::PathBuf>>()?;
                 config.auth_key = path
@@ -72,7 +79,8 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
                     "unexpected keyword argument {other:?} (known: transport, credits, \
                      max_msg_size, device, ib_port, gid_index, sysfs_root, connect_timeout, \
                      handshake_timeout, idle_timeout, busy_poll, auth_key_file, checksum, \
-                     resume_timeout)"
+                     resume_timeout, require_rdma, traffic_class, service_level, mtu, \
+                     ack_timeout, retry_count)"
                 )))
             }
         }

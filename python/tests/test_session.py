@@ -360,6 +360,20 @@ def test_unknown_options_and_bad_values_are_refused_before_connecting():
         rc.RdmaSink.connect("127.0.0.1:1", connect_timeout=-1.0)
 
 
+def test_queue_pair_settings_and_require_rdma_reach_the_library_checks():
+    # Out of range: refused before connecting, naming the setting.
+    for name, value in (("traffic_class", 256), ("service_level", 16), ("mtu", 1000),
+                        ("ack_timeout", 32), ("retry_count", 8)):
+        with pytest.raises((rc.InvalidConfig, OverflowError, ValueError)):
+            rc.RdmaSink.connect("127.0.0.1:1", **{name: value})
+    # In range but on tcp, which has no queue pair: refused, not ignored.
+    with pytest.raises(rc.InvalidConfig, match="apply to an RDMA queue pair"):
+        rc.RdmaSrc.connect("127.0.0.1:1", transport="tcp", traffic_class=104, mtu=4096)
+    # Accepted: the session then fails only for want of a listener.
+    with pytest.raises(rc.ConnectionFailed):
+        rc.RdmaSrc.connect("127.0.0.1:1", require_rdma=True, service_level=3, connect_timeout=0.3)
+
+
 def test_connecting_to_nothing_fails_with_connection_failed_after_the_timeout():
     import socket
 
