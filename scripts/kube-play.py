@@ -174,20 +174,27 @@ def main():
         print(f"SUBSTITUTED {pod}: {text}")
 
     for path in args.manifests:
-        with open(path, encoding="utf-8") as f:
-            for doc in yaml.safe_load_all(f):
-                if not doc:
-                    continue
-                found = pod_of(doc, say)
-                if found is None:
-                    print(f"kube-play: {path}: kind {doc.get('kind')} is not played (not a Pod "
-                          "or Job)", file=sys.stderr)
-                    continue
-                name, spec, meta = found
-                substitute(name, spec, meta, args, args.out, say)
-                pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-                with open(os.path.join(args.out, f"{name}.yaml"), "w", encoding="utf-8") as f:
-                    yaml.safe_dump(pod, f, sort_keys=False)
+        try:
+            with open(path, encoding="utf-8") as f:
+                docs = list(yaml.safe_load_all(f))
+        except (OSError, yaml.YAMLError) as e:
+            sys.exit(f"kube-play: {path}: cannot read it as YAML: {e}")
+        for doc in docs:
+            if not isinstance(doc, dict):
+                if doc:
+                    print(f"kube-play: {path}: a document that is not a mapping is not "
+                          "played", file=sys.stderr)
+                continue
+            found = pod_of(doc, say)
+            if found is None:
+                print(f"kube-play: {path}: kind {doc.get('kind')} is not played (not a Pod "
+                      "or Job)", file=sys.stderr)
+                continue
+            name, spec, meta = found
+            substitute(name, spec, meta, args, args.out, say)
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+            with open(os.path.join(args.out, f"{name}.yaml"), "w", encoding="utf-8") as f:
+                yaml.safe_dump(pod, f, sort_keys=False)
 
 
 if __name__ == "__main__":

@@ -94,3 +94,45 @@ fn the_shipped_pods_become_playable_pods_and_each_substitution_is_said() {
         );
     }
 }
+
+/// A manifest that is not YAML (or not there) ends the script with one line naming the file,
+/// never a Python traceback; a document that is not a mapping is skipped with a line.
+#[test]
+fn a_manifest_that_is_not_yaml_is_named_in_one_line_without_a_traceback() {
+    let Some(python) = python_with_yaml() else {
+        skip_or_fail("no python3 with PyYAML (apt-get install python3-yaml)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(&broken, "kind: Pod\nspec: [\n").expect("write");
+    let missing = dir.path().join("missing.yaml");
+    for manifest in [&broken, &missing] {
+        let run = Command::new(&python)
+            .arg(repo().join("scripts/kube-play.py"))
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .arg(manifest)
+            .output()
+            .expect("python3 runs");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{err}");
+        assert!(
+            err.starts_with(&format!("kube-play: {}: ", manifest.display())),
+            "{err}"
+        );
+        assert!(!err.contains("Traceback"), "{err}");
+    }
+    let scalar = dir.path().join("scalar.yaml");
+    std::fs::write(&scalar, "just a string\n---\n").expect("write");
+    let run = Command::new(&python)
+        .arg(repo().join("scripts/kube-play.py"))
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg(&scalar)
+        .output()
+        .expect("python3 runs");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    assert!(err.contains("not a mapping is not played"), "{err}");
+}
