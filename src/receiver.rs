@@ -518,22 +518,15 @@ impl RdmaSrc {
     }
 }
 
-/// The readiness descriptor (rules 1 to 4 of `session::readiness`): it turns readable when
-/// [`RdmaSrc::try_recv`] may make progress. It is armed only by a `try_recv` (or a
-/// [`RdmaSrc::recv_timeout`] that ran out) that said [`Error::WouldBlock`]; wake-ups may be
-/// spurious; call until `WouldBlock` before waiting; never read it; it stays the same
-/// descriptor for the session's life, across a resume.
-impl std::os::fd::AsFd for RdmaSrc {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.readiness.as_fd()
-    }
-}
-
-impl std::os::fd::AsRawFd for RdmaSrc {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        std::os::fd::AsRawFd::as_raw_fd(&self.readiness)
-    }
-}
+crate::session::readiness::descriptor_of!(
+    /// The readiness descriptor (rules 1 to 4 of `session::readiness`): it turns readable when
+    /// [`RdmaSrc::try_recv`] may make progress. It is armed only by a `try_recv` (or a
+    /// [`RdmaSrc::recv_timeout`] that ran out) that said [`Error::WouldBlock`]; wake-ups may be
+    /// spurious; call until `WouldBlock` before waiting; never read it; it stays the same
+    /// descriptor for the session's life, across a resume.
+    RdmaSrc,
+    readiness
+);
 
 impl ResumeCore for ReceiverCore {
     fn begin_resume(&mut self) -> Result<Counts> {

@@ -706,22 +706,15 @@ impl RdmaSink {
     }
 }
 
-/// The readiness descriptor (rules 1 to 4 of `session::readiness`): it turns readable when
-/// [`RdmaSink::try_send`], [`RdmaSink::try_flush`] or [`RdmaSink::try_finish`] may make
-/// progress. It is armed only by such a call (or one with a deadline that ran out) that said
-/// [`Error::WouldBlock`]; wake-ups may be spurious; call until `WouldBlock` before waiting;
-/// never read it; it stays the same descriptor for the session's life, across a resume.
-impl std::os::fd::AsFd for RdmaSink {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.readiness.as_fd()
-    }
-}
-
-impl std::os::fd::AsRawFd for RdmaSink {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        std::os::fd::AsRawFd::as_raw_fd(&self.readiness)
-    }
-}
+crate::session::readiness::descriptor_of!(
+    /// The readiness descriptor (rules 1 to 4 of `session::readiness`): it turns readable when
+    /// [`RdmaSink::try_send`], [`RdmaSink::try_flush`] or [`RdmaSink::try_finish`] may make
+    /// progress. It is armed only by such a call (or one with a deadline that ran out) that said
+    /// [`Error::WouldBlock`]; wake-ups may be spurious; call until `WouldBlock` before waiting;
+    /// never read it; it stays the same descriptor for the session's life, across a resume.
+    RdmaSink,
+    readiness
+);
 
 impl ResumeCore for SenderCore {
     fn begin_resume(&mut self) -> Result<Counts> {

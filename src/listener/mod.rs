@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::TcpStream;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -484,19 +484,12 @@ impl Incoming {
     }
 }
 
-/// The readiness descriptor: readable while a client's hello waits for
-/// [`Listener::try_accept`] (spurious wake-ups possible; never read it).
-impl std::os::fd::AsFd for Listener {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.hello_ready.as_fd()
-    }
-}
-
-impl AsRawFd for Listener {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.hello_ready.as_raw_fd()
-    }
-}
+crate::session::readiness::descriptor_of!(
+    /// The readiness descriptor: readable while a client's hello waits for
+    /// [`Listener::try_accept`] (spurious wake-ups possible; never read it).
+    Listener,
+    hello_ready
+);
 
 /// The background half of a [`Listener`].
 struct Acceptor {

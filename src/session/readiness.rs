@@ -198,6 +198,27 @@ fn socket(what: &'static str, e: Errno) -> Error {
     }
 }
 
+/// `AsFd` and `AsRawFd` for a public type (`$ty`) whose readiness descriptor is its field
+/// `$field`: what an event loop waits on between its `try_` calls. The doc comments given go
+/// on the `AsFd` impl.
+macro_rules! descriptor_of {
+    ($(#[$doc:meta])* $ty:ty, $field:ident) => {
+        $(#[$doc])*
+        impl std::os::fd::AsFd for $ty {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                std::os::fd::AsFd::as_fd(&self.$field)
+            }
+        }
+
+        impl std::os::fd::AsRawFd for $ty {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                std::os::fd::AsRawFd::as_raw_fd(&self.$field)
+            }
+        }
+    };
+}
+pub(crate) use descriptor_of;
+
 #[cfg(test)]
 mod tests {
     use super::*;
