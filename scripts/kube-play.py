@@ -177,8 +177,8 @@ def main():
         try:
             with open(path, encoding="utf-8") as f:
                 docs = list(yaml.safe_load_all(f))
-        except (OSError, yaml.YAMLError) as e:
-            sys.exit(f"kube-play: {path}: cannot read it as YAML: {e}")
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            sys.exit(f"kube-play: {path}: cannot read it as YAML (UTF-8): {e}")
         for doc in docs:
             if not isinstance(doc, dict):
                 if doc:

@@ -236,6 +236,7 @@ parse_args() {
 		[ "$KERNEL_PKG" != "$KERNEL_PKG_PINNED" ] || KERNEL_PKG=latest
 		KERNEL_PKG_PINNED=none
 		[ "$KERNEL_SUITE" != host ] || usage_error "--arch aarch64 needs a suite (--kernel-suite), not host"
+		[ -z "$COMPARE_BINARY" ] || usage_error "--compare-binary is timed by the baseline check, which --arch aarch64 does not run"
 		for c in ${CHECKS//,/ }; do
 			case "$c" in messages | peer-lost | doctor | container) ;; *) usage_error "check $c does not run on --arch aarch64 (messages, peer-lost, doctor, container)" ;; esac
 		done
@@ -243,6 +244,9 @@ parse_args() {
 	for c in ${CHECKS//,/ }; do
 		case "$c" in messages | peer-lost | link-flap | doctor | baseline | event-loop-cost | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
+	if [ -n "$COMPARE_BINARY" ] && ! want_check baseline; then
+		usage_error "--compare-binary is timed by the baseline check; --checks has no baseline"
+	fi
 	if [ -z "$MEM" ]; then
 		MEM=1024
 		if want_check container; then MEM=2048; fi
@@ -326,7 +330,6 @@ prepare_binary() {
 	BINARY=$(cd "$(dirname "$BINARY")" && pwd)/$(basename "$BINARY")
 	if [ -n "$COMPARE_BINARY" ]; then
 		[ -x "$COMPARE_BINARY" ] || die "no executable binary at $COMPARE_BINARY (--compare-binary)"
-		want_check baseline || die "--compare-binary is timed by the baseline check; --checks has no baseline"
 		log "compare binary: $COMPARE_BINARY ($("$COMPARE_BINARY" --version 2>/dev/null | head -n 1))"
 	fi
 	if want_check event-loop-cost; then

@@ -107,7 +107,9 @@ fn a_manifest_that_is_not_yaml_is_named_in_one_line_without_a_traceback() {
     let broken = dir.path().join("broken.yaml");
     std::fs::write(&broken, "kind: Pod\nspec: [\n").expect("write");
     let missing = dir.path().join("missing.yaml");
-    for manifest in [&broken, &missing] {
+    let binary = dir.path().join("binary.yaml");
+    std::fs::write(&binary, b"kind: Pod\n\xff\xfe\n").expect("write");
+    for manifest in [&broken, &missing, &binary] {
         let run = Command::new(&python)
             .arg(repo().join("scripts/kube-play.py"))
             .arg("--out")

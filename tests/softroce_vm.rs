@@ -112,6 +112,9 @@ fn bad_options_exit_with_the_usage_status() {
         &["--arch", "aarch64", "--checks", "container,suite"],
         &["--arch", "aarch64", "--accel", "kvm"],
         &["--arch", "riscv64"],
+        // another build is timed by the baseline check only
+        &["--checks", "messages", "--compare-binary", "/bin/true"],
+        &["--arch", "aarch64", "--compare-binary", "/bin/true"],
     ] {
         let out = host_script(args);
         assert_eq!(
