@@ -247,23 +247,23 @@ fn the_listener_counts_clients_refused_for_the_key() {
         .is_none());
 }
 
-/// A server with a key and a handshake timeout far longer than the test.
+/// A server with a key and a handshake timeout far longer than the test; its handshakes log at
+/// debug level ("ADDR: proved the key").
 fn patient_server(port: u16, key: &Path) -> Proc {
     let addr = format!("127.0.0.1:{port}");
     let key = key.display().to_string();
-    let mut p = common::start(
-        "server",
-        &[
-            "--server",
-            &addr,
-            "--transport",
-            "tcp",
-            "--auth-key-file",
-            &key,
-            "--handshake-timeout",
-            "60",
-        ],
-    );
+    let mut cmd = common::command(&[
+        "--server",
+        &addr,
+        "--transport",
+        "tcp",
+        "--auth-key-file",
+        &key,
+        "--handshake-timeout",
+        "60",
+    ]);
+    cmd.env("RUST_LOG", "info,rdma_container::session::handshake=debug");
+    let mut p = Proc::spawn("server", cmd);
     p.wait_for_stderr("listening on", SHORT);
     p
 }
@@ -318,10 +318,15 @@ fn a_client_that_proved_the_key_keeps_its_place_while_strangers_flood_the_table(
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path(), "key", KEY, 0o600);
     let port = free_port();
-    let s = patient_server(port, &key);
+    let mut s = patient_server(port, &key);
     let mut proven = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     proven.set_read_timeout(Some(SHORT)).expect("timeout");
     wire::authenticate(&mut proven, KEY.as_bytes(), &[4u8; 32], true).expect("authentication");
+    // The flood begins once the server read the proof: a proof still in the socket is no proof
+    // yet, and its sender goes first like any stranger (CI once flooded before the server's
+    // handshake thread had run).
+    let me = proven.local_addr().expect("address").to_string();
+    s.wait_for_stderr(&format!("{me}: proved the key"), SHORT);
     // Three times the handshake table, each new one evicting someone: never the proven client.
     let flood: Vec<TcpStream> = (0..3 * rdma_container::MAX_PENDING_HANDSHAKES)
         .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect"))

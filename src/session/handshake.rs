@@ -226,9 +226,10 @@ pub(crate) fn read_hello(
             return Err(e);
         }
     }
+    let peer = control.peer_addr();
     until_our_hello(&mut control, &mut handshake, config, |h| {
-        if h.is_authenticated() {
-            authenticated.store(true, Ordering::Relaxed);
+        if h.is_authenticated() && !authenticated.swap(true, Ordering::Relaxed) {
+            log::debug!("{peer}: proved the key");
         }
     })?;
     let hello = handshake
