@@ -6,6 +6,7 @@
 mod common;
 
 use std::fs;
+use std::path::Path;
 use std::process::Command;
 
 use common::{repo, skip_or_fail};
@@ -21,6 +22,17 @@ fn python_with_yaml() -> Option<String> {
     })
 }
 
+/// Runs `scripts/kube-play.py --out OUT ARGS...` with `python`.
+fn kube_play(python: &str, out: &Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(python)
+        .arg(repo().join("scripts/kube-play.py"))
+        .arg("--out")
+        .arg(out)
+        .args(args)
+        .output()
+        .expect("python3 runs")
+}
+
 #[test]
 fn the_shipped_pods_become_playable_pods_and_each_substitution_is_said() {
     let Some(python) = python_with_yaml() else {
@@ -29,20 +41,19 @@ fn the_shipped_pods_become_playable_pods_and_each_substitution_is_said() {
     };
     let out = tempfile::tempdir().expect("dir");
     let shared = repo().join("deploy/kubernetes/shared");
-    let run = Command::new(python)
-        .arg(repo().join("scripts/kube-play.py"))
-        .arg("--out")
-        .arg(out.path())
-        .args([
-            "--device",
-            "/dev/null:/dev/infiniband/uverbs0",
-            "--env",
-            "RDMA_CONTAINER_REQUIRE_RDMA=false",
-        ])
-        .arg(shared.join("server.yaml"))
-        .arg(shared.join("client.yaml"))
-        .output()
-        .expect("python3 runs");
+    let (server, client) = (shared.join("server.yaml"), shared.join("client.yaml"));
+    let run = kube_play(
+        &python,
+        out.path(),
+        &[
+            "--device".as_ref(),
+            "/dev/null:/dev/infiniband/uverbs0".as_ref(),
+            "--env".as_ref(),
+            "RDMA_CONTAINER_REQUIRE_RDMA=false".as_ref(),
+            server.as_os_str(),
+            client.as_os_str(),
+        ],
+    );
     let said = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(
         run.status.success(),
@@ -110,13 +121,7 @@ fn a_manifest_that_is_not_yaml_is_named_in_one_line_without_a_traceback() {
     let binary = dir.path().join("binary.yaml");
     std::fs::write(&binary, b"kind: Pod\n\xff\xfe\n").expect("write");
     for manifest in [&broken, &missing, &binary] {
-        let run = Command::new(&python)
-            .arg(repo().join("scripts/kube-play.py"))
-            .arg("--out")
-            .arg(dir.path().join("out"))
-            .arg(manifest)
-            .output()
-            .expect("python3 runs");
+        let run = kube_play(&python, &dir.path().join("out"), &[manifest.as_os_str()]);
         let err = String::from_utf8_lossy(&run.stderr);
         assert_eq!(run.status.code(), Some(1), "{err}");
         assert!(
@@ -127,13 +132,7 @@ fn a_manifest_that_is_not_yaml_is_named_in_one_line_without_a_traceback() {
     }
     let scalar = dir.path().join("scalar.yaml");
     std::fs::write(&scalar, "just a string\n---\n").expect("write");
-    let run = Command::new(&python)
-        .arg(repo().join("scripts/kube-play.py"))
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg(&scalar)
-        .output()
-        .expect("python3 runs");
+    let run = kube_play(&python, &dir.path().join("out"), &[scalar.as_os_str()]);
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{err}");
     assert!(err.contains("not a mapping is not played"), "{err}");
