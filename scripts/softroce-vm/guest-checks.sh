@@ -907,6 +907,11 @@ bench_row() { # metric size perftest ours unit
 	echo "SOFTROCE-BENCH $1 $2 ${3:--} ${4:--} $ratio $5"
 }
 
+# A / B with two decimals, "n/a" when B is not above 0 (a run that gave no figure).
+ratio() { # a b
+	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'
+}
+
 # Field FIELD of the result row (the first numeric line after "#bytes") of FILE.
 result_field() { # file field
 	awk -v f="$2" '/#bytes/ { h = 1; next } h && $1 ~ /^[0-9]+$/ { print $f; exit }' "$1"
@@ -1051,7 +1056,7 @@ check_baseline() {
 	if [ -n "$compare" ]; then
 		local c_lat=''
 		[ "${#lat_c[@]}" -gt 0 ] && c_lat=$(median "${lat_c[@]}")
-		echo "SOFTROCE-BENCH-NOTE latency of --compare-binary ($($compare --version 2>/dev/null | head -n 1)): median ${c_lat:-?} us of ${#lat_c[@]} runs (${lat_c[*]:-none}); ours ${o_lat:-?} us, perftest ${p_lat:-?} us; ours / compare $(awk -v a="${o_lat:-0}" -v b="${c_lat:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'), compare / perftest $(awk -v a="${c_lat:-0}" -v b="${p_lat:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')"
+		echo "SOFTROCE-BENCH-NOTE latency of --compare-binary ($($compare --version 2>/dev/null | head -n 1)): median ${c_lat:-?} us of ${#lat_c[@]} runs (${lat_c[*]:-none}); ours ${o_lat:-?} us, perftest ${p_lat:-?} us; ours / compare $(ratio "${o_lat:-0}" "${c_lat:-0}"), compare / perftest $(ratio "${c_lat:-0}" "${p_lat:-0}")"
 	fi
 	# What a system call and a clock read cost here depends on these (a clock read is a system
 	# call unless the clocksource has a vDSO reader; page-table isolation makes every call dearer).
@@ -1065,7 +1070,7 @@ check_baseline() {
 	if bench_pair "bw65536_inplace" "" --mode bw -s 65536 -n "${BENCH_COUNT[65536]}" \
 		--credits "$BENCH_DEPTH" --in-place; then
 		inplace=$(result_field "/tmp/bw65536_inplace.client.out" 4)
-		echo "SOFTROCE-BENCH-NOTE 64 KiB bench --in-place (send_in_place, no copy): ${inplace:-?} MiB/s against send's ${O_BW[65536]:-?} MiB/s (ratio $(awk -v a="${inplace:-0}" -v b="${O_BW[65536]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'))"
+		echo "SOFTROCE-BENCH-NOTE 64 KiB bench --in-place (send_in_place, no copy): ${inplace:-?} MiB/s against send's ${O_BW[65536]:-?} MiB/s (ratio $(ratio "${inplace:-0}" "${O_BW[65536]:-0}"))"
 	else
 		ofail+=("bench bw --in-place ${BENCH_COUNT[65536]} x 65536 B: $BENCH_FAIL")
 	fi
