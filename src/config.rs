@@ -15,6 +15,8 @@ pub const DEFAULT_MAX_MSG_SIZE: usize = 10 * 1024 * 1024;
 pub const DEFAULT_CREDITS: u16 = 2;
 /// The most credits (slots) a hello may carry.
 pub const MAX_CREDITS: u16 = crate::proto::MAX_CREDITS;
+/// The most queue pairs (tcp: data connections) a session may stripe over ([`Config::qps`]).
+pub const MAX_QPS: u8 = 16;
 /// The resume timeout when none is set, counted from when a break is seen: long enough for a
 /// port to come back (link training takes 1-3 s; RC's own retries, about 8.6 s with our ACK
 /// timeout of 1.07 s and 7 retries, ride out shorter outages without a break at all) and for a
@@ -83,6 +85,11 @@ pub struct Config {
     pub max_msg_size: usize,
     /// Receive slots on the receiver, staging slots on the sender.
     pub credits: u16,
+    /// Queue pairs (tcp: data connections) a session stripes its messages over (`--qps`, 1
+    /// to [`MAX_QPS`], default 1), delivered in order as one stream (docs/design.md,
+    /// "Several paths"). The client chooses: a server takes each client's. Each queue pair
+    /// has its own slots (`credits` of them); the credits stay one pool.
+    pub qps: u8,
     /// Transport selection.
     pub transport: TransportChoice,
     /// `--device`, `--port`, `--gid-index`.
@@ -209,6 +216,8 @@ with_setters! {
     with_max_msg_size => max_msg_size: usize;
     /// Sets [`Config::credits`].
     with_credits => credits: u16;
+    /// Sets [`Config::qps`].
+    with_qps => qps: u8;
     /// Sets [`Config::transport`].
     with_transport => transport: TransportChoice;
     /// Sets [`Config::overrides`].
@@ -248,6 +257,7 @@ impl Default for Config {
         Self {
             max_msg_size: DEFAULT_MAX_MSG_SIZE,
             credits: DEFAULT_CREDITS,
+            qps: 1,
             transport: TransportChoice::Auto,
             overrides: Overrides::default(),
             sysfs_root: PathBuf::from("/sys"),
@@ -341,6 +351,12 @@ impl Config {
                 "credits must be between 1 and {}, got {}",
                 crate::proto::MAX_CREDITS,
                 self.credits
+            )));
+        }
+        if self.qps == 0 || self.qps > MAX_QPS {
+            return Err(Error::InvalidConfig(format!(
+                "queue pairs (--qps) must be between 1 and {MAX_QPS}, got {}",
+                self.qps
             )));
         }
         if u32::try_from(self.resume_timeout.as_millis()).is_err() {

@@ -380,6 +380,12 @@ impl Error {
     }
 }
 
+impl From<ProtocolViolation> for Error {
+    fn from(v: ProtocolViolation) -> Self {
+        Error::Protocol(v)
+    }
+}
+
 /// A rule of the wire protocol that the peer broke. Always ends the session; the reason is sent
 /// to the peer in a Reject.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -74,7 +74,7 @@ pub use config::InterruptCheck;
 pub use config::TestFaults;
 pub use config::{
     Config, TransportChoice, DEFAULT_ACK_TIMEOUT, DEFAULT_CREDITS, DEFAULT_MAX_MSG_SIZE,
-    DEFAULT_RESUME_TIMEOUT, DEFAULT_RETRY_COUNT, MAX_CREDITS,
+    DEFAULT_RESUME_TIMEOUT, DEFAULT_RETRY_COUNT, MAX_CREDITS, MAX_QPS,
 };
 pub use error::{Error, ProtocolViolation, Result};
 pub use error_kind::{CompletionStatus, DocaFailure, ErrorKind};

@@ -168,6 +168,64 @@ fn ten_thousand_messages_in_order_over_loopback() {
     );
 }
 
+/// `--qps N` (issue 39): the messages are striped over N queue pairs (tcp: data connections)
+/// and arrive as one stream, in order, every byte as sent; the server takes the client's
+/// count, and both session lines say it. Small messages with the default 2 credits, then
+/// 64 KiB + 1 messages with 8 credits and CRC32C over 3.
+#[test]
+fn messages_striped_over_several_queue_pairs_arrive_in_order_with_every_byte() {
+    for (qps, count, size, extra) in [
+        ("4", 10_000, None, &[][..]),
+        (
+            "3",
+            300,
+            Some(65_537),
+            &["--credits", "8", "--checksum", "crc32c"][..],
+        ),
+    ] {
+        let port = free_port();
+        let size_s = size.map(|s: usize| s.to_string());
+        let mut server_args = vec!["--once"];
+        server_args.extend_from_slice(extra);
+        let mut s = server("server", port, &server_args);
+        let count_s = count.to_string();
+        let mut client_args = vec!["--qps", qps, "--count", &count_s];
+        if let Some(size) = &size_s {
+            client_args.extend(["--size", size, "--max-msg-size", size]);
+        }
+        client_args.extend_from_slice(extra);
+        let mut c = client("client", port, &client_args);
+        assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
+        assert_eq!(s.wait_code(LONG), 0, "{}", s.report());
+        for p in [&s, &c] {
+            assert!(
+                p.stderr().contains(&format!(" | qps {qps} |")),
+                "the session line says qps {qps}\n{}",
+                p.report()
+            );
+        }
+        let out = s.stdout();
+        match size {
+            None => {
+                if let Err(e) = check_counting(&out, count) {
+                    panic!("server stdout: {e}\n{}", s.report());
+                }
+            }
+            Some(size) => {
+                let lines: Vec<&str> = out.lines().collect();
+                assert_eq!(lines.len() as u64, count, "{}", s.report());
+                for (i, line) in lines.iter().enumerate() {
+                    assert!(
+                        *line == sized_payload(i, size),
+                        "message {i} differs from what was sent\n{}",
+                        s.report()
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn killed_client_is_detected_and_the_server_keeps_serving() {
     let port = free_port();

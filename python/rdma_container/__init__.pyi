@@ -46,6 +46,7 @@ class _Options(TypedDict, total=False):
 
     transport: _Transport
     credits: int
+    qps: int
     max_msg_size: int
     device: Optional[str]
     ib_port: Optional[int]
@@ -105,6 +106,8 @@ class SessionInfo:
     def interface(self) -> Optional[str]: ...
     @property
     def credits(self) -> int: ...
+    @property
+    def qps(self) -> int: ...
     @property
     def max_message_size(self) -> int: ...
     @property

@@ -87,6 +87,8 @@ struct SessionInfo {
     interface: Option<String>,
     /// The window: the receiver's slot count.
     credits: u16,
+    /// The queue pairs (tcp: data connections) the messages are striped over.
+    qps: u8,
     /// The largest message this session carries (the smaller of both ends' limits).
     max_message_size: u32,
     /// The data path's MTU (RDMA transports).
@@ -119,6 +121,7 @@ impl SessionInfo {
             peer: info.path.peer.to_string(),
             interface: info.path.interface.clone(),
             credits: info.credits(),
+            qps: info.qps(),
             max_message_size: info.max_msg_size(),
             mtu: info.mtu(),
             device: device.map(|d| d.device.clone()),

@@ -48,6 +48,7 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
         match key.as_str() {
             "transport" => config.transport = transport(&value.extract::<String>()?)?,
             "credits" => config.credits = value.extract()?,
+            "qps" => config.qps = value.extract()?,
             "max_msg_size" => config.max_msg_size = value.extract()?,
             "device" => config.overrides.device = value.extract()?,
             "ib_port" => config.overrides.port = value.extract()?,
@@ -77,7 +78,7 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unexpected keyword argument {other:?} (known: transport, credits, \
-                     max_msg_size, device, ib_port, gid_index, sysfs_root, connect_timeout, \
+                     qps, max_msg_size, device, ib_port, gid_index, sysfs_root, connect_timeout, \
                      handshake_timeout, idle_timeout, busy_poll, auth_key_file, checksum, \
                      resume_timeout, require_rdma, traffic_class, service_level, mtu, \
                      ack_timeout, retry_count)"

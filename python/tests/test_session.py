@@ -349,6 +349,25 @@ def test_session_info_is_read_only_and_says_what_runs(serve, opts):
     assert server.join() == 0
 
 
+def test_a_session_striped_over_three_queue_pairs_delivers_in_order_both_ways(serve, opts):
+    # The client chooses qps (the listener takes it): full duplex, each direction its own
+    # session over three queue pairs (tcp: data connections).
+    def echo(src: Any) -> List[bytes]:
+        return [bytes(m) for m in iter(src.recv, None)]
+
+    server = serve("src", echo)
+    sink = rc.RdmaSink.connect(server.addr, qps=3, credits=4, **opts)
+    assert sink.info.qps == 3
+    assert "qps 3" in sink.info.description
+    sent = [b"%d" % i * (i % 50 + 1) for i in range(500)]
+    for m in sent:
+        sink.send(m)
+    sink.finish()
+    assert server.join() == sent
+    with pytest.raises(rc.InvalidConfig):
+        rc.RdmaSink.connect("127.0.0.1:1", qps=17)
+
+
 def test_unknown_options_and_bad_values_are_refused_before_connecting():
     with pytest.raises(TypeError):
         rc.RdmaSink.connect("127.0.0.1:1", colour="blue")  # type: ignore[call-arg]

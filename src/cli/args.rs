@@ -164,6 +164,10 @@ pub struct SessionArgs {
     )]
     pub credits: Option<u16>,
 
+    /// --qps.
+    #[command(flatten)]
+    pub stripes: StripeArgs,
+
     /// --transport and the device overrides.
     #[command(flatten)]
     pub data_path: DataPathArgs,
@@ -370,6 +374,10 @@ pub struct BenchArgs {
         value_name = "N"
     )]
     pub credits: Option<u16>,
+
+    /// --qps.
+    #[command(flatten)]
+    pub stripes: StripeArgs,
 
     /// --transport and the device overrides.
     #[command(flatten)]
@@ -615,6 +623,22 @@ pub struct DoctorArgs {
     /// doctor exits 0 (or the probe's status): the report is the result.
     #[arg(long, env = "RDMA_CONTAINER_DOCTOR_REQUIRE_RDMA", value_parser = BoolishValueParser::new())]
     pub require_rdma: bool,
+}
+
+/// How many queue pairs a session stripes over (`--server`/`--client` and `bench`).
+#[derive(Debug, Clone, Args)]
+pub struct StripeArgs {
+    /// Client: queue pairs (tcp: data connections) to stripe the messages over, delivered in
+    /// order as one stream (1 to 16; default 1; perftest's -q, iperf3's -P). Each has its own
+    /// slots (--credits of them; the credits stay one pool). A server takes each client's.
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_QPS",
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u8).range(1..=i64::from(rdma_container::MAX_QPS))
+    )]
+    pub qps: u8,
 }
 
 /// `--transport` and the device overrides: the data path of a session (`--server`, `--client`,

@@ -204,6 +204,8 @@ pub struct SessionResult {
     pub retry_count: Option<u8>,
     /// The receiver's slots: messages in flight.
     pub credits: Option<u16>,
+    /// The queue pairs (tcp: data connections) the messages are striped over (`--qps`).
+    pub qps: Option<u8>,
     /// The largest message the session carries.
     pub max_msg_size: Option<u32>,
     /// The per-message check both ends agreed on (`none`, `crc32c`); `null` before the
@@ -258,6 +260,7 @@ impl SessionResult {
             ack_timeout: None,
             retry_count: None,
             credits: None,
+            qps: None,
             max_msg_size: None,
             checksum: None,
             messages: 0,
@@ -301,6 +304,7 @@ impl SessionResult {
         self.ack_timeout = info.ack_timeout();
         self.retry_count = info.retry_count();
         self.credits = Some(info.credits());
+        self.qps = Some(info.qps());
         self.max_msg_size = Some(info.max_msg_size());
         self.checksum = Some(info.checksum().name());
     }

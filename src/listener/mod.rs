@@ -444,9 +444,12 @@ impl Incoming {
     }
 
     /// The memory this session's slots take once it is accepted, in bytes: credits times the
-    /// slot size (an upper bound: a transport may carry less per slot).
+    /// slot size times the client's queue pairs (`--qps`: each has its own slots); an upper
+    /// bound: a transport may carry less per slot.
     pub fn slot_memory(&self) -> usize {
-        usize::from(self.config.credits).saturating_mul(self.config.max_msg_size)
+        usize::from(self.config.credits)
+            .saturating_mul(self.config.max_msg_size)
+            .saturating_mul(usize::from(self.pending.hello.qps))
     }
 
     /// Accepts the client as its receiver (the client sends): we become the [`RdmaSrc`], the

@@ -1,9 +1,11 @@
 //! Blocking waits on several file descriptors at once, with a timeout.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
 
 use crate::{Error, Result};
 
@@ -115,6 +117,43 @@ pub(crate) fn remaining(deadline: Instant) -> Option<Duration> {
     deadline
         .checked_duration_since(Instant::now())
         .filter(|d| !d.is_zero())
+}
+
+/// The epoll events of an interest.
+pub(crate) fn epoll_events(interest: Interest<'_>) -> EpollFlags {
+    let mut flags = EpollFlags::empty();
+    if interest.readable {
+        flags |= EpollFlags::EPOLLIN;
+    }
+    if interest.writable {
+        flags |= EpollFlags::EPOLLOUT;
+    }
+    flags
+}
+
+/// Puts `fd` in the epoll set with `events`, or changes its events when it is there.
+pub(crate) fn watch_fd(epoll: &Epoll, fd: BorrowedFd<'_>, events: EpollFlags) -> Result<()> {
+    let token = u64::try_from(fd.as_raw_fd()).unwrap_or(u64::MAX);
+    let mut event = EpollEvent::new(events, token);
+    match epoll.add(fd, event) {
+        Err(Errno::EEXIST) => epoll.modify(fd, &mut event).map_err(epoll_ctl_failed),
+        other => other.map_err(epoll_ctl_failed),
+    }
+}
+
+/// Takes `fd` out of the epoll set (not being there is fine).
+pub(crate) fn unwatch_fd(epoll: &Epoll, fd: BorrowedFd<'_>) -> Result<()> {
+    match epoll.delete(fd) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(epoll_ctl_failed(e)),
+    }
+}
+
+fn epoll_ctl_failed(e: Errno) -> Error {
+    Error::Socket {
+        what: "epoll_ctl",
+        source: e.into(),
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use super::DecodeError;
 /// The four bytes every hello starts with.
 pub(crate) const HELLO_MAGIC: [u8; 4] = *b"RDMC";
 /// The protocol version this build speaks.
-pub(crate) const PROTOCOL_VERSION: u16 = 7;
+pub(crate) const PROTOCOL_VERSION: u16 = 8;
 /// The length of the resume secret a server's hello carries (without a pre-shared key).
 pub(crate) const RESUME_SECRET_LEN: usize = 32;
 /// Upper bound on the transport blob (DOCA's exported connection is a few hundred bytes).
@@ -267,6 +267,9 @@ pub(crate) struct Hello {
     pub max_msg_size: u32,
     /// Receive slots (receiver) or staging slots (sender).
     pub credits: u16,
+    /// Queue pairs (tcp: data connections) the session stripes its messages over, 1 to
+    /// [`MAX_QPS`](crate::MAX_QPS) (version 8): the client's choice, which the server takes.
+    pub qps: u8,
     /// The 16-byte GID this side's data path uses (IPv4-mapped address for TCP).
     pub gid: [u8; 16],
     /// The per-message check this side uses (version 4).
@@ -294,6 +297,7 @@ impl Hello {
         out.push(self.transport.to_byte());
         out.extend_from_slice(&self.max_msg_size.to_le_bytes());
         out.extend_from_slice(&self.credits.to_le_bytes());
+        out.push(self.qps);
         out.extend_from_slice(&self.gid);
         out.push(self.checksum.to_byte());
         out.extend_from_slice(&self.resume_timeout_ms.to_le_bytes());
@@ -334,6 +338,13 @@ impl Hello {
                 value: u64::from(credits),
             });
         }
+        let qps = r.u8("qps")?;
+        if qps == 0 || qps > crate::MAX_QPS {
+            return Err(DecodeError::BadField {
+                field: "qps",
+                value: u64::from(qps),
+            });
+        }
         let gid = r.array("gid")?;
         let checksum = Checksum::from_byte(r.u8("checksum")?)?;
         let resume_timeout_ms = r.u32("resume_timeout_ms")?;
@@ -347,6 +358,7 @@ impl Hello {
             transport,
             max_msg_size,
             credits,
+            qps,
             gid,
             checksum,
             resume_timeout_ms,

@@ -15,6 +15,7 @@ fn hello() -> Hello {
         transport: TransportKind::Tcp,
         max_msg_size: 10 << 20,
         credits: 2,
+        qps: 1,
         gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
         checksum: Checksum::Crc32c,
         resume_timeout_ms: 10_000,
@@ -233,6 +234,32 @@ fn trailing_bytes_unknown_kinds_and_bad_fields_are_errors() {
     ));
 }
 
+/// Version 8's queue pair count sits right after the credits: 1 to 16 round-trip, 0 and 17
+/// are bad fields.
+#[test]
+fn the_queue_pair_count_round_trips_from_1_to_16_and_0_or_17_is_a_bad_field() {
+    for qps in [1, 2, 16] {
+        let h = Hello { qps, ..hello() };
+        assert_eq!(
+            decode_one(&encode_frame(&Message::Hello(h.clone()))),
+            Ok(Message::Hello(h))
+        );
+    }
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2;
+    let mut body = hello_body();
+    assert_eq!(body[at], 1, "the count follows the credits");
+    for bad in [0u8, 17] {
+        body[at] = bad;
+        assert_eq!(
+            decode_one(&frame(&body)),
+            Err(DecodeError::BadField {
+                field: "qps",
+                value: u64::from(bad)
+            })
+        );
+    }
+}
+
 /// Version 7's queue pair settings: the flags say which travel, each value in its range, an
 /// unset one is `None` whatever its byte says; anything else is a bad field.
 #[test]
@@ -254,7 +281,7 @@ fn queue_pair_settings_round_trip_and_bad_ones_are_named() {
         retry_count: Some(0),
     });
     // The settings sit between the resume secret and the blob.
-    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16 + 1 + 4 + 16 + 32;
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 16 + 1 + 4 + 16 + 32;
     let body = hello_body();
     assert_eq!(
         &body[at..at + QpSettings::LEN],
@@ -382,7 +409,7 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
             Just(TransportKind::Verbs)
         ],
         1u32..,
-        1u16..=1024,
+        (1u16..=1024, 1u8..=crate::MAX_QPS),
         any::<[u8; 16]>(),
         any::<bool>(),
         (
@@ -400,12 +427,13 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
         ),
     )
         .prop_map(
-            |(role, transport, max_msg_size, credits, gid, crc, resume, blob, qp)| Hello {
+            |(role, transport, max_msg_size, (credits, qps), gid, crc, resume, blob, qp)| Hello {
                 version: PROTOCOL_VERSION,
                 role,
                 transport,
                 max_msg_size,
                 credits,
+                qps,
                 gid,
                 checksum: if crc {
                     Checksum::Crc32c

@@ -144,6 +144,8 @@ impl<P: RolePath + ?Sized> Session<P> {
             return Err(e);
         }
         let config = &fitted_credits(config, P::ROLE, pending_hello.credits);
+        // The client chooses how many queue pairs (its hello carries a valid count).
+        let config = &config.clone().with_qps(pending_hello.qps);
         let mut prepared = match Prepared::<P>::new(&control, BootstrapSide::Server, config) {
             Ok(p) => p,
             Err(e) => {
@@ -507,6 +509,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             slot_size: config
                 .max_msg_size
                 .saturating_add(config.checksum.trailer_len()),
+            lanes: usize::from(config.qps),
             device: None,
             qp: config.qp_settings(),
             sysfs_root: config.sysfs_root.clone(),
@@ -536,6 +539,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
                     .saturating_sub(config.checksum.trailer_len()),
             ) as u32,
             credits: config.credits,
+            qps: config.qps,
             gid,
             checksum: config.checksum,
             resume_timeout_ms: if transport.can_resume() {

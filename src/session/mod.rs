@@ -77,6 +77,9 @@ impl SessionInfo {
             self.credits(),
             self.max_msg_size()
         );
+        if self.qps() > 1 {
+            s.push_str(&format!(" | qps {}", self.qps()));
+        }
         if self.checksum() != Checksum::None {
             s.push_str(&format!(" | checksum {}", self.checksum()));
         }
@@ -194,6 +197,12 @@ impl SessionInfo {
             Role::Receiver => self.local.credits,
             Role::Sender => self.peer.credits,
         }
+    }
+
+    /// The queue pairs (tcp: data connections) the session stripes its messages over
+    /// ([`Config::qps`](crate::Config::qps): the client's choice).
+    pub fn qps(&self) -> u8 {
+        self.local.qps
     }
 
     /// How long a broken session tries to resume (the shorter of both ends' times); `None`

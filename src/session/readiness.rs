@@ -28,7 +28,7 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use nix::sys::time::{TimeSpec, TimeValLike};
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 
-use crate::net::wait::Interest;
+use crate::net::wait::{epoll_events, unwatch_fd, watch_fd, Interest};
 use crate::{Error, Result};
 
 /// The longest a server session that can resume sleeps on its readiness descriptor without a
@@ -109,7 +109,7 @@ impl Readiness {
     ) -> Result<()> {
         for (w, held) in watched.iter().zip(self.held.iter_mut()) {
             let (fd, events) = match *w {
-                Watched::Watch(interest) => (interest.fd, events(interest)),
+                Watched::Watch(interest) => (interest.fd, epoll_events(interest)),
                 Watched::Ignore(fd) => (fd, EpollFlags::empty()),
             };
             let want = Some((fd.as_raw_fd(), events));
@@ -117,9 +117,9 @@ impl Readiness {
                 continue;
             }
             if events.is_empty() {
-                unwatch(&self.epoll, fd)?;
+                unwatch_fd(&self.epoll, fd)?;
             } else {
-                watch(&self.epoll, fd, events)?;
+                watch_fd(&self.epoll, fd, events)?;
             }
             *held = want;
         }
@@ -147,35 +147,6 @@ impl Readiness {
         }
         self.timer_at = Some(deadline);
         Ok(())
-    }
-}
-
-fn events(interest: Interest<'_>) -> EpollFlags {
-    let mut flags = EpollFlags::empty();
-    if interest.readable {
-        flags |= EpollFlags::EPOLLIN;
-    }
-    if interest.writable {
-        flags |= EpollFlags::EPOLLOUT;
-    }
-    flags
-}
-
-fn watch(epoll: &Epoll, fd: BorrowedFd<'_>, events: EpollFlags) -> Result<()> {
-    let token = u64::try_from(fd.as_raw_fd()).unwrap_or(u64::MAX);
-    let mut event = EpollEvent::new(events, token);
-    match epoll.add(fd, event) {
-        Err(Errno::EEXIST) => epoll
-            .modify(fd, &mut event)
-            .map_err(|e| socket("epoll_ctl", e)),
-        other => other.map_err(|e| socket("epoll_ctl", e)),
-    }
-}
-
-fn unwatch(epoll: &Epoll, fd: BorrowedFd<'_>) -> Result<()> {
-    match epoll.delete(fd) {
-        Ok(()) | Err(Errno::ENOENT) => Ok(()),
-        Err(e) => Err(socket("epoll_ctl", e)),
     }
 }
 

@@ -540,6 +540,13 @@ pub(crate) fn check_peer(ours: &Hello, theirs: &Hello) -> Result<(), String> {
             ours.checksum, theirs.checksum
         ));
     }
+    if ours.qps != theirs.qps {
+        return Err(format!(
+            "queue pair mismatch: one end stripes over {} queue pair(s), the other over {} (the \
+             server takes the client's --qps)",
+            ours.qps, theirs.qps
+        ));
+    }
     // A DOCA context's MTU is fixed before its connection is known (doca_rdma_set_mtu comes
     // before doca_ctx_start), so two ends that each fixed one cannot meet at the smaller, as
     // verbs does at RTR: they must fix the same.
@@ -567,6 +574,7 @@ pub(crate) mod tests {
             transport,
             max_msg_size: 64,
             credits: 2,
+            qps: 1,
             gid: [0; 16],
             checksum: Checksum::None,
             resume_timeout_ms: 0,
@@ -710,6 +718,20 @@ pub(crate) mod tests {
             ),
             "{e}"
         );
+    }
+
+    /// Both ends stripe over the same queue pairs (the server takes the client's count): a
+    /// hello with another count is refused.
+    #[test]
+    fn a_peer_with_another_queue_pair_count_is_refused() {
+        let ours = hello(Role::Receiver, TransportKind::Tcp);
+        let theirs = Hello {
+            qps: 4,
+            ..hello(Role::Sender, TransportKind::Tcp)
+        };
+        let e = check_peer(&ours, &theirs).unwrap_err();
+        assert!(e.contains("queue pair mismatch"), "{e}");
+        assert_eq!(check_peer(&Hello { qps: 4, ..ours }, &theirs), Ok(()));
     }
 
     /// Verbs meets at the smaller MTU at RTR; two DOCA ends that each fixed an MTU must have

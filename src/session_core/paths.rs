@@ -45,7 +45,7 @@ use std::collections::{BTreeSet, VecDeque};
 use crate::ProtocolViolation;
 
 /// The most paths a session may have.
-pub(crate) const MAX_PATHS: usize = 16;
+pub(crate) const MAX_PATHS: usize = crate::config::MAX_QPS as usize;
 
 /// A path's number within its session.
 pub(crate) type PathId = usize;
@@ -320,6 +320,12 @@ impl<T> ReorderWindow<T> {
         if let Some(count @ None) = self.arrived_on.get_mut(path) {
             *count = Some(0);
         }
+    }
+
+    /// The messages waiting for their turn, in no particular order (a data path torn down
+    /// for resumption gives their slots back: they count as not arrived).
+    pub(crate) fn into_waiting(self) -> impl Iterator<Item = T> {
+        self.waiting.into_iter().flatten()
     }
 
     /// Messages waiting for their turn.

@@ -1168,6 +1168,7 @@ fn sim_test_params(role: Role, slots: usize, slot_size: usize) -> SetupParams {
         peer_ip: std::net::Ipv4Addr::LOCALHOST,
         slots,
         slot_size,
+        lanes: 1,
         device: Some(crate::roce::DeviceChoice {
             device: "mlx5_0".to_owned(),
             port: 1,

@@ -30,6 +30,7 @@ pub(crate) mod doca;
 pub(crate) mod signaling;
 #[allow(unsafe_code)]
 pub(crate) mod slots;
+pub(crate) mod striped;
 pub(crate) mod tcp;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
@@ -59,6 +60,9 @@ pub(crate) struct SetupParams {
     pub slots: usize,
     /// Bytes per slot.
     pub slot_size: usize,
+    /// Queue pairs (tcp: data connections) the data path stripes its messages over (`--qps`;
+    /// 1: one data path, as the transport makes it; more: [`striped`]).
+    pub lanes: usize,
     /// The RDMA device chosen by discovery (RDMA transports only).
     pub device: Option<DeviceChoice>,
     /// The queue pair settings asked for (`--tclass`, `--sl`, `--mtu`, `--ack-timeout`,
@@ -396,12 +400,28 @@ macro_rules! create_as {
     };
 }
 
+/// The data path of `kind` as the role trait `$role`: one transport, or with several lanes
+/// (`--qps`) that many, striped by `$striped` (`striped::sender` or `striped::receiver`).
+macro_rules! create_striped_as {
+    ($kind:expr, $params:expr, $role:ty, $striped:path) => {
+        match lane_params($params)? {
+            None => create_as!($kind, $params, $role),
+            Some(lane) => {
+                let lanes = (0..$params.lanes)
+                    .map(|_| Ok(create_as!($kind, &lane, $role)))
+                    .collect::<Result<Vec<_>>>()?;
+                Box::new($striped(lanes, $params.slots)?) as Box<$role>
+            }
+        }
+    };
+}
+
 impl RolePath for dyn SendPath {
     const ROLE: Role = Role::Sender;
     type Slot = StagingSlot;
 
     fn create(kind: TransportKind, params: &SetupParams) -> Result<(Box<Self>, Vec<StagingSlot>)> {
-        let path: Box<dyn SendPath> = create_as!(kind, params, dyn SendPath);
+        let path = create_striped_as!(kind, params, dyn SendPath, striped::sender);
         Ok((path, (0..params.slots).map(StagingSlot::mint).collect()))
     }
 
@@ -419,7 +439,7 @@ impl RolePath for dyn RecvPath {
     type Slot = RecvSlot;
 
     fn create(kind: TransportKind, params: &SetupParams) -> Result<(Box<Self>, Vec<RecvSlot>)> {
-        let path: Box<dyn RecvPath> = create_as!(kind, params, dyn RecvPath);
+        let path = create_striped_as!(kind, params, dyn RecvPath, striped::receiver);
         Ok((path, (0..params.slots).map(RecvSlot::mint).collect()))
     }
 
@@ -433,6 +453,25 @@ impl RolePath for dyn RecvPath {
     fn early_data(&self) -> bool {
         self.data_waiting()
     }
+}
+
+/// With more than one lane: what each lane is made with (its slots carry the lane header).
+/// The memory of every lane's slots is checked first, together.
+fn lane_params(params: &SetupParams) -> Result<Option<SetupParams>> {
+    if params.lanes <= 1 {
+        return Ok(None);
+    }
+    let lane = SetupParams {
+        lanes: 1,
+        slot_size: params.slot_size.saturating_add(striped::LANE_HEADER_LEN),
+        ..params.clone()
+    };
+    slots::check_slot_memory(
+        params.slots.saturating_mul(params.lanes),
+        lane.slot_size,
+        false,
+    )?;
+    Ok(Some(lane))
 }
 
 fn not_compiled_in(kind: TransportKind) -> crate::Error {

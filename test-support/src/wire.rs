@@ -34,7 +34,7 @@ pub const TRANSPORT_DOCA: u8 = 2;
 /// Hello transport byte of verbs.
 pub const TRANSPORT_VERBS: u8 = 3;
 /// The protocol version these encoders speak.
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 /// Client to server, first with a key: the client's 32-byte nonce.
 pub const KIND_AUTH_CHALLENGE: u8 = 6;
 /// Server to client: the server's nonce and its proof.
@@ -180,6 +180,8 @@ pub fn hello_with(
     b.push(transport);
     b.extend_from_slice(&max_msg_size.to_le_bytes());
     b.extend_from_slice(&credits.to_le_bytes());
+    // Queue pairs (version 8): one.
+    b.push(1);
     b.extend_from_slice(&[0u8; 10]);
     b.extend_from_slice(&[0xff, 0xff, 127, 0, 0, 1]);
     // The checksum (version 4): none.
@@ -236,7 +238,7 @@ pub fn hello_blob(body: &[u8]) -> Option<Vec<u8>> {
     if body.first() != Some(&KIND_HELLO) {
         return None;
     }
-    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 16 + 1 + 4 + 16 + 32 + 7;
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 16 + 1 + 4 + 16 + 32 + 7;
     let len = u16::from_le_bytes([*body.get(at)?, *body.get(at + 1)?]) as usize;
     body.get(at + 2..at + 2 + len).map(<[u8]>::to_vec)
 }

@@ -43,7 +43,10 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
     // come back.
     let both_ways = args.mode == BenchMode::Lat || args.ops.bidirectional;
     for (i, &size) in sizes.iter().enumerate() {
-        let config = base.clone().with_credits(args.credits_for(size));
+        let config = base
+            .clone()
+            .with_credits(args.credits_for(size))
+            .with_qps(args.stripes.qps);
         let header = Header {
             mode: args.mode,
             size,

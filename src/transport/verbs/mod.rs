@@ -1129,6 +1129,7 @@ mod tests {
             peer_ip: ip,
             slots,
             slot_size,
+            lanes: 1,
             device: Some(choice.clone()),
             qp: QpSettings::default(),
             sysfs_root: "/sys".into(),

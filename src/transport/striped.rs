@@ -1,0 +1,594 @@
+//! Several data paths as one: `--qps N` (issue 39; docs/design.md, "Several paths").
+//!
+//! A striped data path holds N *lanes*, each a whole data path of the session's transport (an
+//! RC queue pair on verbs and DOCA, a data connection on tcp), and keeps the transport contract
+//! of [`super`] toward the session: one ordered message stream.
+//!
+//! Rules kept here:
+//! - each lane has its own slots (`credits` of them, each [`LANE_HEADER_LEN`] bytes larger);
+//!   the session's credits stay one pool: at most `credits` messages are unreleased, whatever
+//!   their lanes;
+//! - every message carries a lane header in front of its bytes: its number's low 32 bits
+//!   (little-endian), then 4 zero bytes. Numbers count the messages posted since the data path
+//!   was (re)connected, from 0, in the order the session posts them;
+//! - sender: a slot's lane is chosen when the slot is filled ([`SendPath::staging`]): the lane
+//!   with the fewest sends not yet completed, ties taken in turn after the last lane chosen (so
+//!   tcp, whose sends complete at once, takes the lanes round robin). The bytes stay on that
+//!   lane: a message sent again after a resume goes out on the lane that holds it;
+//! - receiver: a message that arrives ahead of its turn waits in the core's
+//!   [`ReorderWindow`]; messages reach the session strictly in number order, each in the next
+//!   receive slot the session posted (its slot tokens map to the lanes' slots while the
+//!   session holds them). A header outside the window, a number that arrived twice, or a
+//!   message shorter than its header is the peer's protocol violation;
+//! - in-band credits (RDMA) go back on lane 0;
+//! - one epoll instance holds every lane's wait descriptor (level-triggered), so the session
+//!   still sleeps on one descriptor;
+//! - a lane that fails fails the data path: the session resumes (or ends) as with one lane,
+//!   every lane is torn down and rebuilt, and messages waiting in the window count as not
+//!   arrived (the sender sends them again). Keeping the session on the surviving lanes is the
+//!   next step of issue 39 ([`crate::session_core::paths`] has its rules).
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::time::Instant;
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollFlags};
+
+use super::{
+    Arrived, CreditRoute, DataPath, RecvPath, RecvSlot, SendEvent, SendPath, SetupStep,
+    StagingSlot, WaitHandle,
+};
+use crate::net::wait::{epoll_events, watch_fd, Interest};
+use crate::proto::{QpSettings, TransportKind, MAX_BLOB_LEN};
+use crate::session_core::paths::ReorderWindow;
+use crate::{Error, Result};
+
+/// Bytes in front of every message on a striped data path.
+pub(crate) const LANE_HEADER_LEN: usize = 8;
+
+/// The lanes, their connection state and the epoll set; `R` is the role's own part.
+#[derive(Debug)]
+pub(crate) struct Striped<P: ?Sized, R> {
+    lanes: Vec<Box<P>>,
+    connected: Vec<bool>,
+    epoll: Epoll,
+    /// What the epoll set is known to hold for each lane (its descriptor and events).
+    watched: Vec<Option<(RawFd, EpollFlags)>>,
+    role: R,
+}
+
+/// A sender's part.
+#[derive(Debug)]
+pub(crate) struct SenderLanes {
+    /// The lanes' own staging slots that are not posted: `home[lane][slot]`.
+    home: Vec<Vec<Option<StagingSlot>>>,
+    /// The lane that holds each slot's bytes (chosen when it was filled).
+    lane_of: Vec<usize>,
+    /// The session's token of each slot posted on a lane, until its completion is reported.
+    posted: Vec<Option<StagingSlot>>,
+    /// Posted slots in the order they were posted, with whether their send completed: the
+    /// session sees completions in that order (lanes complete in their own).
+    post_order: VecDeque<(usize, bool)>,
+    /// Sends posted on each lane and not completed.
+    outstanding: Vec<usize>,
+    /// The lane chosen last (ties go to the next one).
+    last: usize,
+    /// The number the next message carries.
+    next_number: u64,
+    events: Vec<SendEvent>,
+}
+
+/// A receiver's part.
+#[derive(Debug)]
+pub(crate) struct ReceiverLanes {
+    credits: u32,
+    window: ReorderWindow<(usize, Arrived)>,
+    /// The session's receive slots that hold no message, in the order they were posted.
+    free: VecDeque<RecvSlot>,
+    /// Per session slot: the lane and lane message it holds, and the connection it came on.
+    held: Vec<Option<Held>>,
+    /// How many times the data path was rebuilt (a message from before counts no release).
+    epoch: u64,
+    /// Messages of this connection the session released.
+    released: u64,
+    arrivals: Vec<Arrived>,
+    /// The lanes' slots, until the session first posts its own (right before Ready).
+    unposted: Vec<(usize, RecvSlot)>,
+}
+
+#[derive(Debug)]
+struct Held {
+    lane: usize,
+    message: Arrived,
+    epoch: u64,
+}
+
+/// The role's part of a reset for resumption.
+pub(crate) trait LaneRole<P: ?Sized>: Send + std::fmt::Debug {
+    /// Resets every lane ([`DataPath::reset_for_resume`]) and the role's bookkeeping.
+    fn reset(&mut self, lanes: &mut [Box<P>], reclaimed: &mut Vec<StagingSlot>) -> Result<()>;
+}
+
+/// A sender over `lanes`, each made with `slots` slots (the session's count).
+pub(crate) fn sender<P: SendPath + ?Sized>(
+    lanes: Vec<Box<P>>,
+    slots: usize,
+) -> Result<Striped<P, SenderLanes>> {
+    let n = lanes.len();
+    let role = SenderLanes {
+        home: (0..n)
+            .map(|_| (0..slots).map(|i| Some(StagingSlot::mint(i))).collect())
+            .collect(),
+        lane_of: vec![0; slots],
+        posted: (0..slots).map(|_| None).collect(),
+        post_order: VecDeque::with_capacity(slots),
+        outstanding: vec![0; n],
+        last: n - 1,
+        next_number: 0,
+        events: Vec::with_capacity(slots),
+    };
+    Striped::new(lanes, role)
+}
+
+/// A receiver over `lanes`, each made with `slots` slots (the session's count). The lanes'
+/// slots are posted when the session posts its own, after connecting; the session's slots are
+/// tokens only.
+pub(crate) fn receiver<P: RecvPath + ?Sized>(
+    lanes: Vec<Box<P>>,
+    slots: usize,
+) -> Result<Striped<P, ReceiverLanes>> {
+    let n = lanes.len();
+    let credits = u32::try_from(slots).unwrap_or(u32::MAX);
+    let role = ReceiverLanes {
+        credits,
+        window: ReorderWindow::new(credits, n),
+        free: VecDeque::with_capacity(slots),
+        held: (0..slots).map(|_| None).collect(),
+        epoch: 0,
+        released: 0,
+        arrivals: Vec::with_capacity(slots),
+        unposted: (0..n)
+            .flat_map(|lane| (0..slots).map(move |i| (lane, RecvSlot::mint(i))))
+            .collect(),
+    };
+    Striped::new(lanes, role)
+}
+
+impl<P: DataPath + ?Sized, R> Striped<P, R> {
+    fn new(lanes: Vec<Box<P>>, role: R) -> Result<Self> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| Error::Socket {
+            what: "epoll_create1",
+            source: e.into(),
+        })?;
+        let striped = Self {
+            connected: vec![false; lanes.len()],
+            watched: vec![None; lanes.len()],
+            lanes,
+            epoll,
+            role,
+        };
+        let blob = striped.blob();
+        if blob.len() > MAX_BLOB_LEN {
+            return Err(Error::InvalidConfig(format!(
+                "--qps {}: the {} transport's connection data for that many queue pairs is {} \
+                 bytes, more than a hello carries ({MAX_BLOB_LEN}): use fewer",
+                striped.lanes.len(),
+                striped.lanes[0].kind().name(),
+                blob.len()
+            )));
+        }
+        Ok(striped)
+    }
+
+    /// Every lane's blob, each with a 16-bit length, after the lane count.
+    fn blob(&self) -> Vec<u8> {
+        let mut out = vec![u8::try_from(self.lanes.len()).unwrap_or(u8::MAX)];
+        for lane in &self.lanes {
+            let blob = lane.local_blob();
+            let len = u16::try_from(blob.len()).unwrap_or(u16::MAX);
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&blob[..usize::from(len)]);
+        }
+        out
+    }
+
+    /// The peer's blob, split into its lanes' (as many as ours).
+    fn peer_blobs<'a>(&self, blob: &'a [u8]) -> Result<Vec<&'a [u8]>> {
+        let malformed = |why: String| Error::TransportProtocol {
+            transport: self.lanes[0].kind().name(),
+            detail: format!(
+                "the peer's connection data for {} lanes {why}",
+                self.lanes.len()
+            ),
+        };
+        let (&count, mut rest) = blob
+            .split_first()
+            .ok_or_else(|| malformed("is empty".to_owned()))?;
+        if usize::from(count) != self.lanes.len() {
+            return Err(malformed(format!("names {count}")));
+        }
+        let mut blobs = Vec::with_capacity(self.lanes.len());
+        for lane in 0..self.lanes.len() {
+            let (len, after) = rest
+                .split_first_chunk::<2>()
+                .ok_or_else(|| malformed(format!("ends before lane {lane}")))?;
+            let len = usize::from(u16::from_le_bytes(*len));
+            if after.len() < len {
+                return Err(malformed(format!("ends inside lane {lane}")));
+            }
+            let (this, after) = after.split_at(len);
+            blobs.push(this);
+            rest = after;
+        }
+        if !rest.is_empty() {
+            return Err(malformed(format!("has {} bytes too many", rest.len())));
+        }
+        Ok(blobs)
+    }
+
+    /// Arms every lane with `arm` (`before_wait` or `arm_for_readiness`) and the epoll set
+    /// with their descriptors; `Ok(true)` as soon as one lane has completions waiting (the
+    /// caller polls instead of sleeping, and the next sleep arms again).
+    fn arm_lanes(&mut self, arm: impl Fn(&mut P) -> Result<bool>) -> Result<bool> {
+        for lane in &mut self.lanes {
+            if arm(lane)? {
+                return Ok(true);
+            }
+        }
+        self.watch_lanes()?;
+        Ok(false)
+    }
+
+    /// Puts every lane's wait descriptor in the epoll set as it now asks (what is already
+    /// there as asked is left alone).
+    fn watch_lanes(&mut self) -> Result<()> {
+        for (lane, watched) in self.lanes.iter().zip(self.watched.iter_mut()) {
+            let Some(handle) = lane.wait_handle() else {
+                // Closed: a closed descriptor leaves the epoll set by itself.
+                *watched = None;
+                continue;
+            };
+            let events = epoll_events(Interest {
+                fd: handle.fd,
+                readable: true,
+                writable: handle.writable,
+            });
+            let want = Some((handle.fd.as_raw_fd(), events));
+            if *watched != want {
+                watch_fd(&self.epoll, handle.fd, events)?;
+                *watched = want;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
+    fn kind(&self) -> TransportKind {
+        self.lanes[0].kind()
+    }
+
+    fn local_blob(&self) -> Vec<u8> {
+        self.blob()
+    }
+
+    fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<SetupStep> {
+        let blobs = self.peer_blobs(peer_blob)?;
+        let mut done = true;
+        for ((lane, connected), blob) in self.lanes.iter_mut().zip(&mut self.connected).zip(blobs) {
+            if !*connected {
+                *connected = lane.connect(blob, deadline)? == SetupStep::Done;
+                done &= *connected;
+            }
+        }
+        // New descriptors may carry old numbers: set every lane again.
+        self.watched.fill(None);
+        Ok(if done {
+            SetupStep::Done
+        } else {
+            SetupStep::Waiting
+        })
+    }
+
+    fn setup_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) {
+        for (lane, connected) in self.lanes.iter().zip(&self.connected) {
+            if !connected {
+                lane.setup_fds(fds);
+            }
+        }
+    }
+
+    fn path_mtu(&self) -> Option<u32> {
+        self.lanes.iter().filter_map(|l| l.path_mtu()).min()
+    }
+
+    fn qp_settings(&self) -> QpSettings {
+        self.lanes[0].qp_settings()
+    }
+
+    fn slot_size(&self) -> usize {
+        self.lanes[0].slot_size().saturating_sub(LANE_HEADER_LEN)
+    }
+
+    fn credit_route(&self) -> CreditRoute {
+        self.lanes[0].credit_route()
+    }
+
+    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
+        self.lanes
+            .iter()
+            .any(|l| l.wait_handle().is_some())
+            .then(|| WaitHandle {
+                fd: self.epoll.0.as_fd(),
+                writable: false,
+            })
+    }
+
+    fn before_wait(&mut self) -> Result<bool> {
+        self.arm_lanes(|lane| lane.before_wait())
+    }
+
+    fn arm_for_readiness(&mut self) -> Result<bool> {
+        self.arm_lanes(|lane| lane.arm_for_readiness())
+    }
+
+    fn on_wakeup(&mut self) {
+        // The epoll set does not say which lane woke it.
+        for lane in &mut self.lanes {
+            lane.on_wakeup();
+        }
+    }
+
+    fn close(&mut self) {
+        for lane in &mut self.lanes {
+            lane.close();
+        }
+    }
+
+    fn can_resume(&self) -> bool {
+        self.lanes.iter().all(|l| l.can_resume())
+    }
+
+    fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
+        self.connected.fill(false);
+        self.watched.fill(None);
+        self.role.reset(&mut self.lanes, reclaimed)
+    }
+}
+
+impl<P: SendPath + ?Sized> LaneRole<P> for SenderLanes {
+    fn reset(&mut self, lanes: &mut [Box<P>], reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
+        let mut result = Ok(());
+        let mut back = Vec::new();
+        for (lane, path) in lanes.iter_mut().enumerate() {
+            // Every lane is reset, whatever one of them said: each gives its slots back.
+            result = result.and(path.reset_for_resume(&mut back));
+            for slot in back.drain(..) {
+                let i = slot.index();
+                if let Some(home) = self.home[lane].get_mut(i) {
+                    *home = Some(slot);
+                }
+                if let Some(ours) = self.posted.get_mut(i).and_then(Option::take) {
+                    reclaimed.push(ours);
+                }
+            }
+            self.outstanding[lane] = 0;
+        }
+        self.post_order.clear();
+        self.next_number = 0;
+        result
+    }
+}
+
+impl SenderLanes {
+    /// The lane for a slot being filled: the fewest sends outstanding, ties in turn.
+    fn choose(&mut self) -> usize {
+        let n = self.outstanding.len();
+        let lane = (1..=n)
+            .map(|step| (self.last + step) % n)
+            .min_by_key(|&lane| self.outstanding[lane])
+            .unwrap_or(0);
+        self.last = lane;
+        lane
+    }
+}
+
+impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
+    fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
+        let i = slot.index();
+        let lane = self.role.choose();
+        if let Some(at) = self.role.lane_of.get_mut(i) {
+            *at = lane;
+        }
+        match self.role.home[lane].get_mut(i).and_then(Option::as_mut) {
+            Some(own) => self.lanes[lane]
+                .staging(own)
+                .get_mut(LANE_HEADER_LEN..)
+                .unwrap_or_default(),
+            // A slot the session holds is home on every lane (a posted one is not the
+            // session's to fill): never here.
+            None => &mut [],
+        }
+    }
+
+    fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
+        let i = slot.index();
+        let lane = self.role.lane_of.get(i).copied().unwrap_or(0);
+        let mut own = self.role.home[lane]
+            .get_mut(i)
+            .and_then(Option::take)
+            .ok_or_else(|| {
+                Error::Internal(format!("striped sender: slot {i} posted while not home"))
+            })?;
+        let number = self.role.next_number;
+        self.role.next_number += 1;
+        let header = self.lanes[lane].staging(&mut own);
+        if let Some(header) = header.get_mut(..LANE_HEADER_LEN) {
+            header[..4].copy_from_slice(&(number as u32).to_le_bytes());
+            header[4..].fill(0);
+        }
+        self.role.posted[i] = Some(slot);
+        self.role.post_order.push_back((i, false));
+        self.role.outstanding[lane] += 1;
+        self.lanes[lane].post_send(own, len + LANE_HEADER_LEN)
+    }
+
+    fn flush_sends(&mut self) -> Result<()> {
+        self.lanes.iter_mut().try_for_each(|l| l.flush_sends())
+    }
+
+    fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
+        let mut result = Ok(());
+        for (lane, path) in self.lanes.iter_mut().enumerate() {
+            // What a failing lane reported still counts (its slots come home).
+            result = result.and(path.poll_sends(&mut self.role.events));
+            for event in self.role.events.drain(..) {
+                match event {
+                    SendEvent::Sent(own) => {
+                        let i = own.index();
+                        if let Some(home) = self.role.home[lane].get_mut(i) {
+                            *home = Some(own);
+                        }
+                        self.role.outstanding[lane] = self.role.outstanding[lane].saturating_sub(1);
+                        if let Some(entry) =
+                            self.role.post_order.iter_mut().find(|(slot, _)| *slot == i)
+                        {
+                            entry.1 = true;
+                        }
+                    }
+                    credits @ SendEvent::Credits(_) => out.push(credits),
+                }
+            }
+        }
+        while let Some(&(i, true)) = self.role.post_order.front() {
+            self.role.post_order.pop_front();
+            if let Some(ours) = self.role.posted.get_mut(i).and_then(Option::take) {
+                out.push(SendEvent::Sent(ours));
+            }
+        }
+        result
+    }
+
+    fn output_queued(&self) -> bool {
+        self.lanes.iter().any(|l| l.output_queued())
+    }
+}
+
+impl<P: RecvPath + ?Sized> LaneRole<P> for ReceiverLanes {
+    fn reset(&mut self, lanes: &mut [Box<P>], _: &mut Vec<StagingSlot>) -> Result<()> {
+        let mut result = Ok(());
+        let mut none = Vec::new();
+        for path in lanes.iter_mut() {
+            result = result.and(path.reset_for_resume(&mut none));
+        }
+        // What waited for its turn did not arrive, for the session: sent again.
+        let window = std::mem::replace(
+            &mut self.window,
+            ReorderWindow::new(self.credits, lanes.len()),
+        );
+        for (lane, message) in window.into_waiting() {
+            result = result.and(lanes[lane].post_recv(message.into_slot()));
+        }
+        self.epoch += 1;
+        self.released = 0;
+        result
+    }
+}
+
+impl ReceiverLanes {
+    /// One lane's arrival into the window.
+    fn arrived<P: RecvPath + ?Sized>(
+        &mut self,
+        lane: usize,
+        path: &P,
+        message: Arrived,
+    ) -> Result<()> {
+        let bytes = path.message(&message);
+        let Some(header) = bytes.first_chunk::<4>() else {
+            return Err(Error::TransportProtocol {
+                transport: path.kind().name(),
+                detail: format!(
+                    "a {}-byte message on lane {lane}, shorter than its lane header",
+                    message.len()
+                ),
+            });
+        };
+        let number = self.window.number_of(u32::from_le_bytes(*header))?;
+        self.window.arrived(lane, number, (lane, message))?;
+        Ok(())
+    }
+}
+
+impl<P: RecvPath + ?Sized> RecvPath for Striped<P, ReceiverLanes> {
+    fn post_recv(&mut self, slot: RecvSlot) -> Result<()> {
+        for (lane, own) in self.role.unposted.drain(..) {
+            self.lanes[lane].post_recv(own)?;
+        }
+        let i = slot.index();
+        let held = self.role.held.get_mut(i).and_then(Option::take);
+        self.role.free.push_back(slot);
+        let Some(held) = held else {
+            return Ok(());
+        };
+        if held.epoch == self.role.epoch {
+            self.role.released += 1;
+            self.role.window.release(self.role.released);
+        }
+        self.lanes[held.lane].post_recv(held.message.into_slot())
+    }
+
+    fn message<'a>(&'a self, msg: &'a Arrived) -> &'a [u8] {
+        match self
+            .role
+            .held
+            .get(msg.slot_index())
+            .and_then(Option::as_ref)
+        {
+            Some(held) => self.lanes[held.lane]
+                .message(&held.message)
+                .get(LANE_HEADER_LEN..)
+                .unwrap_or_default(),
+            None => &[],
+        }
+    }
+
+    fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
+        let mut result = Ok(());
+        for (lane, path) in self.lanes.iter_mut().enumerate() {
+            // What a failing lane delivered still goes in the window (its slots stay known).
+            let polled = path.poll_arrivals(&mut self.role.arrivals);
+            let mut arrivals = std::mem::take(&mut self.role.arrivals);
+            for message in arrivals.drain(..) {
+                result = result.and(self.role.arrived(lane, &**path, message));
+            }
+            self.role.arrivals = arrivals;
+            result = result.and(polled);
+        }
+        while let Some((_, (lane, message))) = self.role.window.pop_next() {
+            let Some(slot) = self.role.free.pop_front() else {
+                return Err(Error::Internal(
+                    "striped receiver: a message in order with no session slot free".to_owned(),
+                ));
+            };
+            let len = message.len().saturating_sub(LANE_HEADER_LEN);
+            self.role.held[slot.index()] = Some(Held {
+                lane,
+                message,
+                epoch: self.role.epoch,
+            });
+            out.push(Arrived::new(slot, len));
+        }
+        result
+    }
+
+    fn return_credits(&mut self, count: usize) -> Result<()> {
+        self.lanes[0].return_credits(count)
+    }
+
+    fn data_waiting(&self) -> bool {
+        self.lanes.iter().any(|l| l.data_waiting())
+    }
+}
+
+#[cfg(test)]
+mod tests;

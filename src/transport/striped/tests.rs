@@ -1,0 +1,373 @@
+//! The striped data path against lanes the test drives by hand: arrivals and completions in
+//! the order a test chooses, so that reordering, duplicates and resets are exact.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::transport::Completion;
+use crate::ProtocolViolation;
+
+/// A lane of either role whose traffic the test makes: `arrive` puts bytes in the next posted
+/// slot, `complete` finishes the oldest send.
+#[derive(Debug, Default)]
+struct HandLane {
+    slots: Vec<Vec<u8>>,
+    posted: VecDeque<RecvSlot>,
+    arrived: Vec<Arrived>,
+    sends: VecDeque<(StagingSlot, usize)>,
+    completed: Vec<Completion>,
+    /// What each completed send carried.
+    wire: Vec<Vec<u8>>,
+    credits_returned: usize,
+    resets: usize,
+}
+
+impl HandLane {
+    fn new(slots: usize, slot_size: usize) -> Self {
+        Self {
+            slots: vec![vec![0; slot_size]; slots],
+            ..Self::default()
+        }
+    }
+
+    fn arrive(&mut self, bytes: &[u8]) {
+        let slot = self.posted.pop_front().expect("a posted slot");
+        self.slots[slot.index()][..bytes.len()].copy_from_slice(bytes);
+        self.arrived.push(Arrived::new(slot, bytes.len()));
+    }
+
+    fn complete_oldest(&mut self) {
+        let (slot, len) = self.sends.pop_front().expect("a send");
+        self.wire.push(self.slots[slot.index()][..len].to_vec());
+        self.completed.push(Completion::Send(slot));
+    }
+}
+
+impl DataPath for HandLane {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+    fn local_blob(&self) -> Vec<u8> {
+        b"lane".to_vec()
+    }
+    fn connect(&mut self, peer_blob: &[u8], _: Instant) -> Result<SetupStep> {
+        assert_eq!(peer_blob, b"peer");
+        Ok(SetupStep::Done)
+    }
+    fn path_mtu(&self) -> Option<u32> {
+        None
+    }
+    fn slot_size(&self) -> usize {
+        self.slots[0].len()
+    }
+    fn credit_route(&self) -> CreditRoute {
+        CreditRoute::InBand
+    }
+    fn wait_handle(&self) -> Option<WaitHandle<'_>> {
+        None
+    }
+    fn close(&mut self) {}
+    fn can_resume(&self) -> bool {
+        true
+    }
+    fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
+        self.resets += 1;
+        // Landed but not reported: not arrived (posted again, in front).
+        for msg in self.arrived.drain(..).rev() {
+            self.posted.push_front(msg.into_slot());
+        }
+        reclaimed.extend(self.sends.drain(..).map(|(slot, _)| slot));
+        for c in self.completed.drain(..) {
+            if let Completion::Send(slot) = c {
+                reclaimed.push(slot);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SendPath for HandLane {
+    fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
+        &mut self.slots[slot.index()]
+    }
+    fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
+        self.sends.push_back((slot, len));
+        Ok(())
+    }
+    fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
+        for c in self.completed.drain(..) {
+            if let Completion::Send(slot) = c {
+                out.push(SendEvent::Sent(slot));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RecvPath for HandLane {
+    fn post_recv(&mut self, slot: RecvSlot) -> Result<()> {
+        self.posted.push_back(slot);
+        Ok(())
+    }
+    fn message<'a>(&'a self, msg: &'a Arrived) -> &'a [u8] {
+        &self.slots[msg.slot_index()][..msg.len()]
+    }
+    fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
+        out.append(&mut self.arrived);
+        Ok(())
+    }
+    fn return_credits(&mut self, count: usize) -> Result<()> {
+        self.credits_returned += count;
+        Ok(())
+    }
+}
+
+const SLOTS: usize = 4;
+const SIZE: usize = 32;
+const SOON: Duration = Duration::from_secs(1);
+
+/// What a sender puts on the wire for message `number` with `payload`.
+fn framed(number: u32, payload: &[u8]) -> Vec<u8> {
+    let mut v = number.to_le_bytes().to_vec();
+    v.extend_from_slice(&[0; 4]);
+    v.extend_from_slice(payload);
+    v
+}
+
+type HandReceiver = Striped<HandLane, ReceiverLanes>;
+type HandSender = Striped<HandLane, SenderLanes>;
+
+#[allow(clippy::vec_box)] // what the striped path takes
+fn hand_lanes(n: usize) -> Vec<Box<HandLane>> {
+    (0..n)
+        .map(|_| Box::new(HandLane::new(SLOTS, SIZE + LANE_HEADER_LEN)))
+        .collect()
+}
+
+fn receiver_of(lanes: usize) -> HandReceiver {
+    let mut r = receiver(hand_lanes(lanes), SLOTS).expect("receiver");
+    let blob = peer_blob(r.lanes.len());
+    assert_eq!(
+        r.connect(&blob, Instant::now() + SOON).unwrap(),
+        SetupStep::Done
+    );
+    for i in 0..SLOTS {
+        r.post_recv(RecvSlot::mint(i)).unwrap();
+    }
+    r
+}
+
+fn sender_of(lanes: usize) -> HandSender {
+    let mut s = sender(hand_lanes(lanes), SLOTS).expect("sender");
+    let blob = peer_blob(s.lanes.len());
+    assert_eq!(
+        s.connect(&blob, Instant::now() + SOON).unwrap(),
+        SetupStep::Done
+    );
+    s
+}
+
+/// The peer's blob for `lanes` hand lanes: the count, then "peer" with its length each.
+fn peer_blob(lanes: usize) -> Vec<u8> {
+    let mut v = vec![lanes as u8];
+    for _ in 0..lanes {
+        v.extend_from_slice(&4u16.to_le_bytes());
+        v.extend_from_slice(b"peer");
+    }
+    v
+}
+
+fn arrivals(r: &mut HandReceiver) -> Vec<(Vec<u8>, usize)> {
+    let mut out = Vec::new();
+    r.poll_arrivals(&mut out).unwrap();
+    out.into_iter()
+        .map(|a| (r.message(&a).to_vec(), a.slot_index()))
+        .collect()
+}
+
+#[test]
+fn messages_that_arrive_out_of_order_on_several_lanes_reach_the_session_in_number_order() {
+    let mut r = receiver_of(3);
+    r.lanes[2].arrive(&framed(2, b"two"));
+    r.lanes[1].arrive(&framed(1, b"one"));
+    assert!(
+        arrivals(&mut r).is_empty(),
+        "0 has not arrived: nothing yet"
+    );
+    r.lanes[0].arrive(&framed(0, b"zero"));
+    let got = arrivals(&mut r);
+    let bytes: Vec<&[u8]> = got.iter().map(|(b, _)| b.as_slice()).collect();
+    assert_eq!(bytes, [&b"zero"[..], b"one", b"two"]);
+    // In the session's slots as it posted them: 0, 1, 2.
+    let slots: Vec<usize> = got.iter().map(|(_, s)| *s).collect();
+    assert_eq!(slots, [0, 1, 2]);
+}
+
+#[test]
+fn a_released_message_gives_its_lane_slot_back_and_its_credit_goes_on_lane_0() {
+    let mut r = receiver_of(2);
+    let posted_before = r.lanes[1].posted.len();
+    r.lanes[1].arrive(&framed(0, b"a"));
+    let got = arrivals(&mut r);
+    assert_eq!(got.len(), 1);
+    assert_eq!(r.lanes[1].posted.len(), posted_before - 1);
+    r.post_recv(RecvSlot::mint(got[0].1)).unwrap();
+    assert_eq!(r.lanes[1].posted.len(), posted_before, "back on lane 1");
+    r.return_credits(1).unwrap();
+    assert_eq!(r.lanes[0].credits_returned, 1);
+    assert_eq!(r.lanes[1].credits_returned, 0);
+}
+
+#[test]
+fn a_number_twice_a_number_beyond_the_credits_and_a_headless_message_are_refused() {
+    let mut r = receiver_of(2);
+    r.lanes[0].arrive(&framed(1, b"x"));
+    r.lanes[1].arrive(&framed(1, b"x"));
+    let mut out = Vec::new();
+    let e = r.poll_arrivals(&mut out).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Protocol(ProtocolViolation::ArrivedTwice { number: 1 })
+        ),
+        "{e}"
+    );
+
+    let mut r = receiver_of(2);
+    r.lanes[0].arrive(&framed(SLOTS as u32, b"x"));
+    let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
+    assert!(
+        matches!(e, Error::Protocol(ProtocolViolation::OutsideWindow { .. })),
+        "{e}"
+    );
+
+    let mut r = receiver_of(2);
+    r.lanes[1].arrive(&[1, 2, 3]);
+    let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
+    assert!(
+        e.to_string().contains("shorter than its lane header"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_reset_posts_again_what_waited_for_its_turn_and_numbers_start_from_0() {
+    let mut r = receiver_of(2);
+    r.lanes[0].arrive(&framed(0, b"zero"));
+    let delivered = arrivals(&mut r);
+    assert_eq!(delivered.len(), 1);
+    // 2 arrived ahead of 1, which the break loses.
+    r.lanes[1].arrive(&framed(2, b"two"));
+    assert!(arrivals(&mut r).is_empty());
+    let posted = r.lanes[1].posted.len();
+    r.reset_for_resume(&mut Vec::new()).unwrap();
+    assert_eq!(
+        r.lanes[1].posted.len(),
+        posted + 1,
+        "2's slot is posted again"
+    );
+    assert!(r.lanes[0].resets == 1 && r.lanes[1].resets == 1);
+    // The new connection counts from 0; the held message (old) is released without moving
+    // the new window.
+    r.connect(&peer_blob(2), Instant::now() + SOON).unwrap();
+    r.post_recv(RecvSlot::mint(delivered[0].1)).unwrap();
+    r.lanes[1].arrive(&framed(0, b"one again"));
+    let got = arrivals(&mut r);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, b"one again");
+}
+
+#[test]
+fn the_sender_takes_the_lanes_in_turn_and_reports_completions_in_the_order_it_posted() {
+    let mut s = sender_of(3);
+    for n in 0..3 {
+        let mut slot = StagingSlot::mint(n);
+        s.staging(&mut slot)[..1].copy_from_slice(&[b'a' + n as u8]);
+        s.post_send(slot, 1).unwrap();
+    }
+    for i in 0..3 {
+        assert_eq!(s.lanes[i].sends.len(), 1, "lane {i} took one");
+    }
+    // Lane 2 completes first: nothing is reported until 0 and 1 have.
+    s.lanes[2].complete_oldest();
+    let mut out = Vec::new();
+    s.poll_sends(&mut out).unwrap();
+    assert!(out.is_empty());
+    s.lanes[0].complete_oldest();
+    s.lanes[1].complete_oldest();
+    s.poll_sends(&mut out).unwrap();
+    let order: Vec<usize> = out
+        .iter()
+        .map(|e| match e {
+            SendEvent::Sent(slot) => slot.index(),
+            SendEvent::Credits(_) => usize::MAX,
+        })
+        .collect();
+    assert_eq!(order, [0, 1, 2]);
+    // On the wire: the number, 4 zero bytes, the payload.
+    assert_eq!(s.lanes[1].wire, [framed(1, b"b")]);
+    assert_eq!(s.lanes[2].wire, [framed(2, b"c")]);
+}
+
+#[test]
+fn the_sender_prefers_the_lane_with_fewest_sends_outstanding() {
+    let mut s = sender_of(2);
+    for n in 0..2 {
+        let mut slot = StagingSlot::mint(n);
+        s.staging(&mut slot);
+        s.post_send(slot, 0).unwrap();
+    }
+    s.lanes[1].complete_oldest();
+    s.poll_sends(&mut Vec::new()).unwrap();
+    // Lane 0 still has one outstanding, lane 1 none: lane 1, twice in a row.
+    for n in 2..4 {
+        let mut slot = StagingSlot::mint(n);
+        s.staging(&mut slot);
+        s.post_send(slot, 0).unwrap();
+        s.lanes[1].complete_oldest();
+        s.poll_sends(&mut Vec::new()).unwrap();
+    }
+    assert_eq!(s.lanes[1].wire.len(), 3);
+    assert_eq!(s.lanes[0].sends.len(), 1);
+}
+
+#[test]
+fn a_reset_gives_back_every_posted_slot_and_a_message_sent_again_stays_on_its_lane() {
+    let mut s = sender_of(2);
+    for n in 0..2 {
+        let mut slot = StagingSlot::mint(n);
+        s.staging(&mut slot)[..1].copy_from_slice(&[b'a' + n as u8]);
+        s.post_send(slot, 1).unwrap();
+    }
+    let mut reclaimed = Vec::new();
+    s.reset_for_resume(&mut reclaimed).unwrap();
+    let mut back: Vec<usize> = reclaimed.iter().map(StagingSlot::index).collect();
+    back.sort_unstable();
+    assert_eq!(back, [0, 1]);
+    s.connect(&peer_blob(2), Instant::now() + SOON).unwrap();
+    // Sent again without a new fill (the session's resume): slot 1 goes out on lane 1, where
+    // its bytes are, numbered from 0 on the new connection.
+    let one = reclaimed.into_iter().find(|s| s.index() == 1).unwrap();
+    s.post_send(one, 1).unwrap();
+    s.lanes[1].complete_oldest();
+    assert_eq!(s.lanes[1].wire, [framed(0, b"b")]);
+}
+
+#[test]
+fn a_peer_blob_with_another_lane_count_or_cut_short_is_refused() {
+    let mut s = sender_of(2);
+    s.reset_for_resume(&mut Vec::new()).unwrap();
+    for bad in [peer_blob(3), peer_blob(2)[..5].to_vec(), vec![], {
+        let mut v = peer_blob(2);
+        v.push(0);
+        v
+    }] {
+        let e = s.connect(&bad, Instant::now() + SOON).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("the peer's connection data for 2 lanes"),
+            "{e}"
+        );
+    }
+}
