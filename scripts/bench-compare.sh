@@ -2,10 +2,13 @@
 # Compares `rdma-container bench --transport tcp` with the reference tools on loopback, in one
 # run, and prints a ratio table (ours / reference):
 #   64 KiB bandwidth   bench bw  vs iperf3 (same bytes, same 64 KiB writes)
+#   64 KiB, 4 conns    bench bw --qps 4 vs iperf3 -P 4, and ours --qps 4 vs --qps 1
 #   64 B message rate  bench bw  vs sockperf throughput --tcp (same message size and duration;
 #                      both with Nagle on: sockperf's throughput default, our data connection's)
 #   14 B latency       bench lat vs sockperf ping-pong --tcp (average one-way latency; 14 B is
 #                      the smallest message sockperf sends)
+#   another build      with --baseline-binary: 64 KiB bench bw and 14 B bench lat, this build
+#                      vs that one, alternated twice (the --qps 1 regression check, issue 39)
 #   system calls       per 64 B message on each side of bench bw (perf stat's syscall count, or
 #                      strace -c -f without perf; 250,000 minus 50,000 messages), against the
 #                      targets (sender 1, receiver 0.2)
@@ -26,9 +29,13 @@ set -euo pipefail
 
 usage() {
 	cat <<'EOF'
-usage: scripts/bench-compare.sh [--binary PATH] [--seconds N] [--credits N] [--json FILE]
+usage: scripts/bench-compare.sh [--binary PATH] [--baseline-binary PATH] [--seconds N]
+                                [--credits N] [--json FILE]
 
   --binary PATH   the rdma-container binary to measure (default: cargo build --release)
+  --baseline-binary PATH
+                  also compare with another build (an earlier commit's), back to back in
+                  the same run: 64 KiB bench bw and 14 B bench lat, twice each, alternated
   --seconds N     length of each timed run (default 5)
   --credits N     our queue depth for the 64 KiB runs (default 64)
   --rate-credits N  our queue depth for the 64 B runs (default 1024)
@@ -41,6 +48,7 @@ EOF
 }
 
 binary=""
+baseline=""
 seconds=5
 credits=64
 rate_credits=1024
@@ -48,6 +56,7 @@ json_out=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--binary) binary=${2:?}; shift 2 ;;
+	--baseline-binary) baseline=${2:?}; shift 2 ;;
 	--seconds) seconds=${2:?}; shift 2 ;;
 	--credits) credits=${2:?}; shift 2 ;;
 	--rate-credits) rate_credits=${2:?}; shift 2 ;;
@@ -57,6 +66,10 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case "$seconds$credits$rate_credits" in *[!0-9]*) usage >&2; exit 64 ;; esac
+if [ -n "$baseline" ] && [ ! -x "$baseline" ]; then
+	echo "bench-compare: --baseline-binary $baseline is not an executable file" >&2
+	exit 64
+fi
 
 cd "$(dirname "$0")/.."
 for tool in iperf3 sockperf jq taskset strace; do
@@ -128,6 +141,24 @@ sleep 0.3
 ref_bw=$("${client_pin[@]}" iperf3 -c 127.0.0.1 -p "$port" -l 65536 -n $((iters * 65536)) -J 2>/dev/null |
 	jq -r '.end.sum_received.bits_per_second / 8 / 1048576' 2>/dev/null || true)
 row "64 KiB bandwidth (bench bw vs iperf3)" "MiB/s" "$ours_bw" "$ref_bw" higher
+
+# --- 64 KiB over 4 data connections: bench --qps 4 vs iperf3 -P 4 (issue 39) ------------------
+# One ordered stream striped over four data connections against iperf3's four parallel
+# streams; then ours over four against ours over one (the row above): what striping costs or
+# gives on this host (on loopback with 2 CPUs, the CPU, not a link, is the limit).
+next_port
+bench_server
+ours_bw4=$("${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
+	-s 65536 -n "$iters" --credits "$credits" --qps 4 --json 2>"$work/c-qps.log" |
+	jq -r '.results[0].bw_average' 2>/dev/null || true)
+next_port
+"${server_pin[@]}" iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+pids+=($!)
+sleep 0.3
+ref_bw4=$("${client_pin[@]}" iperf3 -c 127.0.0.1 -p "$port" -l 65536 -P 4 -n $((iters * 65536)) -J 2>/dev/null |
+	jq -r '.end.sum_received.bits_per_second / 8 / 1048576' 2>/dev/null || true)
+row "64 KiB, 4 connections (bench --qps 4 vs iperf3 -P 4)" "MiB/s" "$ours_bw4" "$ref_bw4" higher
+row "64 KiB bandwidth, bench --qps 4 vs --qps 1" "MiB/s" "$ours_bw4" "$ours_bw" higher
 
 # --- 64 KiB: the sender's copy (send) against none (send_in_place), back to back ------------------
 # bench --in-place produces each message in its staging slot (every byte written once) where send
@@ -223,6 +254,44 @@ sleep 0.5
 ref_lat=$("${client_pin[@]}" sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m 14 -t "$seconds" 2>&1 |
 	sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p' | tail -n 1)
 row "14 B latency, average (bench lat vs sockperf pp)" "usec" "$ours_lat" "$ref_lat" lower
+
+# --- this build against another (--baseline-binary), back to back: bench bw 64 KiB, lat 14 B ----
+# Alternated twice (this, baseline, this, baseline) and averaged: a regression check that holds
+# on a shared machine only as a ratio within one run.
+# bin_figure BINARY bw|lat: bench bw's MiB/s at 64 KiB, or bench lat's average one-way usec at 14 B
+bin_figure() {
+	local bin=$1 mode=$2
+	next_port
+	"${server_pin[@]}" "$bin" bench --server "127.0.0.1:$port" --once --transport tcp >"$work/server-base.log" 2>&1 &
+	pids+=($!)
+	sleep 0.3
+	if [ "$mode" = bw ]; then
+		"${client_pin[@]}" "$bin" bench --client "127.0.0.1:$port" --transport tcp \
+			-s 65536 -n "$iters" --credits "$credits" --json 2>"$work/c-base.log" |
+			jq -r '.results[0].bw_average' 2>/dev/null || true
+	else
+		"${client_pin[@]}" "$bin" bench --client "127.0.0.1:$port" --transport tcp \
+			--mode lat -s 14 -D "$seconds" --json 2>"$work/c-base.log" |
+			jq -r '.results[0].t_avg_us' 2>/dev/null || true
+	fi
+}
+# bin_pair bw|lat: "THIS_MEAN BASELINE_MEAN"
+bin_pair() {
+	local a1 b1 a2 b2
+	a1=$(bin_figure "$binary" "$1")
+	b1=$(bin_figure "$baseline" "$1")
+	a2=$(bin_figure "$binary" "$1")
+	b2=$(bin_figure "$baseline" "$1")
+	if [ -n "$a1" ] && [ -n "$b1" ] && [ -n "$a2" ] && [ -n "$b2" ]; then
+		awk -v a1="$a1" -v a2="$a2" -v b1="$b1" -v b2="$b2" 'BEGIN { printf "%.2f %.2f\n", (a1 + a2) / 2, (b1 + b2) / 2 }'
+	fi
+}
+if [ -n "$baseline" ]; then
+	read -r this_bw base_bw <<<"$(bin_pair bw)" || true
+	row "64 KiB bandwidth, this build vs --baseline-binary" "MiB/s" "${this_bw:-}" "${base_bw:-}" higher
+	read -r this_lat base_lat <<<"$(bin_pair lat)" || true
+	row "14 B latency, this build vs --baseline-binary" "usec" "${this_lat:-}" "${base_lat:-}" lower
+fi
 
 # --- system calls per message, steady state: the difference between two runs -----------------
 # Counts every system call of each process (data, control, waits), so the set-up cancels out.

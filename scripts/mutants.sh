@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Plants one-line bugs in a scratch copy of the repository, one at a time, and runs the tests
 # that should catch each: "caught" when they fail, "MISSED" when they still pass. Each bug is
-# the bug an issue's gap describes (issues 32 and 33), found by its text, never by line number,
+# the bug an issue's gap describes (issues 32, 33 and 39), found by its text, never by line number,
 # so the list survives edits; a bug whose text is not there exactly once is "stale" (fix the
 # list); so is one that does not build.
 #
@@ -119,6 +119,27 @@ MUTANTS = [
      "(Stage::Challenge, Message::Reject { reason }) if reason == RESUME_NO_SESSION =>",
      "(Stage::Challenge, Message::Reject { reason }) if reason == \"never\" =>",
      "cargo test --locked --test restart ends_at_once_on_no_session"),
+    # Issue 39: --qps N, one ordered stream over several lanes.
+    ("striped-completions-before-they-happen", "src/transport/striped.rs",
+     "        self.role.post_order.push_back((i, false));",
+     "        self.role.post_order.push_back((i, true));",
+     "cargo test --locked --lib transport::striped"),
+    ("striped-every-message-numbered-0", "src/transport/striped.rs",
+     "header[..4].copy_from_slice(&(number as u32).to_le_bytes());",
+     "header[..4].copy_from_slice(&0u32.to_le_bytes());",
+     "cargo test --locked --test process striped"),
+    ("striped-reset-forgets-what-waited-in-the-window", "src/transport/striped.rs",
+     "            result = result.and(lanes[lane].post_recv(message.into_slot()));",
+     "            let _ = (lane, message);",
+     "cargo test --locked --lib transport::striped"),
+    ("striped-sender-numbers-go-on-after-a-reset", "src/transport/striped.rs",
+     "        self.post_order.clear();\n        self.next_number = 0;",
+     "        self.post_order.clear();",
+     "cargo test --locked --features test-hooks --test resume_combined four_queue_pairs"),
+    ("server-ignores-the-clients-qps", "src/session/handshake.rs",
+     "let config = &config.clone().with_qps(pending_hello.qps);",
+     "let config = &config.clone();",
+     "cargo test --locked --test process striped"),
 ]
 
 def log(msg):

@@ -347,10 +347,16 @@ impl RdmaSink {
     }
 
     /// Posts the messages a resume sends again, in order, from their own slots.
+    /// When one fails, the ones not posted go back to the core with the transport's (the next
+    /// attempt sends them again).
     fn post_again(&mut self, again: Vec<(u64, StagingSlot)>) -> Result<()> {
-        for (_, slot) in again {
+        let mut again = again.into_iter();
+        for (_, slot) in again.by_ref() {
             let len = self.wire_lens.get(slot.index()).copied().unwrap_or(0);
             if let Err(e) = self.session.transport.post_send(slot, len) {
+                for (_, unposted) in again {
+                    self.core.on_reclaimed(unposted)?;
+                }
                 return Err(self.explain(e));
             }
         }

@@ -442,10 +442,13 @@ impl<P: RolePath + ?Sized> Session<P> {
     /// counts.
     fn tear_down(&mut self, core: &mut dyn ResumeCore) -> Result<Counts> {
         let mut reclaimed = Vec::new();
-        self.transport.reset_for_resume(&mut reclaimed)?;
+        // What came back counts even when the reset failed part way (a striped data path resets
+        // every lane whatever one of them says): the next attempt needs those slots.
+        let reset = self.transport.reset_for_resume(&mut reclaimed);
         for slot in reclaimed {
             core.on_reclaimed(slot)?;
         }
+        reset?;
         core.begin_resume()
     }
 

@@ -1,7 +1,9 @@
 //! One ordered message stream over several paths: the rules, without I/O (issue 39's core;
-//! docs/design.md, "Several paths"). The drivers do not use it yet: the data path still has one
-//! path per session. This module is the part of `--qps N` / `--paths` that decides things, so
-//! that the wiring only carries out its actions.
+//! docs/design.md, "Several paths"). `--qps N`'s striped data path
+//! ([`crate::transport::striped`]) uses the [`ReorderWindow`]; the [`Striper`]'s path loss
+//! and re-entry are not wired yet (a lost lane still fails the whole data path, which then
+//! resumes). This module is the part of `--qps N` / `--paths` that decides things, so that
+//! the wiring only carries out its actions.
 //!
 //! Rules kept here:
 //! - a session has up to [`MAX_PATHS`] paths, numbered from 0. A path is an RC queue pair (or a
@@ -16,9 +18,9 @@
 //!   messages are unreleased, so the receiver's reorder window needs no slot beyond its
 //!   receive slots;
 //! - on a session with several paths each message carries its number on the data path, as 32
-//!   bits (on verbs, the immediate data). The receiver recovers the whole number from the 32
-//!   bits: it is the one number in its window (`next` up to `next + credits`) with those low
-//!   bits ([`ReorderWindow::number_of`]), which is unambiguous because credits are far fewer
+//!   bits (the striped data path's lane header). The receiver recovers the whole number from
+//!   the 32 bits: it is the one number in its window (`next` up to `next + credits`) with
+//!   those low bits ([`ReorderWindow::number_of`]), which is unambiguous because credits are far fewer
 //!   than 2^32 (at most [`MAX_CREDITS`](crate::config::MAX_CREDITS));
 //! - the receiver delivers strictly in order: a message that arrives ahead of the next one waits
 //!   in the window ([`ReorderWindow`]). A number behind the next one, one already waiting, or
@@ -37,7 +39,7 @@
 //! - with no path up, the sender holds everything until one comes back; whether it comes back
 //!   in time is the session's resume timeout ([`super::lifecycle`]).
 
-// The drivers do not call this yet (see above): only its tests do.
+// The Striper is not called yet (see above): only its tests do.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::{BTreeSet, VecDeque};

@@ -23,6 +23,8 @@
 //! - in-band credits (RDMA) go back on lane 0;
 //! - one epoll instance holds every lane's wait descriptor (level-triggered), so the session
 //!   still sleeps on one descriptor;
+//! - a lane whose peer closed it (end of stream) is done; the data path reports the close
+//!   once every lane is closed, so what the other lanes still carry arrives;
 //! - a lane that fails fails the data path: the session resumes (or ends) as with one lane,
 //!   every lane is torn down and rebuilt, and messages waiting in the window count as not
 //!   arrived (the sender sends them again). Keeping the session on the surviving lanes is the
@@ -41,7 +43,31 @@ use super::{
 use crate::net::wait::{epoll_events, watch_fd, Interest};
 use crate::proto::{QpSettings, TransportKind, MAX_BLOB_LEN};
 use crate::session_core::paths::ReorderWindow;
-use crate::{Error, Result};
+use crate::{Error, ProtocolViolation, Result};
+
+fn new_epoll() -> Result<Epoll> {
+    Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| Error::Socket {
+        what: "epoll_create1",
+        source: e.into(),
+    })
+}
+
+/// A lane's poll result: a lane whose peer closed it (end of stream) is done, and the data
+/// path reports the close only once every lane is closed (the others may still hold messages:
+/// a sender closes its lanes one after the other).
+fn lane_result(closed: &mut [bool], lane: usize, polled: Result<()>) -> Result<()> {
+    match polled {
+        Err(Error::TransportClosed { transport }) => {
+            closed[lane] = true;
+            if closed.iter().all(|&c| c) {
+                Err(Error::TransportClosed { transport })
+            } else {
+                Ok(())
+            }
+        }
+        other => other,
+    }
+}
 
 /// Bytes in front of every message on a striped data path.
 pub(crate) const LANE_HEADER_LEN: usize = 8;
@@ -51,6 +77,8 @@ pub(crate) const LANE_HEADER_LEN: usize = 8;
 pub(crate) struct Striped<P: ?Sized, R> {
     lanes: Vec<Box<P>>,
     connected: Vec<bool>,
+    /// Lanes whose peer closed them (end of stream): not polled again until a reset.
+    closed: Vec<bool>,
     epoll: Epoll,
     /// What the epoll set is known to hold for each lane (its descriptor and events).
     watched: Vec<Option<(RawFd, EpollFlags)>>,
@@ -156,12 +184,10 @@ pub(crate) fn receiver<P: RecvPath + ?Sized>(
 
 impl<P: DataPath + ?Sized, R> Striped<P, R> {
     fn new(lanes: Vec<Box<P>>, role: R) -> Result<Self> {
-        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| Error::Socket {
-            what: "epoll_create1",
-            source: e.into(),
-        })?;
+        let epoll = new_epoll()?;
         let striped = Self {
             connected: vec![false; lanes.len()],
+            closed: vec![false; lanes.len()],
             watched: vec![None; lanes.len()],
             lanes,
             epoll,
@@ -242,6 +268,19 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
     /// Puts every lane's wait descriptor in the epoll set as it now asks (what is already
     /// there as asked is left alone).
     fn watch_lanes(&mut self) -> Result<()> {
+        let stopped_waiting = self
+            .lanes
+            .iter()
+            .zip(&self.watched)
+            .any(|(lane, watched)| watched.is_some() && lane.wait_handle().is_none());
+        if stopped_waiting {
+            // A lane with nothing to wait for (a tcp lane at end of file) may keep its
+            // descriptor open and readable for ever: a new set without it. The new one is made
+            // before the old one closes, so its number differs and whoever watches the set
+            // (an event loop's readiness descriptor) sees the change.
+            self.epoll = new_epoll()?;
+            self.watched.fill(None);
+        }
         for (lane, watched) in self.lanes.iter().zip(self.watched.iter_mut()) {
             let Some(handle) = lane.wait_handle() else {
                 // Closed: a closed descriptor leaves the epoll set by itself.
@@ -351,6 +390,7 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
 
     fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
         self.connected.fill(false);
+        self.closed.fill(false);
         self.watched.fill(None);
         self.role.reset(&mut self.lanes, reclaimed)
     }
@@ -373,6 +413,14 @@ impl<P: SendPath + ?Sized> LaneRole<P> for SenderLanes {
                 }
             }
             self.outstanding[lane] = 0;
+        }
+        // A send its lane completed but the session did not hear of yet (an older one on
+        // another lane had not completed): its slot is home, its token still ours.
+        for (i, ours) in self.posted.iter_mut().enumerate() {
+            let lane = self.lane_of.get(i).copied().unwrap_or(0);
+            if self.home[lane].get(i).is_some_and(Option::is_some) {
+                reclaimed.extend(ours.take());
+            }
         }
         self.post_order.clear();
         self.next_number = 0;
@@ -440,8 +488,12 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
     fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
         let mut result = Ok(());
         for (lane, path) in self.lanes.iter_mut().enumerate() {
+            if self.closed[lane] {
+                continue;
+            }
             // What a failing lane reported still counts (its slots come home).
-            result = result.and(path.poll_sends(&mut self.role.events));
+            let polled = path.poll_sends(&mut self.role.events);
+            result = result.and(lane_result(&mut self.closed, lane, polled));
             for event in self.role.events.drain(..) {
                 match event {
                     SendEvent::Sent(own) => {
@@ -465,6 +517,13 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
             if let Some(ours) = self.role.posted.get_mut(i).and_then(Option::take) {
                 out.push(SendEvent::Sent(ours));
             }
+        }
+        // The oldest send has not completed: its lane may signal only every few sends (verbs),
+        // and with the messages spread over the lanes it may never reach the next signaled one.
+        // Ask it to report what it posted (nothing when a request for it is outstanding).
+        if let Some(&(i, false)) = self.role.post_order.front() {
+            let lane = self.role.lane_of.get(i).copied().unwrap_or(0);
+            result = result.and(self.lanes[lane].flush_sends());
         }
         result
     }
@@ -504,16 +563,19 @@ impl ReceiverLanes {
         message: Arrived,
     ) -> Result<()> {
         let bytes = path.message(&message);
-        let Some(header) = bytes.first_chunk::<4>() else {
-            return Err(Error::TransportProtocol {
+        let header = bytes
+            .first_chunk::<LANE_HEADER_LEN>()
+            .filter(|h| h[4..] == [0; 4])
+            .ok_or_else(|| Error::TransportProtocol {
                 transport: path.kind().name(),
                 detail: format!(
-                    "a {}-byte message on lane {lane}, shorter than its lane header",
+                    "a {}-byte message on lane {lane} without a lane header (its number, then 4 \
+                     zero bytes)",
                     message.len()
                 ),
-            });
-        };
-        let number = self.window.number_of(u32::from_le_bytes(*header))?;
+            })?;
+        let low = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let number = self.window.number_of(low)?;
         self.window.arrived(lane, number, (lane, message))?;
         Ok(())
     }
@@ -555,8 +617,12 @@ impl<P: RecvPath + ?Sized> RecvPath for Striped<P, ReceiverLanes> {
     fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
         let mut result = Ok(());
         for (lane, path) in self.lanes.iter_mut().enumerate() {
+            if self.closed[lane] {
+                continue;
+            }
             // What a failing lane delivered still goes in the window (its slots stay known).
             let polled = path.poll_arrivals(&mut self.role.arrivals);
+            let polled = lane_result(&mut self.closed, lane, polled);
             let mut arrivals = std::mem::take(&mut self.role.arrivals);
             for message in arrivals.drain(..) {
                 result = result.and(self.role.arrived(lane, &**path, message));
@@ -566,9 +632,11 @@ impl<P: RecvPath + ?Sized> RecvPath for Striped<P, ReceiverLanes> {
         }
         while let Some((_, (lane, message))) = self.role.window.pop_next() {
             let Some(slot) = self.role.free.pop_front() else {
-                return Err(Error::Internal(
-                    "striped receiver: a message in order with no session slot free".to_owned(),
-                ));
+                // Messages held from before a resume count against the credits too.
+                return Err(ProtocolViolation::CreditOverrun {
+                    capacity: self.role.credits,
+                }
+                .into());
             };
             let len = message.len().saturating_sub(LANE_HEADER_LEN);
             self.role.held[slot.index()] = Some(Held {

@@ -21,6 +21,9 @@ struct HandLane {
     wire: Vec<Vec<u8>>,
     credits_returned: usize,
     resets: usize,
+    flushes: usize,
+    /// The peer closed this lane: its polls say so (after what arrived).
+    closed: bool,
 }
 
 impl HandLane {
@@ -103,6 +106,10 @@ impl SendPath for HandLane {
         }
         Ok(())
     }
+    fn flush_sends(&mut self) -> Result<()> {
+        self.flushes += 1;
+        Ok(())
+    }
 }
 
 impl RecvPath for HandLane {
@@ -115,6 +122,9 @@ impl RecvPath for HandLane {
     }
     fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
         out.append(&mut self.arrived);
+        if self.closed {
+            return Err(Error::TransportClosed { transport: "hand" });
+        }
         Ok(())
     }
     fn return_credits(&mut self, count: usize) -> Result<()> {
@@ -242,13 +252,12 @@ fn a_number_twice_a_number_beyond_the_credits_and_a_headless_message_are_refused
         "{e}"
     );
 
-    let mut r = receiver_of(2);
-    r.lanes[1].arrive(&[1, 2, 3]);
-    let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
-    assert!(
-        e.to_string().contains("shorter than its lane header"),
-        "{e}"
-    );
+    for headless in [&[1, 2, 3][..], &[0, 0, 0, 0, 1, 0, 0, 0, b'x'][..]] {
+        let mut r = receiver_of(2);
+        r.lanes[1].arrive(headless);
+        let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("without a lane header"), "{e}");
+    }
 }
 
 #[test]
@@ -370,4 +379,83 @@ fn a_peer_blob_with_another_lane_count_or_cut_short_is_refused() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn a_send_completed_behind_an_unfinished_one_comes_back_at_a_reset() {
+    let mut s = sender_of(2);
+    for n in 0..2 {
+        let mut slot = StagingSlot::mint(n);
+        s.staging(&mut slot);
+        s.post_send(slot, 0).unwrap();
+    }
+    // Lane 1 completed message 1; lane 0 never completes message 0 (its queue pair failed).
+    s.lanes[1].complete_oldest();
+    let mut out = Vec::new();
+    s.poll_sends(&mut out).unwrap();
+    assert!(out.is_empty(), "1 waits behind 0");
+    let mut reclaimed = Vec::new();
+    s.reset_for_resume(&mut reclaimed).unwrap();
+    let mut back: Vec<usize> = reclaimed.iter().map(StagingSlot::index).collect();
+    back.sort_unstable();
+    assert_eq!(back, [0, 1], "both slots are the session's again");
+}
+
+#[test]
+fn an_oldest_send_not_completed_makes_its_lane_report_what_it_posted() {
+    let mut s = sender_of(2);
+    for n in 0..2 {
+        let mut slot = StagingSlot::mint(n);
+        s.staging(&mut slot);
+        s.post_send(slot, 0).unwrap();
+    }
+    s.lanes[1].complete_oldest();
+    s.poll_sends(&mut Vec::new()).unwrap();
+    // Message 0 is on lane 0: a lane that signals only every few sends must be asked.
+    assert_eq!((s.lanes[0].flushes, s.lanes[1].flushes), (1, 0));
+    s.lanes[0].complete_oldest();
+    s.poll_sends(&mut Vec::new()).unwrap();
+    assert_eq!(
+        s.lanes[0].flushes, 1,
+        "nothing outstanding: no more flushes"
+    );
+}
+
+#[test]
+fn one_closed_lane_does_not_end_the_stream_while_another_still_delivers() {
+    let mut r = receiver_of(2);
+    r.lanes[0].arrive(&framed(0, b"zero"));
+    r.lanes[0].closed = true;
+    r.lanes[1].arrive(&framed(1, b"one"));
+    let got = arrivals(&mut r);
+    assert_eq!(
+        got.len(),
+        2,
+        "both arrive; the close of lane 0 alone is no end"
+    );
+    r.lanes[1].closed = true;
+    let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
+    assert!(matches!(e, Error::TransportClosed { .. }), "{e}");
+}
+
+#[test]
+fn messages_held_from_before_a_reset_count_against_the_credits() {
+    let mut r = receiver_of(2);
+    for n in 0..SLOTS as u32 {
+        r.lanes[(n % 2) as usize].arrive(&framed(n, b"held"));
+    }
+    assert_eq!(
+        arrivals(&mut r).len(),
+        SLOTS,
+        "the session holds every slot"
+    );
+    r.reset_for_resume(&mut Vec::new()).unwrap();
+    r.connect(&peer_blob(2), Instant::now() + SOON).unwrap();
+    // A new message while every slot is still held: the peer exceeded its credit.
+    r.lanes[0].arrive(&framed(0, b"over"));
+    let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
+    assert!(
+        matches!(e, Error::Protocol(ProtocolViolation::CreditOverrun { .. })),
+        "{e}"
+    );
 }
