@@ -188,6 +188,15 @@ fn peer_blob(lanes: usize) -> Vec<u8> {
     v
 }
 
+/// Fills and posts slots 0 to `count - 1`, message `n` carrying the letter `'a' + n`.
+fn post_letters(s: &mut HandSender, count: usize) {
+    for n in 0..count {
+        let mut slot = StagingSlot::mint(n);
+        s.staging(&mut slot)[..1].copy_from_slice(&[b'a' + n as u8]);
+        s.post_send(slot, 1).unwrap();
+    }
+}
+
 fn arrivals(r: &mut HandReceiver) -> Vec<(Vec<u8>, usize)> {
     let mut out = Vec::new();
     r.poll_arrivals(&mut out).unwrap();
@@ -290,11 +299,7 @@ fn a_reset_posts_again_what_waited_for_its_turn_and_numbers_start_from_0() {
 #[test]
 fn the_sender_takes_the_lanes_in_turn_and_reports_completions_in_the_order_it_posted() {
     let mut s = sender_of(3);
-    for n in 0..3 {
-        let mut slot = StagingSlot::mint(n);
-        s.staging(&mut slot)[..1].copy_from_slice(&[b'a' + n as u8]);
-        s.post_send(slot, 1).unwrap();
-    }
+    post_letters(&mut s, 3);
     for i in 0..3 {
         assert_eq!(s.lanes[i].sends.len(), 1, "lane {i} took one");
     }
@@ -322,11 +327,7 @@ fn the_sender_takes_the_lanes_in_turn_and_reports_completions_in_the_order_it_po
 #[test]
 fn the_sender_prefers_the_lane_with_fewest_sends_outstanding() {
     let mut s = sender_of(2);
-    for n in 0..2 {
-        let mut slot = StagingSlot::mint(n);
-        s.staging(&mut slot);
-        s.post_send(slot, 0).unwrap();
-    }
+    post_letters(&mut s, 2);
     s.lanes[1].complete_oldest();
     s.poll_sends(&mut Vec::new()).unwrap();
     // Lane 0 still has one outstanding, lane 1 none: lane 1, twice in a row.
@@ -344,11 +345,7 @@ fn the_sender_prefers_the_lane_with_fewest_sends_outstanding() {
 #[test]
 fn a_reset_gives_back_every_posted_slot_and_a_message_sent_again_stays_on_its_lane() {
     let mut s = sender_of(2);
-    for n in 0..2 {
-        let mut slot = StagingSlot::mint(n);
-        s.staging(&mut slot)[..1].copy_from_slice(&[b'a' + n as u8]);
-        s.post_send(slot, 1).unwrap();
-    }
+    post_letters(&mut s, 2);
     let mut reclaimed = Vec::new();
     s.reset_for_resume(&mut reclaimed).unwrap();
     let mut back: Vec<usize> = reclaimed.iter().map(StagingSlot::index).collect();
@@ -384,11 +381,7 @@ fn a_peer_blob_with_another_lane_count_or_cut_short_is_refused() {
 #[test]
 fn a_send_completed_behind_an_unfinished_one_comes_back_at_a_reset() {
     let mut s = sender_of(2);
-    for n in 0..2 {
-        let mut slot = StagingSlot::mint(n);
-        s.staging(&mut slot);
-        s.post_send(slot, 0).unwrap();
-    }
+    post_letters(&mut s, 2);
     // Lane 1 completed message 1; lane 0 never completes message 0 (its queue pair failed).
     s.lanes[1].complete_oldest();
     let mut out = Vec::new();
@@ -404,11 +397,7 @@ fn a_send_completed_behind_an_unfinished_one_comes_back_at_a_reset() {
 #[test]
 fn an_oldest_send_not_completed_makes_its_lane_report_what_it_posted() {
     let mut s = sender_of(2);
-    for n in 0..2 {
-        let mut slot = StagingSlot::mint(n);
-        s.staging(&mut slot);
-        s.post_send(slot, 0).unwrap();
-    }
+    post_letters(&mut s, 2);
     s.lanes[1].complete_oldest();
     s.poll_sends(&mut Vec::new()).unwrap();
     // Message 0 is on lane 0: a lane that signals only every few sends must be asked.
