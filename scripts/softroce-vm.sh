@@ -81,7 +81,8 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               of its resume wait (--resume-timeout 3)
   link-flap   sessions broken mid-stream resume and deliver every message once, in order:
               vB (under the server's rxe device) down for 4 s (the sender's QP fails, new QPs),
-              with 10,000 messages and with 1,000 x 64 KiB, --checksum crc32c, 16 credits; the
+              with 10,000 messages (over one queue pair, then over four: --qps 4) and with
+              1,000 x 64 KiB, --checksum crc32c, 16 credits; the
               client's control connection killed (ss -K) mid-stream, and while the sender
               waits after Finish (a test build's receiver stalls). Not in the default set
               (.ci/run adds it)

@@ -38,7 +38,7 @@ PIN_SERVER=() PIN_CLIENT=()
 declare -gA CHECK_RESULTS=(
 	[messages]="messages_10k session_line rxe_traffic messages_64k messages_content"
 	[peer-lost]="peer_lost"
-	[link-flap]="link_flap link_flap_64k_crc qp_settings control_kill finish_break"
+	[link-flap]="link_flap link_flap_qps4 link_flap_64k_crc qp_settings control_kill finish_break"
 	[doctor]="doctor_text doctor_json doctor_gate doctor_probe"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[event-loop-cost]="event_loop_cost"
@@ -641,6 +641,7 @@ check_peer_lost() {
 #                      and --ack-timeout 14 --retry-count 1 (RC gives up after about 0.13 s)
 #   qp_settings        both ends' session lines of that session show the ACK timeout and retry
 #                      count asked for (the queue pair settings reach verbs)
+#   link_flap_qps4     the same over four queue pairs striped into one stream (--qps 4)
 #   control_kill       the client's control connection killed (ss -K) mid-stream
 #   finish_break       the control connection killed while the sender waits after Finish (a
 #                      test build's receiver stalls with one message to go)
@@ -751,6 +752,9 @@ resume_check() { # name break-function after expected-file [args for both ends..
 check_link_flap() {
 	seq 0 9999 >/tmp/expected.10k
 	resume_check link_flap break_link 2000 /tmp/expected.10k
+	# Four queue pairs striped into one stream (--qps 4, 8 credits): the flap fails them all,
+	# and the resumed session rebuilds the four.
+	resume_check link_flap_qps4 break_link 2000 /tmp/expected.10k --qps 4 --credits 8
 	resume_check control_kill break_control 3000 /tmp/expected.10k
 	local hooks=/usr/local/bin/rdma-container-test-hooks
 	if [ ! -x "$hooks" ]; then
