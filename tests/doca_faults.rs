@@ -749,23 +749,23 @@ fn credits_above_the_device_queue_cap_are_refused_naming_the_device_and_cap() {
     assert_eq!(case.assert_no_leaks(), 1, "the client's report");
 }
 
-/// A resume case: a printing server (`--once --json`) and a client sending "0".."count-1",
-/// each with its own environment; both outputs once both ended.
+/// A resume case: a printing server (`--once --json`) and a client sending "0".."count-1"
+/// (with `client_args`), each with its own environment; both outputs once both ended.
 fn resumed_run(
     case: &Case,
     server_env: &[(&str, &str)],
     client_env: &[(&str, &str)],
     count: usize,
+    client_args: &[&str],
 ) -> (Finished, Finished) {
     let server = Proc::spawn(
         "server",
         case.printing_command("doca", "--server", server_env, &["--once", "--json"]),
     );
     let count = count.to_string();
-    let client = Proc::spawn(
-        "client",
-        case.command("--client", client_env, &["--count", &count]),
-    );
+    let mut args = vec!["--count", count.as_str()];
+    args.extend_from_slice(client_args);
+    let client = Proc::spawn("client", case.command("--client", client_env, &args));
     let client = client.finish(DEADLINE);
     let server = server.finish(DEADLINE);
     (server, client)
@@ -825,7 +825,7 @@ fn assert_resumed_exactly_once_in_order(
 #[test]
 fn dropped_doca_connections_are_resumed_and_every_message_arrives_once_in_order() {
     let case = Case::new();
-    let (server, client) = resumed_run(&case, &[("DOCA_SIM_DROP_AFTER", "3000")], &[], 10_000);
+    let (server, client) = resumed_run(&case, &[("DOCA_SIM_DROP_AFTER", "3000")], &[], 10_000, &[]);
     assert_resumed_exactly_once_in_order(&case, &server, &client, 10_000, 3);
 }
 
@@ -842,8 +842,33 @@ fn a_failed_send_completion_is_resumed_and_every_message_arrives_once_in_order()
             "doca_rdma_task_send_completion:50:DOCA_ERROR_IO_FAILED",
         )],
         300,
+        &[],
     );
     assert_resumed_exactly_once_in_order(&case, &server, &client, 300, 1);
+}
+
+/// The same fault with the stream striped over three queue pairs (`--qps 3`, 8 credits; issue
+/// 39): the failed completion is on one of them, every queue pair is rebuilt, what waited in
+/// the receiver's reorder window is sent again, and every message arrives once, in order.
+#[test]
+fn a_failed_send_completion_on_one_of_three_queue_pairs_is_resumed_in_order() {
+    let case = Case::new();
+    let (server, client) = resumed_run(
+        &case,
+        &[],
+        &[(
+            "DOCA_SIM_FAIL",
+            "doca_rdma_task_send_completion:50:DOCA_ERROR_IO_FAILED",
+        )],
+        2_000,
+        &["--qps", "3", "--credits", "8"],
+    );
+    assert!(
+        stderr(&client).contains(" | qps 3 |"),
+        "{}",
+        stderr(&client)
+    );
+    assert_resumed_exactly_once_in_order(&case, &server, &client, 2_000, 1);
 }
 
 /// Resumption together with the other features over DOCA (issue 32): a pre-shared key,
