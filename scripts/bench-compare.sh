@@ -157,7 +157,7 @@ pids+=($!)
 sleep 0.3
 ref_bw4=$("${client_pin[@]}" iperf3 -c 127.0.0.1 -p "$port" -l 65536 -P 4 -n $((iters * 65536)) -J 2>/dev/null |
 	jq -r '.end.sum_received.bits_per_second / 8 / 1048576' 2>/dev/null || true)
-row "64 KiB, 4 connections (bench --qps 4 vs iperf3 -P 4)" "MiB/s" "$ours_bw4" "$ref_bw4" higher
+row "64 KiB, 4 conns (bench --qps 4 vs iperf3 -P 4)" "MiB/s" "$ours_bw4" "$ref_bw4" higher
 row "64 KiB bandwidth, bench --qps 4 vs --qps 1" "MiB/s" "$ours_bw4" "$ours_bw" higher
 
 # --- 64 KiB: the sender's copy (send) against none (send_in_place), back to back ------------------
@@ -258,38 +258,47 @@ row "14 B latency, average (bench lat vs sockperf pp)" "usec" "$ours_lat" "$ref_
 # --- this build against another (--baseline-binary), back to back: bench bw 64 KiB, lat 14 B ----
 # Alternated twice (this, baseline, this, baseline) and averaged: a regression check that holds
 # on a shared machine only as a ratio within one run.
-# bin_figure BINARY bw|lat: bench bw's MiB/s at 64 KiB, or bench lat's average one-way usec at 14 B
+# bin_figure BINARY bw|lat PORT: bench bw's MiB/s at 64 KiB, or bench lat's average one-way usec
+# at 14 B. Runs in a command substitution (a subshell): it takes its port as an argument and
+# ends its own server (the --once server exits after its client; one whose client failed is
+# killed).
 bin_figure() {
-	local bin=$1 mode=$2
-	next_port
-	"${server_pin[@]}" "$bin" bench --server "127.0.0.1:$port" --once --transport tcp >"$work/server-base.log" 2>&1 &
-	pids+=($!)
+	local bin=$1 mode=$2 p=$3 spid i
+	"${server_pin[@]}" "$bin" bench --server "127.0.0.1:$p" --once --transport tcp >"$work/server-base.log" 2>&1 &
+	spid=$!
 	sleep 0.3
 	if [ "$mode" = bw ]; then
-		"${client_pin[@]}" "$bin" bench --client "127.0.0.1:$port" --transport tcp \
+		"${client_pin[@]}" "$bin" bench --client "127.0.0.1:$p" --transport tcp \
 			-s 65536 -n "$iters" --credits "$credits" --json 2>"$work/c-base.log" |
 			jq -r '.results[0].bw_average' 2>/dev/null || true
 	else
-		"${client_pin[@]}" "$bin" bench --client "127.0.0.1:$port" --transport tcp \
+		"${client_pin[@]}" "$bin" bench --client "127.0.0.1:$p" --transport tcp \
 			--mode lat -s 14 -D "$seconds" --json 2>"$work/c-base.log" |
 			jq -r '.results[0].t_avg_us' 2>/dev/null || true
 	fi
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$spid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
 }
-# bin_pair bw|lat: "THIS_MEAN BASELINE_MEAN"
+# bin_pair bw|lat FIRST_PORT: "THIS_MEAN BASELINE_MEAN" (uses FIRST_PORT to FIRST_PORT + 3)
 bin_pair() {
-	local a1 b1 a2 b2
-	a1=$(bin_figure "$binary" "$1")
-	b1=$(bin_figure "$baseline" "$1")
-	a2=$(bin_figure "$binary" "$1")
-	b2=$(bin_figure "$baseline" "$1")
+	local a1 b1 a2 b2 p=$2
+	a1=$(bin_figure "$binary" "$1" "$p")
+	b1=$(bin_figure "$baseline" "$1" $((p + 1)))
+	a2=$(bin_figure "$binary" "$1" $((p + 2)))
+	b2=$(bin_figure "$baseline" "$1" $((p + 3)))
 	if [ -n "$a1" ] && [ -n "$b1" ] && [ -n "$a2" ] && [ -n "$b2" ]; then
 		awk -v a1="$a1" -v a2="$a2" -v b1="$b1" -v b2="$b2" 'BEGIN { printf "%.2f %.2f\n", (a1 + a2) / 2, (b1 + b2) / 2 }'
 	fi
 }
 if [ -n "$baseline" ]; then
-	read -r this_bw base_bw <<<"$(bin_pair bw)" || true
+	read -r this_bw base_bw <<<"$(bin_pair bw $((port + 1)))" || true
+	read -r this_lat base_lat <<<"$(bin_pair lat $((port + 5)))" || true
+	port=$((port + 8))
 	row "64 KiB bandwidth, this build vs --baseline-binary" "MiB/s" "${this_bw:-}" "${base_bw:-}" higher
-	read -r this_lat base_lat <<<"$(bin_pair lat)" || true
 	row "14 B latency, this build vs --baseline-binary" "usec" "${this_lat:-}" "${base_lat:-}" lower
 fi
 

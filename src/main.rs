@@ -91,6 +91,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                         reporter,
                         progress,
                         credits_given: cli.session.credits.is_some(),
+                        qps_given: cli.session.stripes.qps.is_some(),
                     };
                     cli::server::run(addr, config, &options, stop)
                 }

@@ -188,7 +188,10 @@ fn perftest_and_iperf3_spellings_are_aliases_or_point_at_our_flags() {
             &["--client", "127.0.0.1:9", "-p", "18515"][..],
             "there is no -p",
         ),
-        (&["--client", "127.0.0.1:9", "-q", "2"], "one queue pair"),
+        (
+            &["--client", "127.0.0.1:9", "-q", "2"],
+            "queue pairs are --qps N",
+        ),
         (&["--client", "127.0.0.1:9", "-P", "4"], "--max-sessions"),
     ] {
         let (code, _, err) = help(args);

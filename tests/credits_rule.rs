@@ -145,7 +145,7 @@ fn a_client_asking_for_more_slot_memory_than_the_servers_limit_is_refused_with_t
     assert_eq!(c.wait_code(SHORT), 4, "{}", c.report());
     let err = c.stderr();
     assert!(
-        err.contains("64 receive slots need 4194304 bytes")
+        err.contains("64 receive slots (per queue pair) need 4194304 bytes")
             && err.contains("--max-receive-memory of 1048576")
             && !err.contains("trying again"),
         "refused for good, not as busy, with the figures\n{}",

@@ -604,6 +604,9 @@ struct Incoming {
     /// The client's configured credits.
     #[pyo3(get)]
     peer_credits: u16,
+    /// The queue pairs the client stripes over (the session will have as many).
+    #[pyo3(get)]
+    peer_qps: u8,
     /// The client's largest message.
     #[pyo3(get)]
     peer_max_message_size: usize,
@@ -616,6 +619,7 @@ impl Incoming {
             peer_addr: (peer.ip().to_string(), peer.port()),
             peer_role: incoming.peer_role().to_string(),
             peer_credits: incoming.peer_credits(),
+            peer_qps: incoming.peer_qps(),
             peer_max_message_size: incoming.peer_max_message_size(),
             inner: Mutex::new(Some(incoming)),
         }

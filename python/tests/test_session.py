@@ -349,9 +349,9 @@ def test_session_info_is_read_only_and_says_what_runs(serve, opts):
     assert server.join() == 0
 
 
-def test_a_session_striped_over_three_queue_pairs_delivers_in_order_both_ways(serve, opts):
-    # The client chooses qps (the listener takes it): full duplex, each direction its own
-    # session over three queue pairs (tcp: data connections).
+def test_a_session_striped_over_three_queue_pairs_delivers_in_order(serve, opts):
+    # The client chooses qps (the listener takes it): one stream over three queue pairs (tcp:
+    # data connections), messages of many lengths, in order.
     def echo(src: Any) -> List[bytes]:
         return [bytes(m) for m in iter(src.recv, None)]
 

@@ -498,7 +498,11 @@ impl BenchArgs {
             None if self.mode == BenchMode::Lat && size <= LAT_CREDITS_UP_TO => LAT_CREDITS,
             None => BENCH_CREDITS,
         };
-        let fit = DEFAULT_SLOT_MEMORY / size.max(1);
+        // Each queue pair has its own slots (--qps).
+        let fit = DEFAULT_SLOT_MEMORY
+            / size
+                .max(1)
+                .saturating_mul(usize::from(self.stripes.qps.unwrap_or(1)));
         default.min(
             u16::try_from(fit)
                 .unwrap_or(u16::MAX)
@@ -635,10 +639,9 @@ pub struct StripeArgs {
         long,
         env = "RDMA_CONTAINER_QPS",
         value_name = "N",
-        default_value_t = 1,
         value_parser = clap::value_parser!(u8).range(1..=i64::from(rdma_container::MAX_QPS))
     )]
-    pub qps: u8,
+    pub qps: Option<u8>,
 }
 
 /// `--transport` and the device overrides: the data path of a session (`--server`, `--client`,
@@ -903,12 +906,12 @@ pub fn habit_hint(args: &[String]) -> Option<String> {
 device port is -i/--ib-port"
             }
             "-q" if numeric(i) => {
-                "-q is --quiet here: every session uses one queue pair (perftest's -q N has no \
-counterpart)"
+                "-q is --quiet here: queue pairs are --qps N (perftest's -q N), one ordered \
+stream striped over them"
             }
             "-P" | "--parallel" => {
-                "several streams: run several clients against --server --max-sessions N (iperf3's \
--P)"
+                "several connections: --qps N stripes one ordered stream over N; for independent \
+streams run several clients against --server --max-sessions N (iperf3's -P)"
             }
             "-i" if args.get(i + 1).is_some_and(|v| v.contains('.')) => {
                 "-i is the device port (perftest's -i); the report interval is --interval \

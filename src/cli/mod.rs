@@ -52,7 +52,7 @@ pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config>
     let config = validated_config(stop, |config| {
         let config = config
             .with_credits(args.credits.unwrap_or(rdma_container::DEFAULT_CREDITS))
-            .with_qps(args.stripes.qps)
+            .with_qps(args.stripes.qps.unwrap_or(1))
             .with_max_msg_size(args.max_msg_size)
             .with_idle_timeout(args.idle_timeout.map(|t| t.0))
             .with_busy_poll(args::busy_poll(args.busy_poll))

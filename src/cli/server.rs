@@ -135,6 +135,8 @@ pub struct ServerOptions {
     /// Whether `--credits` was given: then each session has this server's credits; else the
     /// client's.
     pub credits_given: bool,
+    /// Whether `--qps` was given (it is the client's choice: the server says so).
+    pub qps_given: bool,
 }
 
 /// What the main loop hears about.
@@ -166,9 +168,9 @@ impl Admission {
     fn too_large(&self, memory: u64, credits: u16) -> Option<String> {
         (memory > self.max_memory).then(|| {
             format!(
-                "this session's {credits} receive slots need {memory} bytes, above the server's \
---max-receive-memory of {} bytes: lower --credits or --max-msg-size on the client, or raise \
---max-receive-memory on the server",
+                "this session's {credits} receive slots (per queue pair) need {memory} bytes, \
+above the server's --max-receive-memory of {} bytes: lower --credits, --max-msg-size or --qps on \
+the client, or raise --max-receive-memory on the server",
                 self.max_memory
             )
         })
@@ -263,14 +265,14 @@ pub fn run(
     let slot_mib = |credits: u16| (usize::from(credits).saturating_mul(config.max_msg_size)) >> 20;
     let credits = if options.credits_given {
         format!(
-            "credits {}, slot memory {} MiB a session",
+            "credits {}, slot memory {} MiB a session (times the client's --qps)",
             config.credits,
             slot_mib(config.credits)
         )
     } else {
         format!(
             "credits as each client asks (--credits: this server's own), slot memory {} MiB a \
-session at {} and up to {} MiB at {}",
+session at {} and up to {} MiB at {} (times the client's --qps)",
             slot_mib(config.credits),
             config.credits,
             slot_mib(rdma_container::MAX_CREDITS),
@@ -292,6 +294,12 @@ session at {} and up to {} MiB at {}",
             config.credits,
             config.max_msg_size,
             options.max_receive_memory
+        );
+    }
+    if options.qps_given {
+        log::warn!(
+            "--qps is the client's choice: this server takes each client's (its own --qps, or \
+RDMA_CONTAINER_QPS, changes nothing)"
         );
     }
     if options.max_sessions > 1 {
@@ -643,7 +651,7 @@ mod tests {
         assert_eq!(a.too_large(1000, 2), None);
         let why = a.too_large(1001, 1024).unwrap_or_default();
         assert!(
-            why.contains("1024 receive slots need 1001 bytes")
+            why.contains("1024 receive slots (per queue pair) need 1001 bytes")
                 && why.contains("--max-receive-memory of 1000")
                 && !why.starts_with("busy"),
             "{why}"

@@ -405,6 +405,11 @@ impl Incoming {
         self.pending.hello.credits
     }
 
+    /// The queue pairs the client stripes over (`--qps`): the session will have as many.
+    pub fn peer_qps(&self) -> u8 {
+        self.pending.hello.qps
+    }
+
     /// The largest message the client configured.
     pub fn peer_max_message_size(&self) -> usize {
         self.pending.hello.max_msg_size as usize

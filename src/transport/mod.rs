@@ -404,7 +404,7 @@ macro_rules! create_as {
 /// (`--qps`) that many, striped by `$striped` (`striped::sender` or `striped::receiver`).
 macro_rules! create_striped_as {
     ($kind:expr, $params:expr, $role:ty, $striped:path) => {
-        match lane_params($params)? {
+        match lane_params($kind, $params)? {
             None => create_as!($kind, $params, $role),
             Some(lane) => {
                 let lanes = (0..$params.lanes)
@@ -456,8 +456,9 @@ impl RolePath for dyn RecvPath {
 }
 
 /// With more than one lane: what each lane is made with (its slots carry the lane header).
-/// The memory of every lane's slots is checked first, together.
-fn lane_params(params: &SetupParams) -> Result<Option<SetupParams>> {
+/// The memory of every lane's slots is checked first, together (and, on RDMA, against the
+/// memlock limit).
+fn lane_params(kind: TransportKind, params: &SetupParams) -> Result<Option<SetupParams>> {
     if params.lanes <= 1 {
         return Ok(None);
     }
@@ -466,10 +467,11 @@ fn lane_params(params: &SetupParams) -> Result<Option<SetupParams>> {
         slot_size: params.slot_size.saturating_add(striped::LANE_HEADER_LEN),
         ..params.clone()
     };
+    // RDMA lanes pin their slots: all of them count against the memlock limit together.
     slots::check_slot_memory(
         params.slots.saturating_mul(params.lanes),
         lane.slot_size,
-        false,
+        kind != TransportKind::Tcp,
     )?;
     Ok(Some(lane))
 }

@@ -18,8 +18,9 @@
 //! - receiver: a message that arrives ahead of its turn waits in the core's
 //!   [`ReorderWindow`]; messages reach the session strictly in number order, each in the next
 //!   receive slot the session posted (its slot tokens map to the lanes' slots while the
-//!   session holds them). A header outside the window, a number that arrived twice, or a
-//!   message shorter than its header is the peer's protocol violation;
+//!   session holds them). A number outside the window, one that arrived twice, or one with
+//!   no receive slot free is the peer's protocol violation; a message without its lane header
+//!   is a transport protocol error (as a malformed blob is);
 //! - in-band credits (RDMA) go back on lane 0;
 //! - one epoll instance holds every lane's wait descriptor (level-triggered), so the session
 //!   still sleeps on one descriptor;
@@ -151,7 +152,7 @@ pub(crate) fn sender<P: SendPath + ?Sized>(
         posted: (0..slots).map(|_| None).collect(),
         post_order: VecDeque::with_capacity(slots),
         outstanding: vec![0; n],
-        last: n - 1,
+        last: n.saturating_sub(1),
         next_number: 0,
         events: Vec::with_capacity(slots),
     };

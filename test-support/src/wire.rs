@@ -158,7 +158,7 @@ pub fn authenticate(
     Ok((server, server_proof))
 }
 
-/// A Hello frame (version 7, tcp, 2 credits, no checksum, no resumption, no queue pair
+/// A Hello frame (version 8, tcp, 2 credits, no checksum, no resumption, no queue pair
 /// settings, the GID of 127.0.0.1).
 pub fn hello(role: u8, max_msg_size: u32, blob: &[u8]) -> Vec<u8> {
     hello_with(VERSION, role, TRANSPORT_TCP, max_msg_size, 2, blob)

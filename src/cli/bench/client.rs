@@ -46,7 +46,7 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
         let config = base
             .clone()
             .with_credits(args.credits_for(size))
-            .with_qps(args.stripes.qps);
+            .with_qps(args.stripes.qps.unwrap_or(1));
         let header = Header {
             mode: args.mode,
             size,

@@ -81,6 +81,13 @@ fn check_usage(args: &BenchArgs) -> std::result::Result<(), UsageError> {
         ("--limit-lat", ops.limit_lat.is_some(), BenchMode::Lat),
     ];
     if args.server.is_some() {
+        if args.stripes.qps.is_some() {
+            return refuse(
+                "--qps is the client's choice (bench --client ... --qps N); the server takes each \
+client's"
+                    .to_owned(),
+            );
+        }
         if let Some((flag, ..)) = limits.iter().find(|(_, set, _)| *set) {
             return refuse(format!(
                 "{flag} is checked by the client (bench --client ... {flag}); the server \
