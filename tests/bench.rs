@@ -70,6 +70,34 @@ fn bw_prints_perftest_columns_and_a_once_server_exits_after_the_last_size() {
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
 }
 
+/// `--qps 3` (issue 39): the run is striped over three data connections; the header says
+/// "Number of qps : 3" as perftest does, the JSON (checked against the schema) has `qps`,
+/// and a run without it says 1.
+#[test]
+fn a_striped_run_says_its_queue_pairs_in_the_header_and_the_json() {
+    let port = free_port();
+    let mut s = server(port);
+    let (code, out, err) = client(
+        port,
+        &["-s", "4096", "-n", "300", "--credits", "8", "--qps", "3"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Number of qps   : 3"), "{out}");
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    let port = free_port();
+    let mut s = server(port);
+    let (code, out, err) = client(port, &["-s", "64", "-n", "100", "--qps", "2", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report(&out)["qps"], 2, "{out}");
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+    let port = free_port();
+    let mut s = server(port);
+    let (code, out, err) = client(port, &["-s", "64", "-n", "100", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report(&out)["qps"], 1, "{out}");
+    assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
+}
+
 #[test]
 fn lat_and_json_report_the_same_kind_of_figures() {
     let port = free_port();

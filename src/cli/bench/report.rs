@@ -85,6 +85,8 @@ pub struct Report {
     port: Option<u32>,
     gid_index: Option<u32>,
     credits: u16,
+    /// The queue pairs the session stripes over (`--qps`; perftest's "Number of qps").
+    qps: u8,
     busy_poll_us: Option<u64>,
     /// How the client sends: "copy" (`send`) or "in_place" (`send_in_place`, --in-place).
     send: &'static str,
@@ -102,6 +104,7 @@ impl Report {
             port: info.device.as_ref().map(|d| d.port),
             gid_index: info.device.as_ref().map(|d| d.gid_index),
             credits: info.credits(),
+            qps: info.qps(),
             busy_poll_us: config.busy_poll.map(|d| d.as_micros() as u64),
             send: if args.ops.in_place {
                 "in_place"
@@ -269,6 +272,7 @@ fn print_header(r: &Report, args: &BenchArgs, info: &SessionInfo) {
     } else {
         println!(" Credits (depth) : {}", r.credits);
     }
+    println!(" Number of qps   : {}", r.qps);
     println!(
         " Busy poll       : {}",
         r.busy_poll_us
