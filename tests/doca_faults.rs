@@ -305,14 +305,7 @@ fn receive_submit_backpressure_that_persists_fails_with_a_hint() {
 #[test]
 fn send_completion_error_mid_stream() {
     let case = Case::new();
-    let (server, client) = case.run(
-        &[],
-        &[(
-            "DOCA_SIM_FAIL",
-            "doca_rdma_task_send_completion:50:DOCA_ERROR_IO_FAILED",
-        )],
-        NO_RESUME,
-    );
+    let (server, client) = case.run(&[], &[FAIL_50TH_SEND_COMPLETION], NO_RESUME);
     assert_eq!(client.code, Some(1));
     assert_eq!(server.code, Some(4));
     assert!(
@@ -829,21 +822,18 @@ fn dropped_doca_connections_are_resumed_and_every_message_arrives_once_in_order(
     assert_resumed_exactly_once_in_order(&case, &server, &client, 10_000, 3);
 }
 
+/// The simulator fails the 50th send completion (set on the client: its 50th message).
+const FAIL_50TH_SEND_COMPLETION: (&str, &str) = (
+    "DOCA_SIM_FAIL",
+    "doca_rdma_task_send_completion:50:DOCA_ERROR_IO_FAILED",
+);
+
 /// One send completion fails mid-stream (the 50th, on the client): the sender's QP is in
 /// error, the receiver's is not; the session resumes and every message arrives once, in order.
 #[test]
 fn a_failed_send_completion_is_resumed_and_every_message_arrives_once_in_order() {
     let case = Case::new();
-    let (server, client) = resumed_run(
-        &case,
-        &[],
-        &[(
-            "DOCA_SIM_FAIL",
-            "doca_rdma_task_send_completion:50:DOCA_ERROR_IO_FAILED",
-        )],
-        300,
-        &[],
-    );
+    let (server, client) = resumed_run(&case, &[], &[FAIL_50TH_SEND_COMPLETION], 300, &[]);
     assert_resumed_exactly_once_in_order(&case, &server, &client, 300, 1);
 }
 
@@ -856,10 +846,7 @@ fn a_failed_send_completion_on_one_of_three_queue_pairs_is_resumed_in_order() {
     let (server, client) = resumed_run(
         &case,
         &[],
-        &[(
-            "DOCA_SIM_FAIL",
-            "doca_rdma_task_send_completion:50:DOCA_ERROR_IO_FAILED",
-        )],
+        &[FAIL_50TH_SEND_COMPLETION],
         2_000,
         &["--qps", "3", "--credits", "8"],
     );
