@@ -1,5 +1,6 @@
 //! What a session is set up with.
 
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -90,6 +91,13 @@ pub struct Config {
     /// "Several paths"). The client chooses: a server takes each client's. Each queue pair
     /// has its own slots (`credits` of them); the credits stay one pool.
     pub qps: u8,
+    /// The server's addresses the session's paths run to (`--paths`; empty: one path, the
+    /// bootstrap connection's). The bootstrap address is path 0 whether listed or not; each
+    /// other address is one more path, whose lanes (queue pairs) run from this host's source
+    /// for it, by its own route, on the RDMA device that owns that source (docs/design.md,
+    /// "Several paths"). Lanes take the paths in turn, so `qps` must be at least the number
+    /// of paths. The client chooses: a server takes each client's.
+    pub paths: Vec<Ipv4Addr>,
     /// Transport selection.
     pub transport: TransportChoice,
     /// `--device`, `--port`, `--gid-index`.
@@ -218,6 +226,8 @@ with_setters! {
     with_credits => credits: u16;
     /// Sets [`Config::qps`].
     with_qps => qps: u8;
+    /// Sets [`Config::paths`].
+    with_paths => paths: Vec<Ipv4Addr>;
     /// Sets [`Config::transport`].
     with_transport => transport: TransportChoice;
     /// Sets [`Config::overrides`].
@@ -258,6 +268,7 @@ impl Default for Config {
             max_msg_size: DEFAULT_MAX_MSG_SIZE,
             credits: DEFAULT_CREDITS,
             qps: 1,
+            paths: Vec::new(),
             transport: TransportChoice::Auto,
             overrides: Overrides::default(),
             sysfs_root: PathBuf::from("/sys"),
@@ -358,6 +369,22 @@ impl Config {
                 "queue pairs (--qps) must be between 1 and {MAX_QPS}, got {}",
                 self.qps
             )));
+        }
+        if self.paths.len() > usize::from(self.qps) {
+            return Err(Error::InvalidConfig(format!(
+                "{} paths (--paths) need at least as many queue pairs, got --qps {}: each path \
+                 carries at least one",
+                self.paths.len(),
+                self.qps
+            )));
+        }
+        if !self.paths.is_empty() {
+            if let Some(asked) = self.overrides.requested() {
+                return Err(Error::InvalidConfig(format!(
+                    "--paths chooses each path's device by its own route; {asked} names one \
+                     device for all of them (give one or the other)"
+                )));
+            }
         }
         if u32::try_from(self.resume_timeout.as_millis()).is_err() {
             return Err(Error::InvalidConfig(format!(

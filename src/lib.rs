@@ -84,11 +84,11 @@ pub use listener::{DuplexStart, Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_
 /// length bounded).
 #[doc(hidden)]
 pub use log_text::peer_text;
-pub use proto::{Checksum, Role, TransportKind};
+pub use proto::{Checksum, PathPair, Role, TransportKind};
 pub use receiver::RdmaSrc;
 pub use sender::RdmaSink;
 pub use session::resume::{ResumeCounters, ResumeStats};
-pub use session::SessionInfo;
+pub use session::{SessionInfo, SessionPath};
 pub use transport::auto_order;
 
 /// The path toward a peer: which local address and interface the kernel uses, and the route.

@@ -56,7 +56,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let stop = install_stop_signals()?;
     match cli.command {
         Some(Command::Demo(args)) => {
-            let config = cli::config_from(&args, &stop)?;
+            let config = cli::config_from(&args, None, &stop)?;
             let reporter = cli::result::Reporter::new(args.json, args.out_json.as_deref())?;
             let progress = cli::progress::ProgressOptions::new(
                 args.interval.map(|s| s.0),
@@ -70,7 +70,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Doctor(_) | Command::Completions { .. } | Command::Man) => Ok(0),
         Some(Command::Bench(args)) => cli::bench::run(&args, stop),
         None => {
-            let config = cli::config_from(&cli.session, &stop)?;
+            let config = cli::config_from(&cli.session, cli.client.map(|a| a.ip()), &stop)?;
             cli::check_rdma_request(&config)?;
             let metrics = cli.metrics.map(|m| m.0);
             let reporter =
@@ -91,7 +91,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                         reporter,
                         progress,
                         credits_given: cli.session.credits.is_some(),
-                        qps_given: cli.session.stripes.qps.is_some(),
+                        qps_given: cli.session.stripes.given(),
                     };
                     cli::server::run(addr, config, &options, stop)
                 }

@@ -452,3 +452,162 @@ fn roce_address_on_a_second_interface_and_the_device_from_pcidevice_info() {
         server.report()
     );
 }
+
+/// A second veth pair between the namespaces of `net`, on its own /30 (10.233.x.0): the
+/// addresses (server's end, client's end) and the veth names.
+fn second_path(net: &Net) -> (String, String, String, String) {
+    let sub = net.octets.0[2];
+    let pid = std::process::id();
+    let (veth1, veth2) = (format!("rd{pid}{sub}S"), format!("rd{pid}{sub}C"));
+    ip_ok(&[
+        "link", "add", &veth1, "netns", &net.ns1, "type", "veth", "peer", "name", &veth2, "netns",
+        &net.ns2,
+    ]);
+    let (addr1, addr2) = (format!("10.233.{sub}.1"), format!("10.233.{sub}.2"));
+    for (ns, veth, addr) in [(&net.ns1, &veth1, &addr1), (&net.ns2, &veth2, &addr2)] {
+        ip_ok(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", veth]);
+        ip_ok(&["-n", ns, "link", "set", veth, "up"]);
+    }
+    (addr1, addr2, veth1, veth2)
+}
+
+/// Bytes an interface of namespace `ns` received, from its counters.
+fn rx_bytes(ns: &str, dev: &str) -> u64 {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, "cat"])
+        .arg(format!("/sys/class/net/{dev}/statistics/rx_bytes"));
+    let mut p = Proc::spawn("rx_bytes", cmd);
+    assert_eq!(p.wait_code(SHORT), 0, "{}", p.report());
+    p.stdout()
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {}", p.report()))
+}
+
+/// `--paths`: a client names the server's second address, and the session's four queue pairs
+/// (tcp: data connections; DOCA simulator: one device per path) take the two veth pairs in
+/// turn: 10,000 messages arrive in order, each end's session line names both paths, the
+/// JSON result lists them, and the second pair carried about half the traffic (its receive
+/// counter on the server's end moved by at least a quarter of what the messages hold).
+#[test]
+fn messages_spread_over_two_paths_between_two_network_namespaces_arrive_in_order() {
+    let Some(net) = make_net("p") else { return };
+    let (b1, b2, vb1, vb2) = second_path(&net);
+    let kind = std::env::var("RDMA_TEST_TRANSPORT").unwrap_or_default();
+    // Each path has its own device: the simulator lists two, and the fake sysfs gives each
+    // one the GIDs of its own pair's addresses (both ends read the same tree).
+    let sysfs = FakeSysfs::new();
+    let mut transport: Vec<String> = Vec::new();
+    let mut env: Vec<(&str, &str)> = Vec::new();
+    match kind.as_str() {
+        "" | "auto" | "tcp" => transport.extend(["--transport".to_owned(), "tcp".to_owned()]),
+        "doca" if std::env::var_os("RDMA_TEST_ADDR").is_none() => {
+            for (dev, pairs) in [
+                (
+                    "mlx5_0",
+                    [(net.octets.0, &net.veth1), (net.octets.1, &net.veth2)],
+                ),
+                ("mlx5_1", [(parse(&b1), &vb1), (parse(&b2), &vb2)]),
+            ] {
+                sysfs.active(dev, 1);
+                for (i, (ip, ndev)) in (1..).zip(pairs) {
+                    sysfs.gid(dev, 1, i, &ipv4_gid(ip), "RoCE v2", ndev);
+                }
+            }
+            let root = sysfs.root().display().to_string();
+            transport.extend(["--transport", "doca", "--sysfs-root", &root].map(str::to_owned));
+            env.push(("DOCA_SIM_DEVICES", "mlx5_0,mlx5_1"));
+        }
+        other => {
+            skip_unless_strict_allows(
+                Allowed::OtherTransport,
+                &format!("two paths need two devices; transport {other} here has one"),
+            );
+            return;
+        }
+    }
+    let transport: Vec<&str> = transport.iter().map(String::as_str).collect();
+    let listen = format!("{}:{PORT}", net.addr1);
+    let mut server_args = vec!["--server", listen.as_str(), "--once", "--json"];
+    server_args.extend(&transport);
+    let mut server = in_netns_env("server", &net.ns1, &server_args, &env);
+    server.wait_for_stderr("listening on", SHORT);
+    let before = rx_bytes(&net.ns1, &vb1);
+    let mut client_args = vec![
+        "--client",
+        listen.as_str(),
+        "--paths",
+        b1.as_str(),
+        "--qps",
+        "4",
+        "--size",
+        "1000",
+        "--connect-timeout",
+        "10",
+    ];
+    client_args.extend(&transport);
+    let mut client = in_netns_env("client", &net.ns2, &client_args, &env);
+    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
+    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
+    // Message i is "i" padded to 1,000 bytes with the alphabet: in order, whole, once each.
+    let out = server.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 10_000, "{}", server.report());
+    for (i, line) in lines.iter().enumerate() {
+        let number = i.to_string();
+        let whole = line.len() == 1_000
+            && line.starts_with(&number)
+            && line[number.len()..].starts_with('a');
+        assert!(
+            whole,
+            "line {i} is not message {i} of 1,000 bytes: {line:.40}"
+        );
+    }
+    let log = server.stderr();
+    for (who, log, (src, dev), peer) in [
+        ("server", &log, (&b1, &vb1), &b2),
+        ("client", &client.stderr(), (&b2, &vb2), &b1),
+    ] {
+        assert!(
+            log.contains("| qps 4 |")
+                && log.contains(&format!("path 1 source {src} ({dev}) -> peer {peer}")),
+            "the {who}'s session line must name the second path\n{}",
+            if who == "server" {
+                server.report()
+            } else {
+                client.report()
+            }
+        );
+    }
+    let result: serde_json::Value = log
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON result\n{}", server.report()));
+    if let Some(checked) = common::check_json("docs/session-result.schema.json", &result) {
+        checked.unwrap_or_else(|e| panic!("{e}\n{result}"));
+    }
+    let paths = result["paths"].as_array().cloned().unwrap_or_default();
+    assert_eq!(paths.len(), 2, "{result}");
+    assert_eq!(paths[1]["source"], b1.as_str(), "{result}");
+    assert_eq!(paths[1]["peer"], b2.as_str(), "{result}");
+    if kind == "doca" {
+        assert_eq!(paths[0]["device"], "mlx5_0", "{result}");
+        assert_eq!(paths[1]["device"], "mlx5_1", "{result}");
+    } else {
+        // tcp: the second pair carried its lanes' messages (10,000 x 1,000 bytes, half on it).
+        let carried = rx_bytes(&net.ns1, &vb1) - before;
+        assert!(
+            carried >= 10_000 * 1_000 / 4,
+            "the second path received {carried} bytes; its two lanes should carry about half of \
+             10 MB\n{}",
+            server.report()
+        );
+    }
+}
+
+fn parse(addr: &str) -> [u8; 4] {
+    addr.parse::<std::net::Ipv4Addr>()
+        .unwrap_or_else(|e| panic!("{addr}: {e}"))
+        .octets()
+}

@@ -642,6 +642,39 @@ pub struct StripeArgs {
         value_parser = clap::value_parser!(u8).range(1..=i64::from(rdma_container::MAX_QPS))
     )]
     pub qps: Option<u8>,
+
+    /// Client: the server's addresses to spread the queue pairs over, one path each (two
+    /// NICs, two rails, two GIDs), comma-separated; the server address itself is path 0,
+    /// listed or not. Each path runs from this host's source for that address by its own
+    /// route, on the RDMA device that owns that source (see `doctor --peer`). --qps defaults
+    /// to one per path; queue pairs take the paths in turn. Not with -d/-i/-x.
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_PATHS",
+        value_name = "ADDR,...",
+        value_delimiter = ','
+    )]
+    pub paths: Vec<Ipv4Addr>,
+}
+
+impl StripeArgs {
+    /// `config` with the paths and queue pairs asked for, toward the server at `server` (the
+    /// client; `None` on a server, which takes each client's): `--qps`, or one per path.
+    pub fn apply(&self, config: Config, server: Option<std::net::IpAddr>) -> Config {
+        let mut paths: Vec<std::net::IpAddr> = self.paths.iter().map(|&a| a.into()).collect();
+        paths.extend(server.filter(|_| !self.paths.is_empty()));
+        paths.sort_unstable();
+        paths.dedup();
+        let one_per_path = u8::try_from(paths.len().max(1)).unwrap_or(u8::MAX);
+        config
+            .with_paths(self.paths.clone())
+            .with_qps(self.qps.unwrap_or(one_per_path))
+    }
+
+    /// Whether `--qps` or `--paths` was given (a server says they are the client's choice).
+    pub fn given(&self) -> bool {
+        self.qps.is_some() || !self.paths.is_empty()
+    }
 }
 
 /// `--transport` and the device overrides: the data path of a session (`--server`, `--client`,

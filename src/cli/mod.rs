@@ -48,11 +48,17 @@ impl std::error::Error for UsageError {}
 
 /// Builds the library configuration of `--server`, `--client` and `demo` from the command line;
 /// what cannot be used is a [`UsageError`].
-pub fn config_from(args: &SessionArgs, stop: &Arc<AtomicBool>) -> Result<Config> {
+/// `server`: the client's server address (for the paths' default queue pairs); `None` elsewhere.
+pub fn config_from(
+    args: &SessionArgs,
+    server: Option<std::net::IpAddr>,
+    stop: &Arc<AtomicBool>,
+) -> Result<Config> {
     let config = validated_config(stop, |config| {
-        let config = config
+        let config = args
+            .stripes
+            .apply(config, server)
             .with_credits(args.credits.unwrap_or(rdma_container::DEFAULT_CREDITS))
-            .with_qps(args.stripes.qps.unwrap_or(1))
             .with_max_msg_size(args.max_msg_size)
             .with_idle_timeout(args.idle_timeout.map(|t| t.0))
             .with_busy_poll(args::busy_poll(args.busy_poll))
@@ -146,7 +152,7 @@ mod tests {
 
     fn config(extra: &[&str]) -> Result<Config> {
         let cli = parse(extra).expect("parses");
-        config_from(&cli.session, &Arc::new(AtomicBool::new(false)))
+        config_from(&cli.session, None, &Arc::new(AtomicBool::new(false)))
     }
 
     /// Issue 35 item 5: perftest's --tclass, -S, -m, -u and a retry count, into the library

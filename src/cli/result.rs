@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use rdma_container::path::PathInfo;
+use rdma_container::roce::DeviceChoice;
 use rdma_container::{Error, SessionInfo, TransportChoice};
 use serde::Serialize;
 
@@ -169,6 +171,33 @@ pub fn exit_status_of(e: &anyhow::Error) -> u8 {
 }
 
 /// One session's result, as `--json` prints it.
+/// One path of a session in its JSON result (`paths`).
+#[derive(Debug, Clone, Serialize)]
+pub struct PathResult {
+    /// This end's address on the path, and its interface.
+    pub source: std::net::Ipv4Addr,
+    pub interface: Option<String>,
+    /// The peer's address on the path.
+    pub peer: std::net::Ipv4Addr,
+    /// The RDMA device, port and GID index the path's queue pairs run on (`null` on tcp).
+    pub device: Option<String>,
+    pub port: Option<u32>,
+    pub gid_index: Option<u32>,
+}
+
+impl PathResult {
+    fn of(path: &PathInfo, device: Option<&DeviceChoice>) -> Self {
+        Self {
+            source: path.source,
+            interface: path.interface.clone(),
+            peer: path.peer,
+            device: device.map(|d| d.device.clone()),
+            port: device.map(|d| d.port),
+            gid_index: device.map(|d| d.gid_index),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionResult {
     /// `server` or `client`.
@@ -206,6 +235,9 @@ pub struct SessionResult {
     pub credits: Option<u16>,
     /// The queue pairs (tcp: data connections) the messages are striped over (`--qps`).
     pub qps: Option<u8>,
+    /// Every path the queue pairs run on (`--paths`), path 0 (the bootstrap connection's)
+    /// first; empty before the handshake.
+    pub paths: Vec<PathResult>,
     /// The largest message the session carries.
     pub max_msg_size: Option<u32>,
     /// The per-message check both ends agreed on (`none`, `crc32c`); `null` before the
@@ -261,6 +293,7 @@ impl SessionResult {
             retry_count: None,
             credits: None,
             qps: None,
+            paths: Vec::new(),
             max_msg_size: None,
             checksum: None,
             messages: 0,
@@ -305,6 +338,14 @@ impl SessionResult {
         self.retry_count = info.retry_count();
         self.credits = Some(info.credits());
         self.qps = Some(info.qps());
+        let path0 = PathResult::of(&info.path, info.device.as_ref());
+        self.paths = std::iter::once(path0)
+            .chain(
+                info.extra_paths
+                    .iter()
+                    .map(|p| PathResult::of(&p.path, p.device.as_ref())),
+            )
+            .collect();
         self.max_msg_size = Some(info.max_msg_size());
         self.checksum = Some(info.checksum().name());
     }

@@ -135,7 +135,7 @@ pub struct ServerOptions {
     /// Whether `--credits` was given: then each session has this server's credits; else the
     /// client's.
     pub credits_given: bool,
-    /// Whether `--qps` was given (it is the client's choice: the server says so).
+    /// Whether `--qps` or `--paths` was given (the client's choice: the server says so).
     pub qps_given: bool,
 }
 
@@ -298,8 +298,8 @@ session at {} and up to {} MiB at {} (times the client's --qps)",
     }
     if options.qps_given {
         log::warn!(
-            "--qps is the client's choice: this server takes each client's (its own --qps, or \
-RDMA_CONTAINER_QPS, changes nothing)"
+            "--qps and --paths are the client's choice: this server takes each client's (its own \
+--qps or --paths, or RDMA_CONTAINER_QPS or RDMA_CONTAINER_PATHS, changes nothing)"
         );
     }
     if options.max_sessions > 1 {

@@ -1,5 +1,7 @@
 //! The hello each end sends first: who it is and what its data path looks like.
 
+use std::net::Ipv4Addr;
+
 use super::message::SESSION_ID_LEN;
 use super::wire::{put_prefixed, Reader};
 use super::DecodeError;
@@ -7,7 +9,7 @@ use super::DecodeError;
 /// The four bytes every hello starts with.
 pub(crate) const HELLO_MAGIC: [u8; 4] = *b"RDMC";
 /// The protocol version this build speaks.
-pub(crate) const PROTOCOL_VERSION: u16 = 8;
+pub(crate) const PROTOCOL_VERSION: u16 = 9;
 /// The length of the resume secret a server's hello carries (without a pre-shared key).
 pub(crate) const RESUME_SECRET_LEN: usize = 32;
 /// Upper bound on the transport blob (DOCA's exported connection is a few hundred bytes).
@@ -254,6 +256,16 @@ impl QpSettings {
     }
 }
 
+/// One path of a session beyond the bootstrap connection's (`--paths`): the addresses its
+/// lanes run between, each end's source by its own route to the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PathPair {
+    /// The client's address on this path.
+    pub client: Ipv4Addr,
+    /// The server's address on this path.
+    pub server: Ipv4Addr,
+}
+
 /// The first message in each direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hello {
@@ -270,6 +282,11 @@ pub(crate) struct Hello {
     /// Queue pairs (tcp: data connections) the session stripes its messages over, 1 to
     /// [`MAX_QPS`](crate::MAX_QPS) (version 8): the client's choice, which the server takes.
     pub qps: u8,
+    /// The session's paths beyond the bootstrap connection's (`--paths`, version 9): each a
+    /// pair of addresses the lanes of that path run between. Path 0, the bootstrap connection's
+    /// own addresses, is not listed. The client's choice, which the server takes and echoes;
+    /// at most `qps - 1` (every path carries at least one lane).
+    pub paths: Vec<PathPair>,
     /// The 16-byte GID this side's data path uses (IPv4-mapped address for TCP).
     pub gid: [u8; 16],
     /// The per-message check this side uses (version 4).
@@ -298,6 +315,12 @@ impl Hello {
         out.extend_from_slice(&self.max_msg_size.to_le_bytes());
         out.extend_from_slice(&self.credits.to_le_bytes());
         out.push(self.qps);
+        // decode() refuses more than qps - 1 paths, and qps fits a u8.
+        out.push(self.paths.len().min(usize::from(u8::MAX)) as u8);
+        for path in self.paths.iter().take(usize::from(u8::MAX)) {
+            out.extend_from_slice(&path.client.octets());
+            out.extend_from_slice(&path.server.octets());
+        }
         out.extend_from_slice(&self.gid);
         out.push(self.checksum.to_byte());
         out.extend_from_slice(&self.resume_timeout_ms.to_le_bytes());
@@ -345,6 +368,21 @@ impl Hello {
                 value: u64::from(qps),
             });
         }
+        let path_count = r.u8("paths")?;
+        if path_count >= qps {
+            return Err(DecodeError::BadField {
+                field: "paths",
+                value: u64::from(path_count),
+            });
+        }
+        let paths = (0..path_count)
+            .map(|_| {
+                Ok(PathPair {
+                    client: Ipv4Addr::from(r.array::<4>("path client address")?),
+                    server: Ipv4Addr::from(r.array::<4>("path server address")?),
+                })
+            })
+            .collect::<Result<Vec<_>, DecodeError>>()?;
         let gid = r.array("gid")?;
         let checksum = Checksum::from_byte(r.u8("checksum")?)?;
         let resume_timeout_ms = r.u32("resume_timeout_ms")?;
@@ -359,6 +397,7 @@ impl Hello {
             max_msg_size,
             credits,
             qps,
+            paths,
             gid,
             checksum,
             resume_timeout_ms,

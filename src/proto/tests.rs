@@ -16,6 +16,7 @@ fn hello() -> Hello {
         max_msg_size: 10 << 20,
         credits: 2,
         qps: 1,
+        paths: Vec::new(),
         gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
         checksum: Checksum::Crc32c,
         resume_timeout_ms: 10_000,
@@ -158,12 +159,12 @@ fn wrong_magic_is_named() {
 #[test]
 fn wrong_version_is_named_even_if_the_rest_differs() {
     let mut body = hello_body();
-    body[5..7].copy_from_slice(&9u16.to_le_bytes());
+    body[5..7].copy_from_slice(&10u16.to_le_bytes());
     body.truncate(7); // a future layout: only magic and version are read
     assert_eq!(
         decode_one(&frame(&body)),
         Err(DecodeError::UnsupportedVersion {
-            theirs: 9,
+            theirs: 10,
             ours: PROTOCOL_VERSION
         })
     );
@@ -260,6 +261,50 @@ fn the_queue_pair_count_round_trips_from_1_to_16_and_0_or_17_is_a_bad_field() {
     }
 }
 
+/// Version 9's paths follow the queue pair count: each a client and a server address; fewer
+/// than the queue pairs (every path carries a lane), so a count at or above them is a bad field.
+#[test]
+fn the_paths_round_trip_and_a_path_without_a_queue_pair_is_a_bad_field() {
+    let pair = |c: u8, s: u8| crate::proto::PathPair {
+        client: std::net::Ipv4Addr::new(10, c, 0, 1),
+        server: std::net::Ipv4Addr::new(10, s, 0, 2),
+    };
+    for (qps, paths) in [
+        (2, vec![pair(1, 1)]),
+        (16, (0..15).map(|i| pair(i, i + 1)).collect()),
+    ] {
+        let h = Hello {
+            qps,
+            paths,
+            ..hello()
+        };
+        assert_eq!(
+            decode_one(&encode_frame(&Message::Hello(h.clone()))),
+            Ok(Message::Hello(h))
+        );
+    }
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1;
+    let mut body = hello_body();
+    assert_eq!(body[at], 0, "the path count follows the queue pair count");
+    body[at] = 1; // one path beside the bootstrap's, with qps 1
+    assert_eq!(
+        decode_one(&frame(&body)),
+        Err(DecodeError::BadField {
+            field: "paths",
+            value: 1
+        })
+    );
+    let h = Hello {
+        qps: 3,
+        paths: vec![pair(1, 1), pair(2, 2)],
+        ..hello()
+    };
+    let whole = encode_frame(&Message::Hello(h))[FRAME_HEADER_LEN..].to_vec();
+    // Cut inside the second path's addresses: a truncated hello, not a shorter list.
+    let cut = frame(&whole[..at + 1 + 8 + 3]);
+    assert!(decode_one(&cut).is_err());
+}
+
 /// Version 7's queue pair settings: the flags say which travel, each value in its range, an
 /// unset one is `None` whatever its byte says; anything else is a bad field.
 #[test]
@@ -281,7 +326,8 @@ fn queue_pair_settings_round_trip_and_bad_ones_are_named() {
         retry_count: Some(0),
     });
     // The settings sit between the resume secret and the blob.
-    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 16 + 1 + 4 + 16 + 32;
+    // (no paths: the path count is one byte).
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 1 + 16 + 1 + 4 + 16 + 32;
     let body = hello_body();
     assert_eq!(
         &body[at..at + QpSettings::LEN],
@@ -409,7 +455,11 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
             Just(TransportKind::Verbs)
         ],
         1u32..,
-        (1u16..=1024, 1u8..=crate::MAX_QPS),
+        (
+            1u16..=1024,
+            1u8..=crate::MAX_QPS,
+            proptest::collection::vec(any::<([u8; 4], [u8; 4])>(), 0..16),
+        ),
         any::<[u8; 16]>(),
         any::<bool>(),
         (
@@ -427,30 +477,41 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
         ),
     )
         .prop_map(
-            |(role, transport, max_msg_size, (credits, qps), gid, crc, resume, blob, qp)| Hello {
-                version: PROTOCOL_VERSION,
-                role,
-                transport,
-                max_msg_size,
-                credits,
-                qps,
-                gid,
-                checksum: if crc {
-                    Checksum::Crc32c
-                } else {
-                    Checksum::None
-                },
-                resume_timeout_ms: resume.0,
-                session_id: resume.1,
-                resume_secret: resume.2,
-                qp: QpSettings {
-                    traffic_class: qp.0,
-                    service_level: qp.1,
-                    mtu: qp.2,
-                    ack_timeout: qp.3,
-                    retry_count: qp.4,
-                },
-                blob,
+            |(role, transport, max_msg_size, (credits, qps, paths), gid, crc, resume, blob, qp)| {
+                Hello {
+                    version: PROTOCOL_VERSION,
+                    role,
+                    transport,
+                    max_msg_size,
+                    credits,
+                    qps,
+                    // Fewer paths than queue pairs: every path carries a lane.
+                    paths: paths
+                        .into_iter()
+                        .take(usize::from(qps) - 1)
+                        .map(|(c, s)| crate::proto::PathPair {
+                            client: c.into(),
+                            server: s.into(),
+                        })
+                        .collect(),
+                    gid,
+                    checksum: if crc {
+                        Checksum::Crc32c
+                    } else {
+                        Checksum::None
+                    },
+                    resume_timeout_ms: resume.0,
+                    session_id: resume.1,
+                    resume_secret: resume.2,
+                    qp: QpSettings {
+                        traffic_class: qp.0,
+                        service_level: qp.1,
+                        mtu: qp.2,
+                        ack_timeout: qp.3,
+                        retry_count: qp.4,
+                    },
+                    blob,
+                }
             },
         )
 }

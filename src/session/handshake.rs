@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use super::choice::create_transport;
 use super::connect::{connect_data_path, Connecting};
 use super::resume::{negotiated_timeout, Resumption};
-use super::{ipv4, sleep_toward, slice_end, Session, SessionInfo};
+use super::route_paths;
+use super::{ipv4, sleep_toward, slice_end, Session, SessionInfo, SessionPath};
 use crate::auth::fresh_nonce;
 use crate::config::Config;
 use crate::listener::resume_registry::{ResumeAttempt, ResumeRegistry};
@@ -22,12 +23,12 @@ use crate::net::bootstrap;
 use crate::net::iface::{path_info, PathInfo};
 use crate::net::wait::remaining;
 use crate::net::{ControlChannel, Received};
-use crate::proto::{Hello, Message, TransportKind, PROTOCOL_VERSION};
+use crate::proto::{Hello, Message, PathPair, TransportKind, PROTOCOL_VERSION};
 use crate::roce::{self, DeviceChoice};
 use crate::session_core::handshake::{Auth, Handshake, HandshakeAction, AUTH_WINDOW};
 use crate::session_core::resume::{ResumeTicket, SessionId};
 use crate::time::deadline_after;
-use crate::transport::{BootstrapSide, RolePath, SetupParams};
+use crate::transport::{BootstrapSide, PathEnds, RolePath, SetupParams};
 use crate::{Error, Result};
 
 /// How long a client waits after its first busy answer before it tries again (a server whose
@@ -105,7 +106,7 @@ impl<P: RolePath + ?Sized> Session<P> {
         // not be spent on our set-up.
         let mut handshake = Handshake::client_hello_later(deadline, auth);
         until_our_hello(&mut control, &mut handshake, config, |_| {})?;
-        let prepared = match Prepared::<P>::new(&control, BootstrapSide::Client, config) {
+        let prepared = match Prepared::<P>::new(&control, BootstrapSide::Client, config, None) {
             Ok(p) => p,
             Err(e) => {
                 control.reject(&format!("the client could not set up its data path: {e}"));
@@ -146,7 +147,12 @@ impl<P: RolePath + ?Sized> Session<P> {
         let config = &fitted_credits(config, P::ROLE, pending_hello.credits);
         // The client chooses how many queue pairs (its hello carries a valid count).
         let config = &config.clone().with_qps(pending_hello.qps);
-        let mut prepared = match Prepared::<P>::new(&control, BootstrapSide::Server, config) {
+        let mut prepared = match Prepared::<P>::new(
+            &control,
+            BootstrapSide::Server,
+            config,
+            Some(&pending_hello.paths),
+        ) {
             Ok(p) => p,
             Err(e) => {
                 handshake.fail(&e);
@@ -490,15 +496,28 @@ struct Prepared<P: RolePath + ?Sized> {
     hello: Hello,
     path: PathInfo,
     device: Option<DeviceChoice>,
+    /// The session's other paths (`--paths`), in order, each with its device (RDMA).
+    extra_paths: Vec<SessionPath>,
     /// Why auto fell back (see [`SessionInfo::fallback`]).
     fallback: Option<String>,
 }
 
 impl<P: RolePath + ?Sized> Prepared<P> {
-    fn new(control: &ControlChannel, side: BootstrapSide, config: &Config) -> Result<Self> {
+    /// Our data path and hello. A client resolves its `--paths` here; a server runs the
+    /// client's (`client_paths`, from its hello).
+    fn new(
+        control: &ControlChannel,
+        side: BootstrapSide,
+        config: &Config,
+        client_paths: Option<&[PathPair]>,
+    ) -> Result<Self> {
         let local_ip = ipv4(control.local_addr().ip())?;
         let peer_ip = ipv4(control.peer_addr().ip())?;
         let path = path_info(local_ip, peer_ip);
+        let (pairs, extra) = match client_paths {
+            None => route_paths::client_paths(config, &path)?,
+            Some(pairs) => (pairs.to_vec(), route_paths::server_paths(pairs)?),
+        };
         let params = SetupParams {
             side,
             role: P::ROLE,
@@ -511,11 +530,29 @@ impl<P: RolePath + ?Sized> Prepared<P> {
                 .saturating_add(config.checksum.trailer_len()),
             lanes: usize::from(config.qps),
             device: None,
+            extra_paths: extra
+                .iter()
+                .map(|p| PathEnds {
+                    local_ip: p.source,
+                    peer_ip: p.peer,
+                    device: None,
+                })
+                .collect(),
             qp: config.qp_settings(),
             sysfs_root: config.sysfs_root.clone(),
             faults: config.test_faults,
         };
-        let ((transport, slots), device, fallback) = create_transport::<P>(config, &path, params)?;
+        let ((transport, slots), devices, fallback) =
+            create_transport::<P>(config, &path, &extra, params)?;
+        let mut devices = devices.into_iter();
+        let device = devices.next();
+        let extra_paths = extra
+            .into_iter()
+            .map(|path| SessionPath {
+                path,
+                device: devices.next(),
+            })
+            .collect();
         if transport.kind() == TransportKind::Tcp && config.qp_settings().any() {
             // Only auto gets here (validate() refuses them with --transport tcp).
             log::warn!(
@@ -540,6 +577,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             ) as u32,
             credits: config.credits,
             qps: config.qps,
+            paths: pairs,
             gid,
             checksum: config.checksum,
             resume_timeout_ms: if transport.can_resume() {
@@ -559,6 +597,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             hello,
             path,
             device,
+            extra_paths,
             fallback,
         })
     }
@@ -615,6 +654,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
             transport: local.transport,
             path: self.path,
             device: self.device,
+            extra_paths: self.extra_paths,
             fallback: self.fallback,
             local,
             peer,

@@ -10,6 +10,7 @@ mod connect;
 pub(crate) mod handshake;
 pub(crate) mod readiness;
 pub(crate) mod resume;
+mod route_paths;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -44,6 +45,15 @@ pub(crate) fn sleep_toward(until: Instant) {
     std::thread::sleep(left.min(WAIT_SLICE));
 }
 
+/// One of a session's paths beyond the bootstrap connection's (`--paths`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionPath {
+    /// Its addresses and interface, as for the bootstrap path.
+    pub path: PathInfo,
+    /// The RDMA device, port and GID its queue pairs run on (RDMA transports).
+    pub device: Option<DeviceChoice>,
+}
+
 /// What was negotiated and chosen for a session (for logs, summaries and `--json`).
 #[derive(Debug, Clone)]
 pub struct SessionInfo {
@@ -53,6 +63,9 @@ pub struct SessionInfo {
     pub path: PathInfo,
     /// The RDMA device, port and GID, when an RDMA transport runs.
     pub device: Option<DeviceChoice>,
+    /// The session's paths beyond `path` (`--paths`), in order: lane `i` of the
+    /// [`qps`](Self::qps) runs on path `i % (extra_paths.len() + 1)`, path 0 being `path`.
+    pub extra_paths: Vec<SessionPath>,
     /// Our hello.
     pub(crate) local: Hello,
     /// The peer's hello.
@@ -96,6 +109,21 @@ impl SessionInfo {
                 d.gid_string(),
                 d.netdev.as_deref().unwrap_or("-")
             ));
+        }
+        for (i, p) in self.extra_paths.iter().enumerate() {
+            s.push_str(&format!(
+                " | path {} source {} ({}) -> peer {}",
+                i + 1,
+                p.path.source,
+                p.path.interface.as_deref().unwrap_or("?"),
+                p.path.peer
+            ));
+            if let Some(d) = &p.device {
+                s.push_str(&format!(
+                    " device {} port {} gid-index {}",
+                    d.device, d.port, d.gid_index
+                ));
+            }
         }
         if self.transport != TransportKind::Tcp {
             s.push_str(&self.describe_qp());
@@ -631,6 +659,7 @@ mod tests {
                 is_loopback: false,
             },
             device: None,
+            extra_paths: Vec::new(),
             local,
             peer: remote,
             mtu: Some(2048),

@@ -547,6 +547,14 @@ pub(crate) fn check_peer(ours: &Hello, theirs: &Hello) -> Result<(), String> {
             ours.qps, theirs.qps
         ));
     }
+    if ours.paths != theirs.paths {
+        return Err(format!(
+            "path mismatch: one end runs the session over {} path(s), the other over {} (the \
+             server takes the client's --paths)",
+            ours.paths.len() + 1,
+            theirs.paths.len() + 1
+        ));
+    }
     // A DOCA context's MTU is fixed before its connection is known (doca_rdma_set_mtu comes
     // before doca_ctx_start), so two ends that each fixed one cannot meet at the smaller, as
     // verbs does at RTR: they must fix the same.
@@ -575,6 +583,7 @@ pub(crate) mod tests {
             max_msg_size: 64,
             credits: 2,
             qps: 1,
+            paths: Vec::new(),
             gid: [0; 16],
             checksum: Checksum::None,
             resume_timeout_ms: 0,
@@ -732,6 +741,34 @@ pub(crate) mod tests {
         let e = check_peer(&ours, &theirs).unwrap_err();
         assert!(e.contains("queue pair mismatch"), "{e}");
         assert_eq!(check_peer(&Hello { qps: 4, ..ours }, &theirs), Ok(()));
+    }
+
+    /// Both ends run the same paths (the server takes and echoes the client's): a hello with
+    /// other paths, or the same addresses in another order, is refused.
+    #[test]
+    fn a_peer_with_other_paths_is_refused() {
+        let pair = |n: u8| crate::proto::PathPair {
+            client: std::net::Ipv4Addr::new(10, n, 0, 1),
+            server: std::net::Ipv4Addr::new(10, n, 0, 2),
+        };
+        let with = |paths: Vec<crate::proto::PathPair>, role| Hello {
+            qps: 3,
+            paths,
+            ..hello(role, TransportKind::Tcp)
+        };
+        let ours = with(vec![pair(1), pair(2)], Role::Receiver);
+        for theirs in [
+            vec![pair(1)],
+            vec![pair(2), pair(1)],
+            vec![pair(1), pair(3)],
+        ] {
+            let e = check_peer(&ours, &with(theirs, Role::Sender)).unwrap_err();
+            assert!(e.contains("path mismatch"), "{e}");
+        }
+        assert_eq!(
+            check_peer(&ours, &with(vec![pair(1), pair(2)], Role::Sender)),
+            Ok(())
+        );
     }
 
     /// Verbs meets at the smaller MTU at RTR; two DOCA ends that each fixed an MTU must have

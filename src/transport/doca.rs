@@ -1169,6 +1169,7 @@ fn sim_test_params(role: Role, slots: usize, slot_size: usize) -> SetupParams {
         slots,
         slot_size,
         lanes: 1,
+        extra_paths: Vec::new(),
         device: Some(crate::roce::DeviceChoice {
             device: "mlx5_0".to_owned(),
             port: 1,

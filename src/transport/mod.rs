@@ -65,6 +65,9 @@ pub(crate) struct SetupParams {
     pub lanes: usize,
     /// The RDMA device chosen by discovery (RDMA transports only).
     pub device: Option<DeviceChoice>,
+    /// The session's paths beyond the one above (`--paths`): lane `i` runs on path
+    /// `i % (extra_paths.len() + 1)`, path 0 being `local_ip`, `peer_ip` and `device`.
+    pub extra_paths: Vec<PathEnds>,
     /// The queue pair settings asked for (`--tclass`, `--sl`, `--mtu`, `--ack-timeout`,
     /// `--retry-count`; `None`: the transport's default). RDMA transports only; a transport
     /// that cannot apply one refuses to start ([`crate::Error::TransportUnavailable`]).
@@ -74,6 +77,17 @@ pub(crate) struct SetupParams {
     pub sysfs_root: std::path::PathBuf,
     /// A test build's faults (the verbs transport's `rnr_retry`); none in a shipped program.
     pub faults: crate::config::TestFaults,
+}
+
+/// Where one of a session's extra paths runs (`--paths`): its own addresses and device.
+#[derive(Debug, Clone)]
+pub(crate) struct PathEnds {
+    /// Our address on this path (the source of our route to `peer_ip`).
+    pub local_ip: Ipv4Addr,
+    /// The peer's address on this path.
+    pub peer_ip: Ipv4Addr,
+    /// The RDMA device that owns `local_ip` (RDMA transports only).
+    pub device: Option<DeviceChoice>,
 }
 
 /// A slot token: move-only, minted only by the transport module, so whoever holds one is the
@@ -406,9 +420,10 @@ macro_rules! create_striped_as {
     ($kind:expr, $params:expr, $role:ty, $striped:path) => {
         match lane_params($kind, $params)? {
             None => create_as!($kind, $params, $role),
-            Some(lane) => {
-                let lanes = (0..$params.lanes)
-                    .map(|_| Ok(create_as!($kind, &lane, $role)))
+            Some(lanes) => {
+                let lanes = lanes
+                    .iter()
+                    .map(|lane| Ok(create_as!($kind, lane, $role)))
                     .collect::<Result<Vec<_>>>()?;
                 Box::new($striped(lanes, $params.slots)?) as Box<$role>
             }
@@ -455,17 +470,31 @@ impl RolePath for dyn RecvPath {
     }
 }
 
-/// With more than one lane: what each lane is made with (its slots carry the lane header).
-/// The memory of every lane's slots is checked first, together (and, on RDMA, against the
-/// memlock limit).
-fn lane_params(kind: TransportKind, params: &SetupParams) -> Result<Option<SetupParams>> {
+/// With more than one lane: what each lane is made with (its slots carry the lane header;
+/// lane `i` runs on path `i % paths`). The memory of every lane's slots is checked first,
+/// together (and, on RDMA, against the memlock limit).
+fn lane_params(kind: TransportKind, params: &SetupParams) -> Result<Option<Vec<SetupParams>>> {
     if params.lanes <= 1 {
         return Ok(None);
     }
     let lane = SetupParams {
         lanes: 1,
         slot_size: params.slot_size.saturating_add(striped::LANE_HEADER_LEN),
+        extra_paths: Vec::new(),
         ..params.clone()
+    };
+    let paths = params.extra_paths.len() + 1;
+    let on_path = |i: usize| match i % paths {
+        0 => lane.clone(),
+        p => {
+            let ends = &params.extra_paths[p - 1];
+            SetupParams {
+                local_ip: ends.local_ip,
+                peer_ip: ends.peer_ip,
+                device: ends.device.clone(),
+                ..lane.clone()
+            }
+        }
     };
     // RDMA lanes pin their slots: all of them count against the memlock limit together.
     slots::check_slot_memory(
@@ -473,7 +502,7 @@ fn lane_params(kind: TransportKind, params: &SetupParams) -> Result<Option<Setup
         lane.slot_size,
         kind != TransportKind::Tcp,
     )?;
-    Ok(Some(lane))
+    Ok(Some((0..params.lanes).map(on_path).collect()))
 }
 
 fn not_compiled_in(kind: TransportKind) -> crate::Error {

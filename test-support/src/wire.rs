@@ -34,7 +34,7 @@ pub const TRANSPORT_DOCA: u8 = 2;
 /// Hello transport byte of verbs.
 pub const TRANSPORT_VERBS: u8 = 3;
 /// The protocol version these encoders speak.
-pub const VERSION: u16 = 8;
+pub const VERSION: u16 = 9;
 /// Client to server, first with a key: the client's 32-byte nonce.
 pub const KIND_AUTH_CHALLENGE: u8 = 6;
 /// Server to client: the server's nonce and its proof.
@@ -158,7 +158,7 @@ pub fn authenticate(
     Ok((server, server_proof))
 }
 
-/// A Hello frame (version 8, tcp, 2 credits, no checksum, no resumption, no queue pair
+/// A Hello frame (version 9, tcp, 2 credits, one queue pair on one path, no checksum, no resumption, no queue pair
 /// settings, the GID of 127.0.0.1).
 pub fn hello(role: u8, max_msg_size: u32, blob: &[u8]) -> Vec<u8> {
     hello_with(VERSION, role, TRANSPORT_TCP, max_msg_size, 2, blob)
@@ -180,8 +180,9 @@ pub fn hello_with(
     b.push(transport);
     b.extend_from_slice(&max_msg_size.to_le_bytes());
     b.extend_from_slice(&credits.to_le_bytes());
-    // Queue pairs (version 8): one.
+    // Queue pairs (version 8): one; paths beyond the bootstrap's (version 9): none.
     b.push(1);
+    b.push(0);
     b.extend_from_slice(&[0u8; 10]);
     b.extend_from_slice(&[0xff, 0xff, 127, 0, 0, 1]);
     // The checksum (version 4): none.

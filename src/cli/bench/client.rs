@@ -43,10 +43,10 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
     // come back.
     let both_ways = args.mode == BenchMode::Lat || args.ops.bidirectional;
     for (i, &size) in sizes.iter().enumerate() {
-        let config = base
-            .clone()
-            .with_credits(args.credits_for(size))
-            .with_qps(args.stripes.qps.unwrap_or(1));
+        let config = args
+            .stripes
+            .apply(base.clone(), Some(addr.ip()))
+            .with_credits(args.credits_for(size));
         let header = Header {
             mode: args.mode,
             size,

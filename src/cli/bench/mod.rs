@@ -81,10 +81,10 @@ fn check_usage(args: &BenchArgs) -> std::result::Result<(), UsageError> {
         ("--limit-lat", ops.limit_lat.is_some(), BenchMode::Lat),
     ];
     if args.server.is_some() {
-        if args.stripes.qps.is_some() {
+        if args.stripes.given() {
             return refuse(
-                "--qps is the client's choice (bench --client ... --qps N); the server takes each \
-client's"
+                "--qps and --paths are the client's choice (bench --client ... --qps N); the \
+server takes each client's"
                     .to_owned(),
             );
         }
@@ -227,7 +227,8 @@ mod tests {
         let mut session = vec!["rdma-container", "--client", "127.0.0.1:1"];
         session.extend_from_slice(&line);
         let session = Cli::try_parse_from(session).unwrap().session;
-        let session = crate::cli::config_from(&session, &Arc::new(AtomicBool::new(false))).unwrap();
+        let session =
+            crate::cli::config_from(&session, None, &Arc::new(AtomicBool::new(false))).unwrap();
         assert_eq!(bench.transport, rdma_container::TransportChoice::Tcp);
         assert_eq!(bench.overrides, session.overrides);
         assert_eq!(bench.overrides.device.as_deref(), Some("mlx5_0"));

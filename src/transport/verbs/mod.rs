@@ -1130,6 +1130,7 @@ mod tests {
             slots,
             slot_size,
             lanes: 1,
+            extra_paths: Vec::new(),
             device: Some(choice.clone()),
             qp: QpSettings::default(),
             sysfs_root: "/sys".into(),
