@@ -86,6 +86,11 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               client's control connection killed (ss -K) mid-stream, and while the sender
               waits after Finish (a test build's receiver stalls). Not in the default set
               (.ci/run adds it)
+  paths       one stream over two paths (--paths, --qps 4): a second veth pair with an rxe
+              device on each end, made for this check only; 10,000 x 4 KiB each way, every
+              byte as sent, each path on its own device; then the second path down for 4 s
+              mid-stream: every message once, in order, the session resumed. Not in the
+              default set (.ci/run adds it)
   doctor      'doctor --peer' (text and --json) in the client namespace: rxe GID table + choice;
               'doctor --require-rdma' exits 0 there (5 without devices);
               'doctor --probe' against a server: 2 messages on the chosen device and GID
@@ -125,7 +130,7 @@ Options:
                      scripts/build-aarch64.sh); checks messages, peer-lost, doctor and
                      container (the arm64 image: scripts/container-test.sh --arch arm64)
                      (default messages,peer-lost); the kernel: the newest of the suite
-  --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,doctor,baseline,
+  --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,paths,doctor,baseline,
                      event-loop-cost,container,rnr,suite,transport
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
@@ -243,7 +248,7 @@ parse_args() {
 		done
 	fi
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | link-flap | doctor | baseline | event-loop-cost | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -n "$COMPARE_BINARY" ] && ! want_check baseline; then
 		usage_error "--compare-binary is timed by the baseline check; --checks has no baseline"

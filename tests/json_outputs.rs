@@ -694,7 +694,53 @@ fn doctor_json_toward_a_peer_on_a_fixture_with_a_roce_v2_gid_matches_the_schema(
     let sysfs = FakeSysfs::new();
     sysfs.mlx5("mlx5_0", &iface, source.octets());
     let root = sysfs.root().to_str().expect("utf-8");
-    let v = doctor(&["--sysfs-root", root, "--peer", &peer.to_string()]);
+    // --paths: one more address beside the peer's (same route, so the same device) and a
+    // loopback one (no RoCE GID: no choice); each gets its own path and choice, in order.
+    let v = doctor(&[
+        "--sysfs-root",
+        root,
+        "--peer",
+        &peer.to_string(),
+        "--paths",
+        "198.51.100.8,127.0.0.1",
+    ]);
+    let paths = v["paths"].as_array().cloned().unwrap_or_default();
+    assert_eq!(paths.len(), 2, "{v}");
+    assert_eq!(paths[0]["path"]["peer"], "198.51.100.8", "{v}");
+    assert_eq!(paths[0]["path"]["source"], source.to_string(), "{v}");
+    assert_eq!(paths[0]["choice"]["device"], "mlx5_0", "{v}");
+    assert_eq!(paths[1]["path"]["peer"], "127.0.0.1", "{v}");
+    assert!(paths[1]["choice"].is_null(), "{v}");
+    assert_schema_refuses(
+        DOCTOR,
+        &edited(&v, |v| v["paths"][0]["surprise"] = 1.into()),
+        "an undocumented field of a path",
+    );
+    let mut text = Proc::spawn(
+        "doctor",
+        command(&[
+            "doctor",
+            "--sysfs-root",
+            root,
+            "--peer",
+            &peer.to_string(),
+            "--paths",
+            "198.51.100.8",
+        ]),
+    );
+    assert_eq!(text.wait_code(LONG), 0, "{}", text.report());
+    let want = format!("--paths 1: path: source {source} on {iface} toward 198.51.100.8");
+    assert!(
+        text.stdout().contains(&want),
+        "no '{want}'\n{}",
+        text.report()
+    );
+    assert!(
+        text.stdout()
+            .contains("--paths 1: choice: device mlx5_0 port 1 gid-index 3"),
+        "{}",
+        text.report()
+    );
     assert_eq!(v["path"]["peer"], peer.to_string(), "{v}");
     assert_eq!(v["path"]["source"], source.to_string(), "{v}");
     assert!(v["path"]["route"].is_object(), "{v}");

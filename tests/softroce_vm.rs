@@ -75,6 +75,7 @@ fn help_describes_the_checks_and_options() {
         "messages",
         "peer-lost",
         "link-flap",
+        "paths",
         "doctor",
         "baseline",
         "container",

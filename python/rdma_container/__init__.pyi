@@ -1,7 +1,7 @@
 """Type stubs for rdma_container (the classes live in the compiled module _native)."""
 
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, Literal, Optional, Tuple, Type, TypedDict, Union
+from typing import Any, Callable, Dict, Iterator, List, Literal, Optional, Tuple, Type, TypedDict, Union
 
 from typing_extensions import Buffer, Self, Unpack, final
 
@@ -47,6 +47,7 @@ class _Options(TypedDict, total=False):
     transport: _Transport
     credits: int
     qps: int
+    paths: List[str]
     max_msg_size: int
     device: Optional[str]
     ib_port: Optional[int]

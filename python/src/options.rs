@@ -39,6 +39,17 @@ fn checksum(name: &str) -> PyResult<Checksum> {
     }
 }
 
+/// `paths=["10.0.1.2", ...]`: IPv4 addresses, each refused by name when it is not one.
+fn addresses(texts: &[String]) -> PyResult<Vec<std::net::Ipv4Addr>> {
+    texts
+        .iter()
+        .map(|t| {
+            t.parse()
+                .map_err(|_| PyValueError::new_err(format!("paths: {t:?} is not an IPv4 address")))
+        })
+        .collect()
+}
+
 /// The session configuration from `connect(..., **options)`; unknown names are a TypeError.
 pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
     // The interrupt and sysfs_root hooks are the library's hidden ones (not its stable API).
@@ -49,6 +60,7 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
             "transport" => config.transport = transport(&value.extract::<String>()?)?,
             "credits" => config.credits = value.extract()?,
             "qps" => config.qps = value.extract()?,
+            "paths" => config.paths = addresses(&value.extract::<Vec<String>>()?)?,
             "max_msg_size" => config.max_msg_size = value.extract()?,
             "device" => config.overrides.device = value.extract()?,
             "ib_port" => config.overrides.port = value.extract()?,
@@ -78,7 +90,7 @@ pub(crate) fn config(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyR
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unexpected keyword argument {other:?} (known: transport, credits, \
-                     qps, max_msg_size, device, ib_port, gid_index, sysfs_root, connect_timeout, \
+                     qps, paths, max_msg_size, device, ib_port, gid_index, sysfs_root, connect_timeout, \
                      handshake_timeout, idle_timeout, busy_poll, auth_key_file, checksum, \
                      resume_timeout, require_rdma, traffic_class, service_level, mtu, \
                      ack_timeout, retry_count)"

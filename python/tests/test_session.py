@@ -368,6 +368,31 @@ def test_a_session_striped_over_three_queue_pairs_delivers_in_order(serve, opts)
         rc.RdmaSink.connect("127.0.0.1:1", qps=17)
 
 
+def test_a_session_over_two_paths_names_the_second_and_delivers_in_order(serve, opts):
+    # paths: the server's other addresses (127.0.0.2 is this host's too), one path each; the
+    # four queue pairs take the two paths in turn.
+    if "device" in opts:
+        pytest.skip("--paths chooses each path's device; this fixture names one (DOCA: tests/netns.rs)")
+
+    def echo(src: Any) -> List[bytes]:
+        return [bytes(m) for m in iter(src.recv, None)]
+
+    server = serve("src", echo)
+    sink = rc.RdmaSink.connect(server.addr, qps=4, paths=["127.0.0.2"], **opts)
+    assert "path 1 source " in sink.info.description
+    assert "-> peer 127.0.0.2" in sink.info.description
+    sent = [b"%d" % i * (i % 7 + 1) for i in range(300)]
+    for m in sent:
+        sink.send(m)
+    sink.finish()
+    assert server.join() == sent
+    with pytest.raises(ValueError):
+        rc.RdmaSink.connect("127.0.0.1:1", qps=2, paths=["not-an-address"])
+    with pytest.raises(rc.InvalidConfig):
+        # Two paths need at least two queue pairs.
+        rc.RdmaSink.connect("127.0.0.1:1", paths=["127.0.0.2", "127.0.0.3"], qps=1)
+
+
 def test_unknown_options_and_bad_values_are_refused_before_connecting():
     with pytest.raises(TypeError):
         rc.RdmaSink.connect("127.0.0.1:1", colour="blue")  # type: ignore[call-arg]

@@ -46,6 +46,7 @@ declare -gA CHECK_RESULTS=(
 	[rnr]="rnr_strict"
 	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule suite_event_loop suite_tokio"
 	[transport]="transport_verbs"
+	[paths]="paths_both_ways paths_flap"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -330,6 +331,7 @@ check_setup() {
 	say "setup: devices"
 	rdma link show
 	ibv_devices
+	# shellcheck disable=SC2153 # IP_A and IP_B come from guest-init.sh
 	GID_A=$(mapped_gid "$IP_A") GID_B=$(mapped_gid "$IP_B")
 	IDX_A=$(gid_index "$NS_A" "$RXE_A" "$IP_A") IDX_B=$(gid_index "$NS_B" "$RXE_B" "$IP_B")
 	say "setup: GIDs"
@@ -790,6 +792,117 @@ check_link_flap() {
 	RESUME_SERVER_ENV=(RDMA_CONTAINER_TEST_RECV_STALL=9999:8000) RESUME_RETRIES=4
 	resume_check finish_break break_control_after_finish 9999 /tmp/expected.10k
 	RESUME_SERVER_ENV=() RESUME_RETRIES=0
+}
+
+# ---------------------------------------------------------------------------------------------
+# paths: one stream over two paths (--paths, issue 39). A second veth pair (vA2 198.18.2.1 in
+# nsA, vB2 198.18.2.2 in nsB) with an rxe device on each end (rxeA2, rxeB2) exists only during
+# this check, so every other check sees the one pair it always did.
+#   paths_both_ways  10,000 messages of 4 KiB over --paths --qps 4 from nsA to nsB, then from
+#                    nsB to nsA (the roles swapped): every byte as sent (sha256), both session
+#                    lines name the second path and its rxe device, and that device carried
+#                    RoCE packets (each path's queue pairs run on their own device)
+#   paths_flap       vB2 (the second path only) goes down for 4 s mid-stream under four queue
+#                    pairs over both paths, then up: every message once, in order, the session
+#                    never ended (it resumed)
+# ---------------------------------------------------------------------------------------------
+SECOND_IP_A=198.18.2.1 SECOND_IP_B=198.18.2.2 SECOND_RXE_A=rxeA2 SECOND_RXE_B=rxeB2
+
+add_second_path() {
+	ip link add vA2 type veth peer name vB2 &&
+		ip link set vA2 netns "$NS_A" && ip link set vB2 netns "$NS_B" &&
+		ip -n "$NS_A" addr add "$SECOND_IP_A/24" dev vA2 && ip -n "$NS_B" addr add "$SECOND_IP_B/24" dev vB2 &&
+		ip -n "$NS_A" link set vA2 up && ip -n "$NS_B" link set vB2 up &&
+		ip netns exec "$NS_A" rdma link add "$SECOND_RXE_A" type rxe netdev vA2 &&
+		ip netns exec "$NS_B" rdma link add "$SECOND_RXE_B" type rxe netdev vB2 &&
+		ip netns exec "$NS_A" ping -c 1 -W 5 "$SECOND_IP_B" >/dev/null || return 1
+	# Each address's RoCE v2 GID appears a moment after the address does.
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ -n "$(gid_index "$NS_A" "$SECOND_RXE_A" "$SECOND_IP_A")" ] && [ -n "$(gid_index "$NS_B" "$SECOND_RXE_B" "$SECOND_IP_B")" ] && return 0
+		sleep 0.1
+	done
+	echo "no RoCE v2 GID for $SECOND_IP_A on $SECOND_RXE_A or $SECOND_IP_B on $SECOND_RXE_B after 10 s"
+	return 1
+}
+
+remove_second_path() {
+	rdma link delete "$SECOND_RXE_A" 2>/dev/null
+	rdma link delete "$SECOND_RXE_B" 2>/dev/null
+	ip -n "$NS_A" link del vA2 2>/dev/null
+	return 0
+}
+
+break_second_path() {
+	echo "taking vB2 (the second path, under $SECOND_RXE_B) down for ${LINK_DOWN_SECS}s"
+	ip -n "$NS_B" link set vB2 down
+	sleep "$LINK_DOWN_SECS"
+	ip -n "$NS_B" link set vB2 up
+	return 0
+}
+
+# One --paths session from the client's namespace to the server's: NAME, the server's second
+# address, the rxe device the server's second path must name, then the client's arguments.
+# Sets PATHS_FAIL (empty when it passed) and PATHS_DETAIL.
+paths_session() { # name server-ip2 server-dev2 client-dev2 [client args...]
+	local name=$1 ip2=$2 sdev=$3 cdev=$4 want got rcvd0 rcvd line
+	shift 4
+	PATHS_FAIL="" PATHS_DETAIL=""
+	rcvd0=$(counter "$sdev" rcvd_pkts)
+	SERVER_ARGS=(--max-msg-size 4096 --credits 8)
+	if ! session "$name" --paths "$ip2" --qps 4 --size 4096 --count 10000 --max-msg-size 4096 --credits 8 "$@"; then
+		PATHS_FAIL=$SESSION_FAIL
+		return
+	fi
+	rcvd=$(($(counter "$sdev" rcvd_pkts) - rcvd0))
+	want=$(expected_payloads 4096 10000 | sha256sum | cut -c1-16)
+	got=$(sha256sum <"$SERVER_OUT" | cut -c1-16)
+	line=$(session_line "$SERVER_ERR")
+	if [ "$want" != "$got" ]; then
+		PATHS_FAIL="content differs (sha256 $got, expected $want)"
+	elif [[ "$line" != *"| qps 4 |"* ]] || [[ "$line" != *"-> peer "*" device $sdev port 1"* ]]; then
+		PATHS_FAIL="the server's session line does not name four queue pairs and $sdev: $line"
+	elif [[ "$(session_line "$CLIENT_ERR")" != *" device $cdev port 1"* ]]; then
+		PATHS_FAIL="the client's session line does not name $cdev: $(session_line "$CLIENT_ERR")"
+	elif [ "$TRANSPORT" != tcp ] && [ "$rcvd" -lt 5000 ]; then
+		PATHS_FAIL="$sdev received $rcvd RoCE packets; its two queue pairs carry half of 10,000 messages"
+	else
+		PATHS_DETAIL="sha256 $got, $sdev received $rcvd packets"
+	fi
+}
+
+# paths_session with the server in nsA and the client in nsB (the helpers read these names).
+paths_session_swapped() { # as paths_session
+	local a=$NS_A b=$NS_B ip=$IP_A
+	local NS_A=$b NS_B=$a IP_B=$ip
+	paths_session "$@"
+}
+
+check_paths() {
+	if ! add_second_path; then
+		remove_second_path
+		result paths_both_ways FAIL "could not create the second veth pair and its rxe devices"
+		result paths_flap FAIL "could not create the second veth pair and its rxe devices"
+		return
+	fi
+	show_gids "$NS_B" "$SECOND_RXE_B"
+	local fail="" detail=""
+	paths_session paths_ab "$SECOND_IP_B" "$SECOND_RXE_B" "$SECOND_RXE_A"
+	if [ -n "$PATHS_FAIL" ]; then fail="nsA -> nsB: $PATHS_FAIL; "; else detail="nsA -> nsB: $PATHS_DETAIL; "; fi
+	# The other way: the server in nsA, the client in nsB (the helpers' namespaces swapped).
+	paths_session_swapped paths_ba "$SECOND_IP_A" "$SECOND_RXE_A" "$SECOND_RXE_B"
+	if [ -n "$PATHS_FAIL" ]; then fail="${fail}nsB -> nsA: $PATHS_FAIL"; else detail="${detail}nsB -> nsA: $PATHS_DETAIL"; fi
+	if [ -n "$fail" ]; then
+		result paths_both_ways FAIL "$fail"
+	else
+		result paths_both_ways PASS "10,000 x 4 KiB over two paths (--qps 4) each way, every byte as sent: $detail"
+	fi
+	# The second path fails under the stream: its queue pairs give up after about 0.13 s (ACK
+	# timeout 14, one retry), the session resumes on four new ones once the path is back.
+	seq 0 9999 >/tmp/expected.10k
+	resume_check paths_flap break_second_path 2000 /tmp/expected.10k \
+		--paths "$SECOND_IP_B" --qps 4 --credits 8 --ack-timeout 14 --retry-count 1
+	remove_second_path
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -133,6 +133,7 @@ main() {
 		messages) check_messages ;;
 		peer-lost) check_peer_lost ;;
 		link-flap) check_link_flap ;;
+		paths) check_paths ;;
 		doctor) check_doctor ;;
 		baseline) check_baseline ;;
 		event-loop-cost) check_event_loop_cost ;;

@@ -582,6 +582,17 @@ pub struct DoctorArgs {
     #[arg(long, env = "RDMA_CONTAINER_DOCTOR_LOCAL_IP", value_name = "IP")]
     pub local_ip: Option<Ipv4Addr>,
 
+    /// Also show the path and device choice toward each of these addresses of the peer, as a
+    /// session's --paths would run them (comma-separated): one line each, and `paths` in the
+    /// JSON.
+    #[arg(
+        long,
+        env = "RDMA_CONTAINER_DOCTOR_PATHS",
+        value_name = "ADDR,...",
+        value_delimiter = ','
+    )]
+    pub paths: Vec<Ipv4Addr>,
+
     /// Device overrides.
     #[command(flatten)]
     pub device: DeviceArgs,

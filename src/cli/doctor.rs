@@ -2,7 +2,8 @@
 
 use anyhow::Result;
 use rdma_container::doctor::{examine, DeviceReport, DoctorReport as Report, DoctorRequest};
-use rdma_container::roce::{render_table, GidTable};
+use rdma_container::path::PathInfo;
+use rdma_container::roce::{render_table, DeviceChoice, GidTable};
 
 use super::args::DoctorArgs;
 use super::probe;
@@ -21,16 +22,36 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
         overrides: args.device.overrides(),
         sysfs_root: args.sysfs_root.path.clone(),
     };
+    // Each --paths address: the same examination toward it (its route, source and device).
+    let paths: Vec<PathChoice> = args
+        .paths
+        .iter()
+        .map(|&addr| {
+            let (r, _) = examine(&DoctorRequest {
+                peer: Some(addr),
+                local_ip: None,
+                ..request.clone()
+            });
+            PathChoice {
+                path: r.path,
+                choice: r.choice,
+                auto_transport: r.auto_transport,
+            }
+        })
+        .collect();
     let (report, table) = examine(&request);
     let probe = args.probe.map(|peer| probe::run(peer, args));
     if args.json {
         let mut v = serde_json::to_value(&report)?;
-        if let (Some(p), Some(obj)) = (&probe, v.as_object_mut()) {
-            obj.insert("probe".to_owned(), serde_json::to_value(p)?);
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("paths".to_owned(), serde_json::to_value(&paths)?);
+            if let Some(p) = &probe {
+                obj.insert("probe".to_owned(), serde_json::to_value(p)?);
+            }
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print_text(&report, &table);
+        print_text(&report, &table, &paths);
         if let Some(p) = &probe {
             print_probe(p);
         }
@@ -74,7 +95,50 @@ fn print_probe(p: &probe::ProbeReport) {
     }
 }
 
-fn print_text(r: &Report, table: &GidTable) {
+/// One path toward an address of the peer (`doctor --paths`): what a session would choose.
+#[derive(Debug, serde::Serialize)]
+struct PathChoice {
+    path: Option<PathInfo>,
+    choice: Option<DeviceChoice>,
+    auto_transport: Option<&'static str>,
+}
+
+/// The path and device choice lines, each prefixed by `label`.
+fn print_path(
+    label: &str,
+    path: Option<&PathInfo>,
+    choice: Option<&DeviceChoice>,
+    auto_transport: Option<&'static str>,
+) {
+    let Some(p) = path else {
+        println!("{label}choice: pass --peer IP or --local-ip IP to see the device choice");
+        return;
+    };
+    let route = p
+        .route
+        .as_ref()
+        .map_or_else(|| "unknown".to_owned(), |rt| rt.to_string());
+    println!(
+        "{label}path: source {} on {} toward {} (route: {route})",
+        p.source,
+        p.interface.as_deref().unwrap_or("?"),
+        p.peer
+    );
+    match choice {
+        Some(c) => println!(
+            "{label}choice: device {} port {} gid-index {} gid {} netdev {} (transport auto would use {})",
+            c.device,
+            c.port,
+            c.gid_index,
+            c.gid_string(),
+            c.netdev.as_deref().unwrap_or("-"),
+            auto_transport.unwrap_or("tcp")
+        ),
+        None => println!("{label}choice: none (transport auto would use tcp)"),
+    }
+}
+
+fn print_text(r: &Report, table: &GidTable, paths: &[PathChoice]) {
     println!(
         "rdma-container {} doctor (transports compiled in: {})",
         r.version,
@@ -99,31 +163,10 @@ fn print_text(r: &Report, table: &GidTable) {
         }
         println!();
     }
-    if let Some(p) = &r.path {
-        let route = p
-            .route
-            .as_ref()
-            .map_or_else(|| "unknown".to_owned(), |rt| rt.to_string());
-        println!(
-            "path: source {} on {} toward {} (route: {route})",
-            p.source,
-            p.interface.as_deref().unwrap_or("?"),
-            p.peer
-        );
-        match &r.choice {
-            Some(c) => println!(
-                "choice: device {} port {} gid-index {} gid {} netdev {} (transport auto would use {})",
-                c.device,
-                c.port,
-                c.gid_index,
-                c.gid_string(),
-                c.netdev.as_deref().unwrap_or("-"),
-                r.auto_transport.unwrap_or("tcp")
-            ),
-            None => println!("choice: none (transport auto would use tcp)"),
-        }
-    } else {
-        println!("choice: pass --peer IP or --local-ip IP to see the device choice");
+    print_path("", r.path.as_ref(), r.choice.as_ref(), r.auto_transport);
+    for (i, p) in paths.iter().enumerate() {
+        let label = format!("--paths {}: ", i + 1);
+        print_path(&label, p.path.as_ref(), p.choice.as_ref(), p.auto_transport);
     }
     let memlock = r
         .memlock_bytes
