@@ -152,6 +152,23 @@ MUTANTS = [
      "let config = &config.clone().with_qps(pending_hello.qps);",
      "let config = &config.clone();",
      "cargo test --locked --test process striped"),
+    # Issue 39: --paths, the queue pairs over several paths.
+    ("paths-every-lane-on-path-0", "src/transport/mod.rs",
+     "    let paths = params.extra_paths.len() + 1;",
+     "    let paths = params.extra_paths.len().min(0) + 1;",
+     "cargo test --locked --test netns two_paths"),
+    ("paths-server-runs-an-address-not-its-own", "src/session/route_paths.rs",
+     "let owned = pair.server.is_loopback() || ours.iter().any(|a| a.address == pair.server);",
+     "let owned = pair.server.is_loopback() || !ours.is_empty();",
+     "cargo test --locked --lib route_paths"),
+    ("paths-a-peer-with-other-paths-is-accepted", "src/session_core/handshake.rs",
+     "    if ours.paths != theirs.paths {",
+     "    if ours.paths.len() > 99 {",
+     "cargo test --locked --lib handshake"),
+    ("paths-server-ignores-the-clients-paths", "src/session/handshake.rs",
+     "            Some(&pending_hello.paths),",
+     "            Some(&[]),",
+     "cargo test --locked --test netns two_paths"),
 ]
 
 def log(msg):
