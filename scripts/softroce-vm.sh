@@ -89,8 +89,9 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
   paths       one stream over two paths (--paths, --qps 4): a second veth pair with an rxe
               device on each end, made for this check only; 10,000 x 4 KiB each way, every
               byte as sent, each path on its own device; then the second path down for 4 s
-              mid-stream: every message once, in order, the session resumed. Not in the
-              default set (.ci/run adds it)
+              mid-stream, and down for good: every message once, in order, the session
+              resumed (the second time without that path). Not in the default set (.ci/run
+              adds it)
   doctor      'doctor --peer' (text and --json) in the client namespace: rxe GID table + choice;
               'doctor --require-rdma' exits 0 there (5 without devices);
               'doctor --probe' against a server: 2 messages on the chosen device and GID

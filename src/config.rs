@@ -370,11 +370,20 @@ impl Config {
                 self.qps
             )));
         }
-        if self.paths.len() > usize::from(self.qps) {
+        let mut distinct = self.paths.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() > usize::from(MAX_QPS) {
+            return Err(Error::InvalidConfig(format!(
+                "--paths names {} addresses: a session has at most {MAX_QPS} paths",
+                distinct.len()
+            )));
+        }
+        if distinct.len() > usize::from(self.qps) {
             return Err(Error::InvalidConfig(format!(
                 "{} paths (--paths) need at least as many queue pairs, got --qps {}: each path \
                  carries at least one",
-                self.paths.len(),
+                distinct.len(),
                 self.qps
             )));
         }

@@ -84,7 +84,7 @@ pub use listener::{DuplexStart, Incoming, Listener, MAX_PENDING_HANDSHAKES, MAX_
 /// length bounded).
 #[doc(hidden)]
 pub use log_text::peer_text;
-pub use proto::{Checksum, PathPair, Role, TransportKind};
+pub use proto::{Checksum, Role, TransportKind};
 pub use receiver::RdmaSrc;
 pub use sender::RdmaSink;
 pub use session::resume::{ResumeCounters, ResumeStats};

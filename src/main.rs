@@ -56,7 +56,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let stop = install_stop_signals()?;
     match cli.command {
         Some(Command::Demo(args)) => {
-            let config = cli::config_from(&args, None, &stop)?;
+            // demo's client talks to its own server on this host.
+            let config =
+                cli::config_from(&args, Some(std::net::Ipv4Addr::LOCALHOST.into()), &stop)?;
             let reporter = cli::result::Reporter::new(args.json, args.out_json.as_deref())?;
             let progress = cli::progress::ProgressOptions::new(
                 args.interval.map(|s| s.0),

@@ -292,6 +292,16 @@ fn require_rdma_exits_0_on_a_usable_fake_device() {
         "{}",
         run.stdout
     );
+    // A session's other paths need their GIDs too: toward 127.0.0.1 there is none, so the
+    // gate says which path fails it.
+    let run = doctor(&host, &["--require-rdma", "--paths", "127.0.0.1"]);
+    assert_eq!(run.code, EXIT_RDMA_REQUIRED, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("--paths 127.0.0.1: no RoCE v2 GID for source 127.0.0.1 toward it"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// `doctor --require-rdma` on `host`: asserts exit 5 and returns the one stderr line.

@@ -17,6 +17,14 @@ use common::{
 /// The server's port inside its own, fresh namespace (nothing else can listen there).
 const PORT: u16 = 5000;
 
+/// The session result `--json` printed in `log` (the stderr of `who`).
+fn json_result(log: &str, who: &Proc) -> serde_json::Value {
+    log.lines()
+        .find(|l| l.starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON result\n{}", who.report()))
+}
+
 /// Runs `ip ARGS` (bounded); Err(stderr) when it cannot be started or fails.
 fn ip(args: &[&str]) -> Result<(), String> {
     let mut cmd = Command::new("ip");
@@ -422,11 +430,7 @@ fn roce_address_on_a_second_interface_and_the_device_from_pcidevice_info() {
         "the session did not run over net1\n{}",
         server.report()
     );
-    let result: serde_json::Value = log
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no JSON result\n{}", server.report()));
+    let result = json_result(&log, &server);
     assert_eq!(result["transport"], "tcp", "{result}");
     assert_eq!(result["messages"], 100, "{result}");
     let why = result["fallback_reason"].as_str().unwrap_or_default();
@@ -579,11 +583,7 @@ fn messages_spread_over_two_paths_between_two_network_namespaces_arrive_in_order
             }
         );
     }
-    let result: serde_json::Value = log
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no JSON result\n{}", server.report()));
+    let result = json_result(&log, &server);
     if let Some(checked) = common::check_json("docs/session-result.schema.json", &result) {
         checked.unwrap_or_else(|e| panic!("{e}\n{result}"));
     }
@@ -610,4 +610,67 @@ fn parse(addr: &str) -> [u8; 4] {
     addr.parse::<std::net::Ipv4Addr>()
         .unwrap_or_else(|e| panic!("{addr}: {e}"))
         .octets()
+}
+
+/// `--paths`, a path lost for good: mid-stream the second veth pair goes down and the client's
+/// data connections on it are killed (`ss -K`). The session resumes without that path (its
+/// queue pairs parked) and delivers every message once, in order, over the first, while the
+/// second stays down: the client's JSON counts one path lost, and the server never waited for
+/// the dead path (which a resume that needed it would, until its timeout).
+#[test]
+fn a_session_over_two_paths_goes_on_over_one_when_the_other_is_lost_for_good() {
+    let kind = std::env::var("RDMA_TEST_TRANSPORT").unwrap_or_default();
+    if !matches!(kind.as_str(), "" | "auto" | "tcp") {
+        skip_unless_strict_allows(
+            Allowed::OtherTransport,
+            "this test breaks tcp data connections (verbs: the soft-RoCE VM's paths_lost check)",
+        );
+        return;
+    }
+    let Some(net) = make_net("l") else { return };
+    let (b1, _b2, vb1, _vb2) = second_path(&net);
+    const COUNT: u64 = 200_000;
+    let listen = format!("{}:{PORT}", net.addr1);
+    let common = ["--transport", "tcp", "--resume-timeout", "10"];
+    let mut server_args = vec!["--server", listen.as_str(), "--once"];
+    server_args.extend(common);
+    let mut server = in_netns("server", &net.ns1, &server_args);
+    server.wait_for_stderr("listening on", SHORT);
+    let count = COUNT.to_string();
+    let mut client_args = vec![
+        "--client",
+        listen.as_str(),
+        "--paths",
+        b1.as_str(),
+        "--qps",
+        "4",
+        "--count",
+        &count,
+        "--json",
+        "--connect-timeout",
+        "10",
+    ];
+    client_args.extend(common);
+    let mut client = in_netns("client", &net.ns2, &client_args);
+    server.wait_for_stdout_lines(20_000, LONG);
+    ip_ok(&["-n", &net.ns1, "link", "set", &vb1, "down"]);
+    let mut ss = Command::new("ip");
+    ss.args(["netns", "exec", &net.ns2, "ss", "-K", "-tn", "dst", &b1]);
+    let mut killed = Proc::spawn("ss -K", ss);
+    assert_eq!(killed.wait_code(SHORT), 0, "{}", killed.report());
+
+    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
+    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
+    if let Err(e) = check_counting(&server.stdout(), COUNT) {
+        panic!("server stdout: {e}\n{}", server.report());
+    }
+    let log = client.stderr();
+    let result = json_result(&log, &client);
+    assert!(result["resumes"].as_u64() >= Some(1), "{result}");
+    assert_eq!(result["paths_lost"], 1, "{result}\n{}", client.report());
+    assert!(
+        log.contains("path 1 failed: the session goes on over the other path(s) without it"),
+        "{}",
+        client.report()
+    );
 }

@@ -319,6 +319,18 @@ impl RdmaSink {
         self.resumes.get().messages_resent
     }
 
+    /// Paths (`paths`) a resume left out after one of their queue pairs failed.
+    #[getter]
+    fn paths_lost(&self) -> u32 {
+        self.resumes.get().paths_lost
+    }
+
+    /// Paths left out that a later resume took back.
+    #[getter]
+    fn paths_rebuilt(&self) -> u32 {
+        self.resumes.get().paths_rebuilt
+    }
+
     /// Messages sent so far (0 once finished or aborted).
     #[getter]
     fn sent(&self, py: Python<'_>) -> PyResult<u64> {
@@ -551,6 +563,18 @@ impl RdmaSrc {
     #[getter]
     fn messages_resent(&self) -> u64 {
         self.resumes.get().messages_resent
+    }
+
+    /// Paths (`paths`) a resume left out after one of their queue pairs failed.
+    #[getter]
+    fn paths_lost(&self) -> u32 {
+        self.resumes.get().paths_lost
+    }
+
+    /// Paths left out that a later resume took back.
+    #[getter]
+    fn paths_rebuilt(&self) -> u32 {
+        self.resumes.get().paths_rebuilt
     }
 
     /// Messages delivered so far.

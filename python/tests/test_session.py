@@ -386,6 +386,7 @@ def test_a_session_over_two_paths_names_the_second_and_delivers_in_order(serve, 
         sink.send(m)
     sink.finish()
     assert server.join() == sent
+    assert (sink.paths_lost, sink.paths_rebuilt) == (0, 0), "no path failed"
     with pytest.raises(ValueError):
         rc.RdmaSink.connect("127.0.0.1:1", qps=2, paths=["not-an-address"])
     with pytest.raises(rc.InvalidConfig):

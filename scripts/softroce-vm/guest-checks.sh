@@ -46,7 +46,7 @@ declare -gA CHECK_RESULTS=(
 	[rnr]="rnr_strict"
 	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule suite_event_loop suite_tokio"
 	[transport]="transport_verbs"
-	[paths]="paths_both_ways paths_flap"
+	[paths]="paths_both_ways paths_flap paths_lost paths_lost_said"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -805,6 +805,12 @@ check_link_flap() {
 #   paths_flap       vB2 (the second path only) goes down for 4 s mid-stream under four queue
 #                    pairs over both paths, then up: every message once, in order, the session
 #                    never ended (it resumed)
+#   paths_lost       vB2 goes down mid-stream and stays down: the session resumes without the
+#                    second path (its queue pairs parked) and delivers every message once, in
+#                    order, over the first (a resume that needed both paths would wait out its
+#                    60 s and fail)
+#   paths_lost_said  the client's log of that session says the path failed and the session went
+#                    on without it, and its summary counts one path left out
 # ---------------------------------------------------------------------------------------------
 SECOND_IP_A=198.18.2.1 SECOND_IP_B=198.18.2.2 SECOND_RXE_A=rxeA2 SECOND_RXE_B=rxeB2
 
@@ -830,6 +836,12 @@ remove_second_path() {
 	rdma link delete "$SECOND_RXE_A" 2>/dev/null
 	rdma link delete "$SECOND_RXE_B" 2>/dev/null
 	ip -n "$NS_A" link del vA2 2>/dev/null
+	return 0
+}
+
+break_second_path_for_good() {
+	echo "taking vB2 (the second path, under $SECOND_RXE_B) down for the rest of the stream"
+	ip -n "$NS_B" link set vB2 down
 	return 0
 }
 
@@ -860,9 +872,11 @@ paths_session() { # name server-ip2 server-dev2 client-dev2 [client args...]
 	line=$(session_line "$SERVER_ERR")
 	if [ "$want" != "$got" ]; then
 		PATHS_FAIL="content differs (sha256 $got, expected $want)"
-	elif [[ "$line" != *"| qps 4 |"* ]] || [[ "$line" != *"-> peer "*" device $sdev port 1"* ]]; then
-		PATHS_FAIL="the server's session line does not name four queue pairs and $sdev: $line"
-	elif [[ "$(session_line "$CLIENT_ERR")" != *" device $cdev port 1"* ]]; then
+	elif [[ "$line" != *"| qps 4 |"* ]] || [[ "$line" != *"| path 1 source "* ]]; then
+		PATHS_FAIL="the server's session line does not name four queue pairs and a second path: $line"
+	elif [ "$TRANSPORT" != tcp ] && [[ "$line" != *"-> peer "*" device $sdev port 1"* ]]; then
+		PATHS_FAIL="the server's session line does not name $sdev: $line"
+	elif [ "$TRANSPORT" != tcp ] && [[ "$(session_line "$CLIENT_ERR")" != *" device $cdev port 1"* ]]; then
 		PATHS_FAIL="the client's session line does not name $cdev: $(session_line "$CLIENT_ERR")"
 	elif [ "$TRANSPORT" != tcp ] && [ "$rcvd" -lt 5000 ]; then
 		PATHS_FAIL="$sdev received $rcvd RoCE packets; its two queue pairs carry half of 10,000 messages"
@@ -902,6 +916,15 @@ check_paths() {
 	seq 0 9999 >/tmp/expected.10k
 	resume_check paths_flap break_second_path 2000 /tmp/expected.10k \
 		--paths "$SECOND_IP_B" --qps 4 --credits 8 --ack-timeout 14 --retry-count 1
+	resume_check paths_lost break_second_path_for_good 2000 /tmp/expected.10k \
+		--paths "$SECOND_IP_B" --qps 4 --credits 8 --ack-timeout 14 --retry-count 1
+	ip -n "$NS_B" link set vB2 up
+	if grep -q "path 1 failed: the session goes on over the other path(s) without it" "$CLIENT_ERR" &&
+		grep -q "1 path(s) left out after a failure" "$CLIENT_ERR"; then
+		result paths_lost_said PASS "$(grep -m 1 -o 'path 1 failed: [^;]*' "$CLIENT_ERR")"
+	else
+		result paths_lost_said FAIL "the client's log does not say that path 1 failed and was left out"
+	fi
 	remove_second_path
 }
 

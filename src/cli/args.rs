@@ -489,20 +489,17 @@ const DEFAULT_SLOT_MEMORY: usize = 256 << 20;
 const MIN_DEFAULT_CREDITS: u16 = 2;
 
 impl BenchArgs {
-    /// The credits of a session of `size`-byte messages: `--credits`, or the default for the
+    /// The credits of a session of `size`-byte messages over `qps` queue pairs (each with its
+    /// own slots: `--qps`, or one per `--paths` path): `--credits`, or the default for the
     /// mode (see `--credits`), fewer for messages so large that the default would take more
     /// than [`DEFAULT_SLOT_MEMORY`] of slots (16 x 1 GiB would be 16 GiB on each end).
-    pub fn credits_for(&self, size: usize) -> u16 {
+    pub fn credits_for(&self, size: usize, qps: u8) -> u16 {
         let default = match self.credits {
             Some(credits) => return credits,
             None if self.mode == BenchMode::Lat && size <= LAT_CREDITS_UP_TO => LAT_CREDITS,
             None => BENCH_CREDITS,
         };
-        // Each queue pair has its own slots (--qps).
-        let fit = DEFAULT_SLOT_MEMORY
-            / size
-                .max(1)
-                .saturating_mul(usize::from(self.stripes.qps.unwrap_or(1)));
+        let fit = DEFAULT_SLOT_MEMORY / size.max(1).saturating_mul(usize::from(qps.max(1)));
         default.min(
             u16::try_from(fit)
                 .unwrap_or(u16::MAX)
@@ -657,7 +654,7 @@ pub struct StripeArgs {
     /// Client: the server's addresses to spread the queue pairs over, one path each (two
     /// NICs, two rails, two GIDs), comma-separated; the server address itself is path 0,
     /// listed or not. Each path runs from this host's source for that address by its own
-    /// route, on the RDMA device that owns that source (see `doctor --peer`). --qps defaults
+    /// route, on the RDMA device that owns that source (see `doctor --paths`). --qps defaults
     /// to one per path; queue pairs take the paths in turn. Not with -d/-i/-x.
     #[arg(
         long,
@@ -670,10 +667,16 @@ pub struct StripeArgs {
 
 impl StripeArgs {
     /// `config` with the paths and queue pairs asked for, toward the server at `server` (the
-    /// client; `None` on a server, which takes each client's): `--qps`, or one per path.
+    /// client): `--qps`, or one per path. `None`: a server, which takes each client's (its
+    /// own say nothing).
     pub fn apply(&self, config: Config, server: Option<std::net::IpAddr>) -> Config {
+        let Some(server) = server else {
+            return config;
+        };
         let mut paths: Vec<std::net::IpAddr> = self.paths.iter().map(|&a| a.into()).collect();
-        paths.extend(server.filter(|_| !self.paths.is_empty()));
+        if !paths.is_empty() {
+            paths.push(server);
+        }
         paths.sort_unstable();
         paths.dedup();
         let one_per_path = u8::try_from(paths.len().max(1)).unwrap_or(u8::MAX);

@@ -145,8 +145,16 @@ fn stream(
 /// The summary's word on resumes, when there were any.
 pub fn log_resumes(stats: rdma_container::ResumeStats) {
     if stats.resumes > 0 {
+        let paths = if stats.paths_lost > 0 {
+            format!(
+                "; {} path(s) left out after a failure, {} taken back",
+                stats.paths_lost, stats.paths_rebuilt
+            )
+        } else {
+            String::new()
+        };
         log::info!(
-            "the session resumed {} time(s); {} message(s) were sent again",
+            "the session resumed {} time(s); {} message(s) were sent again{paths}",
             stats.resumes,
             stats.messages_resent
         );

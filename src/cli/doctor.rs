@@ -56,14 +56,31 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
             print_probe(p);
         }
     }
-    if args.require_rdma && !report.readiness.rdma_usable {
-        let error = rdma_container::Error::RdmaRequired {
-            asked: "--require-rdma".to_owned(),
-            reason: report
+    // With --paths, every path needs its RoCE v2 GID too.
+    let path_without_gid = args.paths.iter().zip(&paths).find_map(|(addr, p)| {
+        p.choice.is_none().then(|| {
+            let source = p
+                .path
+                .as_ref()
+                .map_or_else(|| "?".to_owned(), |i| i.source.to_string());
+            format!("--paths {addr}: no RoCE v2 GID for source {source} toward it")
+        })
+    });
+    let reason = if report.readiness.rdma_usable {
+        path_without_gid
+    } else {
+        Some(
+            report
                 .readiness
                 .reason
                 .clone()
                 .unwrap_or_else(|| "unknown".to_owned()),
+        )
+    };
+    if let (true, Some(reason)) = (args.require_rdma, reason) {
+        let error = rdma_container::Error::RdmaRequired {
+            asked: "--require-rdma".to_owned(),
+            reason,
         };
         eprintln!("rdma-container doctor: {error}");
         return Ok(EXIT_RDMA_REQUIRED);

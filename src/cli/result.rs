@@ -170,7 +170,6 @@ pub fn exit_status_of(e: &anyhow::Error) -> u8 {
         .map_or(1, |e| Ending::of(e).exit_status())
 }
 
-/// One session's result, as `--json` prints it.
 /// One path of a session in its JSON result (`paths`).
 #[derive(Debug, Clone, Serialize)]
 pub struct PathResult {
@@ -198,6 +197,7 @@ impl PathResult {
     }
 }
 
+/// One session's result, as `--json` prints it.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionResult {
     /// `server` or `client`.
@@ -247,6 +247,10 @@ pub struct SessionResult {
     pub resumes: u32,
     /// Messages the sender sent again after those resumes.
     pub messages_resent: u64,
+    /// Paths a resume left out after one of their queue pairs failed (`--paths`), and paths
+    /// a later resume took back.
+    pub paths_lost: u32,
+    pub paths_rebuilt: u32,
     /// Messages and bytes sent (client) or received (server).
     pub messages: u64,
     pub bytes: u64,
@@ -307,6 +311,8 @@ impl SessionResult {
             exit_status: 0,
             resumes: 0,
             messages_resent: 0,
+            paths_lost: 0,
+            paths_rebuilt: 0,
         }
     }
 
@@ -314,6 +320,8 @@ impl SessionResult {
     pub fn resumed(&mut self, stats: rdma_container::ResumeStats) {
         self.resumes = stats.resumes;
         self.messages_resent = stats.messages_resent;
+        self.paths_lost = stats.paths_lost;
+        self.paths_rebuilt = stats.paths_rebuilt;
         self.seconds_resuming = stats.time_resuming.as_secs_f64();
         self.rates();
     }

@@ -259,11 +259,11 @@ impl QpSettings {
 /// One path of a session beyond the bootstrap connection's (`--paths`): the addresses its
 /// lanes run between, each end's source by its own route to the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct PathPair {
+pub(crate) struct PathPair {
     /// The client's address on this path.
-    pub client: Ipv4Addr,
+    pub(crate) client: Ipv4Addr,
     /// The server's address on this path.
-    pub server: Ipv4Addr,
+    pub(crate) server: Ipv4Addr,
 }
 
 /// The first message in each direction.

@@ -17,9 +17,10 @@ pub(crate) use error::DecodeError;
 #[cfg(test)]
 pub(crate) use frame::encode_frame;
 pub(crate) use frame::{decode_frame, encode_frame_into, FRAME_HEADER_LEN, MAX_FRAME_BODY};
+pub(crate) use hello::PathPair;
 #[cfg(test)]
 pub(crate) use hello::HELLO_MAGIC;
-pub use hello::{Checksum, PathPair, Role, TransportKind};
+pub use hello::{Checksum, Role, TransportKind};
 #[allow(unused_imports)]
 // MAX_BLOB_LEN: used by the doca transport, which only some builds have
 pub(crate) use hello::{Hello, MAX_BLOB_LEN, MAX_CREDITS, PROTOCOL_VERSION};

@@ -516,7 +516,7 @@ impl<P: RolePath + ?Sized> Prepared<P> {
         let path = path_info(local_ip, peer_ip);
         let (pairs, extra) = match client_paths {
             None => route_paths::client_paths(config, &path)?,
-            Some(pairs) => (pairs.to_vec(), route_paths::server_paths(pairs)?),
+            Some(pairs) => (pairs.to_vec(), route_paths::server_paths(pairs, config)?),
         };
         let params = SetupParams {
             side,

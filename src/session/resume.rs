@@ -37,6 +37,7 @@ use crate::session_core::resume::ResumeTicket;
 use crate::session_core::resume_handshake::{
     ResumeAction, ResumeFailure, ResumeHandshake, ResumeSetup, Resumed,
 };
+use crate::transport::striped::parking::PathEvents;
 use crate::transport::{RolePath, StagingSlot};
 use crate::{Config, Error, Result};
 
@@ -51,6 +52,11 @@ pub struct ResumeStats {
     /// Time spent resuming (or waiting to), successful or not: no data moved then, so a rate
     /// over the session's time leaves it out.
     pub time_resuming: Duration,
+    /// Paths a resume left out after one of their queue pairs failed (`--paths`: the session
+    /// went on over the others).
+    pub paths_lost: u32,
+    /// Paths left out that a later resume took back.
+    pub paths_rebuilt: u32,
 }
 
 /// A live view of a session's [`ResumeStats`] that stays readable after the session object is
@@ -60,6 +66,8 @@ pub struct ResumeCounters {
     resumes: Arc<AtomicU32>,
     messages_resent: Arc<AtomicU64>,
     micros_resuming: Arc<AtomicU64>,
+    paths_lost: Arc<AtomicU32>,
+    paths_rebuilt: Arc<AtomicU32>,
 }
 
 impl ResumeCounters {
@@ -69,7 +77,15 @@ impl ResumeCounters {
             resumes: self.resumes.load(Ordering::Relaxed),
             messages_resent: self.messages_resent.load(Ordering::Relaxed),
             time_resuming: Duration::from_micros(self.micros_resuming.load(Ordering::Relaxed)),
+            paths_lost: self.paths_lost.load(Ordering::Relaxed),
+            paths_rebuilt: self.paths_rebuilt.load(Ordering::Relaxed),
         }
+    }
+
+    fn paths(&self, events: PathEvents) {
+        self.paths_lost.fetch_add(events.lost, Ordering::Relaxed);
+        self.paths_rebuilt
+            .fetch_add(events.rebuilt, Ordering::Relaxed);
     }
 
     fn count(&self, resent: u64) {
@@ -302,6 +318,7 @@ impl<P: RolePath + ?Sized> Session<P> {
             return Ok(None);
         };
         counters.count(resent(&outcome, P::ROLE));
+        counters.paths(self.transport.take_path_events());
         log::info!(
             "session resumed in {:.2} s: the receiver had {} message(s), {} sent again",
             started.elapsed().as_secs_f64(),

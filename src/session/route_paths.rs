@@ -10,7 +10,11 @@
 //!   server) but said: on RDMA its lanes share path 0's device and link;
 //! - every path carries at least one lane: more paths than `--qps` is a configuration error;
 //! - the server runs each path from the address the client named, which must be one of its
-//!   own (else it refuses the client), toward the client's source for it.
+//!   own (a loopback one only for a client on this host; else it refuses the client, who is
+//!   told why), toward the client's source for it. The client's source must be what the
+//!   server sees: a path through NAT is not supported (its tcp lanes would be refused as
+//!   strangers);
+//! - a server that names one device (`-d`, `-i`, `-x`) refuses a client's extra paths.
 
 use std::net::Ipv4Addr;
 
@@ -67,18 +71,32 @@ pub(super) fn client_paths(
 /// checking that every server address is one of this host's.
 ///
 /// # Errors
-/// [`Error::Refused`] when a path names an address this host does not have;
+/// [`Error::Refused`] when a path names an address this host does not have, or this server
+/// names one device;
 /// [`Error::InterfaceAddrs`] when the addresses cannot be listed.
-pub(super) fn server_paths(pairs: &[PathPair]) -> Result<Vec<PathInfo>> {
+pub(super) fn server_paths(pairs: &[PathPair], config: &Config) -> Result<Vec<PathInfo>> {
     if pairs.is_empty() {
         return Ok(Vec::new());
+    }
+    if let Some(asked) = config.overrides.requested() {
+        return Err(Error::Refused(format!(
+            "this server names one device ({asked}), so it cannot run {} more path(s) \
+             (--paths: each path runs on the device its own route gives)",
+            pairs.len()
+        )));
     }
     let ours = ipv4_addresses()?;
     pairs
         .iter()
         .enumerate()
         .map(|(i, pair)| {
-            let owned = pair.server.is_loopback() || ours.iter().any(|a| a.address == pair.server);
+            // 127/8 is this host's for a client on this host only (a remote client naming
+            // it would point the server at its own loopback).
+            let owned = if pair.server.is_loopback() {
+                pair.client.is_loopback()
+            } else {
+                ours.iter().any(|a| a.address == pair.server)
+            };
             if !owned {
                 return Err(Error::Refused(format!(
                     "path {}: {} is not an address of this server (--paths names the server's \
@@ -148,11 +166,26 @@ mod tests {
             client: Ipv4Addr::LOCALHOST,
             server: Ipv4Addr::new(192, 0, 2, 7),
         };
-        let infos = server_paths(&[ours]).unwrap();
+        let infos = server_paths(&[ours], &Config::default()).unwrap();
         assert_eq!(infos[0].source, Ipv4Addr::new(127, 0, 0, 3));
         assert_eq!(infos[0].peer, Ipv4Addr::LOCALHOST);
-        let e = server_paths(&[ours, foreign]).unwrap_err();
+        let e = server_paths(&[ours, foreign], &Config::default()).unwrap_err();
         assert!(matches!(e, Error::Refused(_)), "{e}");
         assert!(e.to_string().contains("path 2: 192.0.2.7"), "{e}");
+        // Loopback is ours only for a client on this host.
+        let remote = PathPair {
+            client: Ipv4Addr::new(192, 0, 2, 8),
+            server: Ipv4Addr::LOCALHOST,
+        };
+        let e = server_paths(&[remote], &Config::default()).unwrap_err();
+        assert!(e.to_string().contains("path 1: 127.0.0.1"), "{e}");
+        // A server that names one device runs no extra path.
+        let mut pinned = Config::default();
+        pinned.overrides.device = Some("mlx5_0".into());
+        let e = server_paths(&[ours], &pinned).unwrap_err();
+        assert!(
+            e.to_string().contains("names one device (--ib-dev mlx5_0)"),
+            "{e}"
+        );
     }
 }

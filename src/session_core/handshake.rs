@@ -483,7 +483,12 @@ client without one"
             (Error::Protocol(v), _) => format!("protocol violation: {v}"),
             // The authentication rules refuse with their own words; a mismatch of the hellos
             // already queued its Reject.
-            (Error::Refused(reason), Stage::ClientChallenge | Stage::ClientHello) => {
+            // A server refusing what the client's hello asks of its set-up (`--paths` to an
+            // address not its own) refuses in its own words too.
+            (
+                Error::Refused(reason),
+                Stage::ClientChallenge | Stage::ClientHello | Stage::Preparing,
+            ) => {
                 if self
                     .actions
                     .iter()
@@ -643,6 +648,35 @@ pub(crate) mod tests {
         assert!(!h.is_established(), "not before our own connect");
         h.on_connected(false).unwrap();
         assert!(h.is_established());
+    }
+
+    /// A server that refuses what the client's hello asks of its set-up (a `--paths` address
+    /// not its own) tells the client in its own words, while preparing; a set-up that failed
+    /// on its own says so.
+    #[test]
+    fn a_server_refusing_the_clients_set_up_while_preparing_sends_its_reason() {
+        let now = Instant::now();
+        for (e, said) in [
+            (
+                Error::Refused("path 1: 192.0.2.7 is not an address of this server".into()),
+                "path 1: 192.0.2.7 is not an address of this server",
+            ),
+            (
+                Error::InvalidConfig("no memory".into()),
+                "server could not set up its data path",
+            ),
+        ] {
+            let mut h = Handshake::server(now, now, None);
+            h.on_message(Message::Hello(hello(Role::Receiver, TransportKind::Tcp)))
+                .unwrap();
+            assert!(h.awaits_our_hello(), "preparing");
+            h.fail(&e);
+            let actions = drain(&mut h);
+            assert!(
+                matches!(&actions[..], [HandshakeAction::Reject(r)] if r.contains(said)),
+                "{actions:?}"
+            );
+        }
     }
 
     #[test]

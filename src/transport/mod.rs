@@ -309,6 +309,12 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
             "this transport cannot resume a session",
         ))
     }
+
+    /// The paths this data path left out or took back since last asked (a striped data path
+    /// over several paths: [`striped::parking`]); none for one path.
+    fn take_path_events(&mut self) -> striped::parking::PathEvents {
+        striped::parking::PathEvents::default()
+    }
 }
 
 /// Where a data path's set-up stands after one [`DataPath::connect`] step.
@@ -425,7 +431,8 @@ macro_rules! create_striped_as {
                     .iter()
                     .map(|lane| Ok(create_as!($kind, lane, $role)))
                     .collect::<Result<Vec<_>>>()?;
-                Box::new($striped(lanes, $params.slots)?) as Box<$role>
+                let paths = $params.extra_paths.len() + 1;
+                Box::new($striped(lanes, paths, $params.slots)?) as Box<$role>
             }
         }
     };

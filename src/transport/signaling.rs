@@ -10,9 +10,12 @@
 //! Two rules keep it live:
 //! - a send that takes the last free entry of the window (`capacity` sends outstanding) is
 //!   always signaled, so a poster that waits for room always has a completion coming;
-//! - a caller that needs every outstanding send completed (a sender's `finish`) and finds the
-//!   last one unsignaled must post a signaled request of its own behind it
-//!   ([`SendSignaling::needs_flush`]); the verbs transport posts a zero-length RDMA write.
+//! - a caller that needs every outstanding send completed (a sender's `finish`, or a striped
+//!   data path waiting for its oldest send) and finds the last one unsignaled must post a
+//!   signaled request of its own behind it ([`SendSignaling::needs_flush`]); the verbs
+//!   transport posts a zero-length RDMA write. That request takes an entry of the window until
+//!   it completes, and its completion retires only the sends posted before it: sends may be
+//!   posted behind it (they complete after it).
 //!
 //! A failed work request always produces a completion, signaled or not, so errors are never
 //! hidden.
@@ -28,8 +31,12 @@ pub(crate) struct SendSignaling {
     unsignaled_run: usize,
     /// Signal at least every `every`-th send.
     every: usize,
-    /// At most this many sends outstanding (the send-queue room the caller gave us).
+    /// At most this many sends outstanding (the send-queue room the caller gave us), a flush
+    /// included.
     capacity: usize,
+    /// A flush is posted: it takes an entry, and its completion retires the sends up to this
+    /// one (the newest when it was posted; `None` inside: already retired by a signaled one).
+    flush: Option<Option<u64>>,
 }
 
 impl SendSignaling {
@@ -42,6 +49,7 @@ impl SendSignaling {
             unsignaled_run: 0,
             every: every.clamp(1, capacity),
             capacity,
+            flush: None,
         }
     }
 
@@ -59,7 +67,8 @@ impl SendSignaling {
 
     /// How many more sends may be posted now.
     pub(crate) fn room(&self) -> usize {
-        self.capacity - self.outstanding.len()
+        self.capacity
+            .saturating_sub(self.outstanding.len() + usize::from(self.flush.is_some()))
     }
 
     /// Whether another send may be posted (fewer than `capacity` outstanding).
@@ -71,8 +80,7 @@ impl SendSignaling {
     /// The caller must have checked [`SendSignaling::has_room`].
     pub(crate) fn on_post(&mut self, id: u64) -> bool {
         self.outstanding.push_back(id);
-        let signal =
-            self.unsignaled_run + 1 >= self.every || self.outstanding.len() >= self.capacity;
+        let signal = self.unsignaled_run + 1 >= self.every || self.room() == 0;
         if signal {
             self.unsignaled_run = 0;
         } else {
@@ -106,19 +114,35 @@ impl SendSignaling {
         true
     }
 
-    /// A signaled request posted behind every outstanding send (a flush) completed: all of
-    /// them are complete.
-    pub(crate) fn on_flush_completion(&mut self, mut retired: impl FnMut(u64)) {
-        while let Some(done) = self.outstanding.pop_front() {
-            retired(done);
-        }
+    /// A flush (a signaled request behind the outstanding sends) is posted: it takes an entry
+    /// until [`SendSignaling::on_flush_completion`]. Call it only when
+    /// [`SendSignaling::needs_flush`] said so and there is room.
+    pub(crate) fn on_flush_post(&mut self) {
+        self.flush = Some(self.outstanding.back().copied());
         self.unsignaled_run = 0;
     }
 
-    /// Whether the newest outstanding send was posted unsignaled, so that waiting for every
-    /// send to complete needs a signaled request behind it.
+    /// The flush completed: every send posted before it is complete (those posted after it
+    /// are not: they complete after it).
+    pub(crate) fn on_flush_completion(&mut self, mut retired: impl FnMut(u64)) {
+        let Some(Some(last)) = self.flush.take() else {
+            return;
+        };
+        if !self.outstanding.contains(&last) {
+            return;
+        }
+        while let Some(done) = self.outstanding.pop_front() {
+            retired(done);
+            if done == last {
+                break;
+            }
+        }
+    }
+
+    /// Whether the newest outstanding send was posted unsignaled (and no flush is on its
+    /// way), so that waiting for every send to complete needs a signaled request behind it.
     pub(crate) fn needs_flush(&self) -> bool {
-        self.unsignaled_run > 0 && !self.outstanding.is_empty()
+        self.unsignaled_run > 0 && !self.outstanding.is_empty() && self.flush.is_none()
     }
 
     /// The queue was torn down and the sends go out again on a new one (a resumed session):
@@ -129,12 +153,14 @@ impl SendSignaling {
             each(id);
         }
         self.unsignaled_run = 0;
+        self.flush = None;
     }
 
     /// Forgets every outstanding send (the queue was torn down).
     pub(crate) fn clear(&mut self) {
         self.outstanding.clear();
         self.unsignaled_run = 0;
+        self.flush = None;
     }
 }
 
@@ -179,6 +205,7 @@ mod tests {
         assert!(!s.on_signaled_completion(99, |id| retired.push(id)));
         assert_eq!(s.outstanding(), 2);
         assert!(s.needs_flush(), "14 and 15 went out unsignaled");
+        s.on_flush_post();
         let mut rest = Vec::new();
         s.on_flush_completion(|id| rest.push(id));
         assert_eq!(rest, vec![14, 15]);
@@ -258,8 +285,41 @@ mod tests {
                 }
                 prop_assert_eq!(s.needs_flush(), s.outstanding() > 0 && signaled_in_flight.back().is_none_or(|&last| last + 1 < next));
             }
+            // A flush behind everything retires the rest.
+            s.on_flush_post();
             s.on_flush_completion(|r| retired.push(r));
             prop_assert_eq!(retired, (0..next).collect::<Vec<_>>());
         });
+    }
+
+    /// Sends posted behind a flush complete after it: its completion retires only those
+    /// before it. It takes an entry of the window until it completes, and the send that then
+    /// takes the last entry is signaled.
+    #[test]
+    fn a_flush_retires_only_the_sends_before_it_and_takes_an_entry() {
+        let mut s = SendSignaling::new(4, 4);
+        let mut next = 0;
+        post(&mut s, &mut next, 2); // 0 and 1, unsignaled
+        assert!(s.needs_flush());
+        s.on_flush_post();
+        assert!(!s.needs_flush(), "one flush at a time");
+        assert_eq!(s.room(), 1, "two sends and the flush");
+        let posted = post(&mut s, &mut next, 1); // 2 takes the last entry
+        assert_eq!(posted, [(2, true)]);
+        let mut retired = Vec::new();
+        s.on_flush_completion(|id| retired.push(id));
+        assert_eq!(retired, [0, 1], "2 was posted behind the flush");
+        assert_eq!((s.outstanding(), s.room()), (1, 3));
+        assert!(s.on_signaled_completion(2, |id| retired.push(id)));
+        assert_eq!(retired, [0, 1, 2]);
+        // A flush whose sends a signaled completion retired first retires nothing more.
+        post(&mut s, &mut next, 1); // 3
+        s.on_flush_post();
+        post(&mut s, &mut next, 3); // 4, 5, 6: 6 takes the last entry (signaled)
+        assert!(s.on_signaled_completion(6, |_| {}));
+        let mut none = Vec::new();
+        s.on_flush_completion(|id| none.push(id));
+        assert!(none.is_empty());
+        assert_eq!((s.outstanding(), s.room()), (0, 4));
     }
 }

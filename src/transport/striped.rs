@@ -21,15 +21,19 @@
 //!   session holds them). A number outside the window, one that arrived twice, or one with
 //!   no receive slot free is the peer's protocol violation; a message without its lane header
 //!   is a transport protocol error (as a malformed blob is);
-//! - in-band credits (RDMA) go back on lane 0;
+//! - in-band credits (RDMA) go back on the first lane in use (lane 0 unless parked);
 //! - one epoll instance holds every lane's wait descriptor (level-triggered), so the session
 //!   still sleeps on one descriptor;
 //! - a lane whose peer closed it (end of stream) is done; the data path reports the close
 //!   once every lane is closed, so what the other lanes still carry arrives;
 //! - a lane that fails fails the data path: the session resumes (or ends) as with one lane,
 //!   every lane is torn down and rebuilt, and messages waiting in the window count as not
-//!   arrived (the sender sends them again). Keeping the session on the surviving lanes is the
-//!   next step of issue 39 ([`crate::session_core::paths`] has its rules).
+//!   arrived (the sender sends them again);
+//! - with several paths (`--paths`; lane `i` on path `i % paths`) the resumed data path leaves
+//!   the failed lane's path out ([`parking`]): its lanes are *parked* (an empty blob, no
+//!   message, no wait), the session goes on over the others, and the path is tried again at a
+//!   later resume. A message sent again whose bytes sit on a parked lane is copied to a lane in
+//!   use first (the same slot index is free there: a slot's index is the session's token).
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -45,6 +49,10 @@ use crate::net::wait::{epoll_events, watch_fd, Interest};
 use crate::proto::{QpSettings, TransportKind, MAX_BLOB_LEN};
 use crate::session_core::paths::ReorderWindow;
 use crate::{Error, ProtocolViolation, Result};
+
+pub(crate) mod parking;
+
+use parking::{Parking, PathEvents};
 
 fn new_epoll() -> Result<Epoll> {
     Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| Error::Socket {
@@ -70,6 +78,10 @@ fn lane_result(closed: &mut [bool], lane: usize, polled: Result<()>) -> Result<(
     }
 }
 
+/// The length a parked lane's blob has in the striped blob (no bytes follow): more than any
+/// blob a hello carries.
+const PARKED: u16 = u16::MAX;
+
 /// Bytes in front of every message on a striped data path.
 pub(crate) const LANE_HEADER_LEN: usize = 8;
 
@@ -83,6 +95,8 @@ pub(crate) struct Striped<P: ?Sized, R> {
     epoll: Epoll,
     /// What the epoll set is known to hold for each lane (its descriptor and events).
     watched: Vec<Option<(RawFd, EpollFlags)>>,
+    /// Which paths, so which lanes, are out of use.
+    parking: Parking,
     role: R,
 }
 
@@ -138,9 +152,11 @@ pub(crate) trait LaneRole<P: ?Sized>: Send + std::fmt::Debug {
     fn reset(&mut self, lanes: &mut [Box<P>], reclaimed: &mut Vec<StagingSlot>) -> Result<()>;
 }
 
-/// A sender over `lanes`, each made with `slots` slots (the session's count).
+/// A sender over `lanes` (lane `i` on path `i % paths`), each made with `slots` slots (the
+/// session's count).
 pub(crate) fn sender<P: SendPath + ?Sized>(
     lanes: Vec<Box<P>>,
+    paths: usize,
     slots: usize,
 ) -> Result<Striped<P, SenderLanes>> {
     let n = lanes.len();
@@ -156,14 +172,15 @@ pub(crate) fn sender<P: SendPath + ?Sized>(
         next_number: 0,
         events: Vec::with_capacity(slots),
     };
-    Striped::new(lanes, role)
+    Striped::new(lanes, paths, role)
 }
 
-/// A receiver over `lanes`, each made with `slots` slots (the session's count). The lanes'
-/// slots are posted when the session posts its own, after connecting; the session's slots are
-/// tokens only.
+/// A receiver over `lanes` (lane `i` on path `i % paths`), each made with `slots` slots (the
+/// session's count). The lanes' slots are posted when the session posts its own, after
+/// connecting; the session's slots are tokens only.
 pub(crate) fn receiver<P: RecvPath + ?Sized>(
     lanes: Vec<Box<P>>,
+    paths: usize,
     slots: usize,
 ) -> Result<Striped<P, ReceiverLanes>> {
     let n = lanes.len();
@@ -180,16 +197,17 @@ pub(crate) fn receiver<P: RecvPath + ?Sized>(
             .flat_map(|lane| (0..slots).map(move |i| (lane, RecvSlot::mint(i))))
             .collect(),
     };
-    Striped::new(lanes, role)
+    Striped::new(lanes, paths, role)
 }
 
 impl<P: DataPath + ?Sized, R> Striped<P, R> {
-    fn new(lanes: Vec<Box<P>>, role: R) -> Result<Self> {
+    fn new(lanes: Vec<Box<P>>, paths: usize, role: R) -> Result<Self> {
         let epoll = new_epoll()?;
         let striped = Self {
             connected: vec![false; lanes.len()],
             closed: vec![false; lanes.len()],
             watched: vec![None; lanes.len()],
+            parking: Parking::new(lanes.len(), paths),
             lanes,
             epoll,
             role,
@@ -207,10 +225,16 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
         Ok(striped)
     }
 
-    /// Every lane's blob, each with a 16-bit length, after the lane count.
+    /// Every lane's blob, each with a 16-bit length, after the lane count; a parked lane has
+    /// [`PARKED`] for its length, and no bytes (an empty blob is a lane's own: a tcp lane that
+    /// connects out has nothing to say).
     fn blob(&self) -> Vec<u8> {
         let mut out = vec![u8::try_from(self.lanes.len()).unwrap_or(u8::MAX)];
-        for lane in &self.lanes {
+        for (i, lane) in self.lanes.iter().enumerate() {
+            if self.parking.is_parked(i) {
+                out.extend_from_slice(&PARKED.to_le_bytes());
+                continue;
+            }
             let blob = lane.local_blob();
             let len = u16::try_from(blob.len()).unwrap_or(u16::MAX);
             out.extend_from_slice(&len.to_le_bytes());
@@ -219,8 +243,8 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
         out
     }
 
-    /// The peer's blob, split into its lanes' (as many as ours).
-    fn peer_blobs<'a>(&self, blob: &'a [u8]) -> Result<Vec<&'a [u8]>> {
+    /// The peer's blob, split into its lanes' (as many as ours); `None` for a lane it parked.
+    fn peer_blobs<'a>(&self, blob: &'a [u8]) -> Result<Vec<Option<&'a [u8]>>> {
         let malformed = |why: String| Error::TransportProtocol {
             transport: self.lanes[0].kind().name(),
             detail: format!(
@@ -239,12 +263,18 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
             let (len, after) = rest
                 .split_first_chunk::<2>()
                 .ok_or_else(|| malformed(format!("ends before lane {lane}")))?;
-            let len = usize::from(u16::from_le_bytes(*len));
+            let len = u16::from_le_bytes(*len);
+            if len == PARKED {
+                blobs.push(None);
+                rest = after;
+                continue;
+            }
+            let len = usize::from(len);
             if after.len() < len {
                 return Err(malformed(format!("ends inside lane {lane}")));
             }
             let (this, after) = after.split_at(len);
-            blobs.push(this);
+            blobs.push(Some(this));
             rest = after;
         }
         if !rest.is_empty() {
@@ -257,9 +287,17 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
     /// with their descriptors; `Ok(true)` as soon as one lane has completions waiting (the
     /// caller polls instead of sleeping, and the next sleep arms again).
     fn arm_lanes(&mut self, arm: impl Fn(&mut P) -> Result<bool>) -> Result<bool> {
-        for lane in &mut self.lanes {
-            if arm(lane)? {
-                return Ok(true);
+        for i in 0..self.lanes.len() {
+            if self.parking.is_parked(i) {
+                continue;
+            }
+            match arm(&mut self.lanes[i]) {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(e) => {
+                    self.parking.lane_failed(i);
+                    return Err(e);
+                }
             }
         }
         self.watch_lanes()?;
@@ -269,11 +307,14 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
     /// Puts every lane's wait descriptor in the epoll set as it now asks (what is already
     /// there as asked is left alone).
     fn watch_lanes(&mut self) -> Result<()> {
-        let stopped_waiting = self
-            .lanes
-            .iter()
-            .zip(&self.watched)
-            .any(|(lane, watched)| watched.is_some() && lane.wait_handle().is_none());
+        let stopped_waiting =
+            self.lanes
+                .iter()
+                .zip(&self.watched)
+                .enumerate()
+                .any(|(i, (lane, watched))| {
+                    watched.is_some() && (self.parking.is_parked(i) || lane.wait_handle().is_none())
+                });
         if stopped_waiting {
             // A lane with nothing to wait for (a tcp lane at end of file) may keep its
             // descriptor open and readable for ever: a new set without it. The new one is made
@@ -282,8 +323,13 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
             self.epoll = new_epoll()?;
             self.watched.fill(None);
         }
-        for (lane, watched) in self.lanes.iter().zip(self.watched.iter_mut()) {
-            let Some(handle) = lane.wait_handle() else {
+        for (i, (lane, watched)) in self.lanes.iter().zip(self.watched.iter_mut()).enumerate() {
+            let handle = if self.parking.is_parked(i) {
+                None
+            } else {
+                lane.wait_handle()
+            };
+            let Some(handle) = handle else {
                 // Closed: a closed descriptor leaves the epoll set by itself.
                 *watched = None;
                 continue;
@@ -314,16 +360,43 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
 
     fn connect(&mut self, peer_blob: &[u8], deadline: Instant) -> Result<SetupStep> {
         let blobs = self.peer_blobs(peer_blob)?;
+        // What the peer parked, we park too: both ends use the union.
+        for (i, blob) in blobs.iter().enumerate() {
+            if blob.is_none() {
+                self.parking.peer_parked(i);
+            }
+        }
+        if self.parking.in_use().next().is_none() {
+            return Err(Error::TransportProtocol {
+                transport: self.lanes[0].kind().name(),
+                detail: "the two ends left out every path between them (each parked a path the \
+                         other kept)"
+                    .to_owned(),
+            });
+        }
         let mut done = true;
-        for ((lane, connected), blob) in self.lanes.iter_mut().zip(&mut self.connected).zip(blobs) {
-            if !*connected {
-                *connected = lane.connect(blob, deadline)? == SetupStep::Done;
-                done &= *connected;
+        for (i, blob) in blobs.into_iter().enumerate() {
+            let Some(blob) = blob.filter(|_| !self.parking.is_parked(i)) else {
+                // Out of use: never connected, polled or waited on until a reset.
+                self.connected[i] = true;
+                self.closed[i] = true;
+                continue;
+            };
+            if !self.connected[i] {
+                match self.lanes[i].connect(blob, deadline) {
+                    Ok(step) => self.connected[i] = step == SetupStep::Done,
+                    Err(e) => {
+                        self.parking.lane_failed(i);
+                        return Err(e);
+                    }
+                }
+                done &= self.connected[i];
             }
         }
         // New descriptors may carry old numbers: set every lane again.
         self.watched.fill(None);
         Ok(if done {
+            self.parking.on_connected();
             SetupStep::Done
         } else {
             SetupStep::Waiting
@@ -331,8 +404,8 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
     }
 
     fn setup_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) {
-        for (lane, connected) in self.lanes.iter().zip(&self.connected) {
-            if !connected {
+        for (i, (lane, connected)) in self.lanes.iter().zip(&self.connected).enumerate() {
+            if !connected && !self.parking.is_parked(i) {
                 lane.setup_fds(fds);
             }
         }
@@ -343,11 +416,27 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
     }
 
     fn qp_settings(&self) -> QpSettings {
-        self.lanes[0].qp_settings()
+        // Lanes on other paths may run on other devices: the MTU all of them can carry.
+        let mtu = self
+            .lanes
+            .iter()
+            .map(|l| l.qp_settings().mtu)
+            .collect::<Option<Vec<u32>>>()
+            .and_then(|mtus| mtus.into_iter().min());
+        QpSettings {
+            mtu,
+            ..self.lanes[0].qp_settings()
+        }
     }
 
     fn slot_size(&self) -> usize {
-        self.lanes[0].slot_size().saturating_sub(LANE_HEADER_LEN)
+        // The largest message every lane carries (a device may cap its own).
+        self.lanes
+            .iter()
+            .map(|l| l.slot_size())
+            .min()
+            .unwrap_or(0)
+            .saturating_sub(LANE_HEADER_LEN)
     }
 
     fn credit_route(&self) -> CreditRoute {
@@ -355,9 +444,9 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
     }
 
     fn wait_handle(&self) -> Option<WaitHandle<'_>> {
-        self.lanes
-            .iter()
-            .any(|l| l.wait_handle().is_some())
+        self.parking
+            .in_use()
+            .any(|i| self.lanes[i].wait_handle().is_some())
             .then(|| WaitHandle {
                 fd: self.epoll.0.as_fd(),
                 writable: false,
@@ -374,8 +463,8 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
 
     fn on_wakeup(&mut self) {
         // The epoll set does not say which lane woke it.
-        for lane in &mut self.lanes {
-            lane.on_wakeup();
+        for i in self.parking.in_use() {
+            self.lanes[i].on_wakeup();
         }
     }
 
@@ -393,7 +482,12 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
         self.connected.fill(false);
         self.closed.fill(false);
         self.watched.fill(None);
+        self.parking.on_reset(Instant::now());
         self.role.reset(&mut self.lanes, reclaimed)
+    }
+
+    fn take_path_events(&mut self) -> PathEvents {
+        self.parking.take_events()
     }
 }
 
@@ -430,11 +524,13 @@ impl<P: SendPath + ?Sized> LaneRole<P> for SenderLanes {
 }
 
 impl SenderLanes {
-    /// The lane for a slot being filled: the fewest sends outstanding, ties in turn.
-    fn choose(&mut self) -> usize {
+    /// The lane for a slot being filled: of the lanes in use, the fewest sends outstanding,
+    /// ties in turn.
+    fn choose(&mut self, parking: &Parking) -> usize {
         let n = self.outstanding.len();
         let lane = (1..=n)
             .map(|step| (self.last + step) % n)
+            .filter(|&lane| !parking.is_parked(lane))
             .min_by_key(|&lane| self.outstanding[lane])
             .unwrap_or(0);
         self.last = lane;
@@ -442,10 +538,48 @@ impl SenderLanes {
     }
 }
 
+impl<P: SendPath + ?Sized> Striped<P, SenderLanes> {
+    /// Slot `i`'s bytes (`len` of the message, and its header), from parked lane `from` to a
+    /// lane in use: a message sent again after a resume that parked its lane. The slot's index
+    /// is home on every lane but the one that holds its bytes, so it is free there.
+    fn move_off_parked(&mut self, i: usize, from: usize, len: usize) -> Result<usize> {
+        let to = self.role.choose(&self.parking);
+        let taken = |home: &mut Vec<Vec<Option<StagingSlot>>>, lane: usize| {
+            home[lane].get_mut(i).and_then(Option::take).ok_or_else(|| {
+                Error::Internal(format!("striped sender: slot {i} not home on lane {lane}"))
+            })
+        };
+        let mut source = taken(&mut self.role.home, from)?;
+        let mut target = match taken(&mut self.role.home, to) {
+            Ok(t) => t,
+            Err(e) => {
+                self.role.home[from][i] = Some(source);
+                return Err(e);
+            }
+        };
+        let (low, high) = self.lanes.split_at_mut(from.max(to));
+        let (a, b) = if from < to {
+            (&mut low[from], &mut high[0])
+        } else {
+            (&mut high[0], &mut low[to])
+        };
+        let src = a.staging(&mut source);
+        let dst = b.staging(&mut target);
+        let n = (len + LANE_HEADER_LEN).min(src.len()).min(dst.len());
+        dst[..n].copy_from_slice(&src[..n]);
+        self.role.home[from][i] = Some(source);
+        self.role.home[to][i] = Some(target);
+        if let Some(at) = self.role.lane_of.get_mut(i) {
+            *at = to;
+        }
+        Ok(to)
+    }
+}
+
 impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
     fn staging<'a>(&'a mut self, slot: &'a mut StagingSlot) -> &'a mut [u8] {
         let i = slot.index();
-        let lane = self.role.choose();
+        let lane = self.role.choose(&self.parking);
         if let Some(at) = self.role.lane_of.get_mut(i) {
             *at = lane;
         }
@@ -462,7 +596,10 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
 
     fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
         let i = slot.index();
-        let lane = self.role.lane_of.get(i).copied().unwrap_or(0);
+        let mut lane = self.role.lane_of.get(i).copied().unwrap_or(0);
+        if self.parking.is_parked(lane) {
+            lane = self.move_off_parked(i, lane, len)?;
+        }
         let mut own = self.role.home[lane]
             .get_mut(i)
             .and_then(Option::take)
@@ -479,11 +616,24 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
         self.role.posted[i] = Some(slot);
         self.role.post_order.push_back((i, false));
         self.role.outstanding[lane] += 1;
-        self.lanes[lane].post_send(own, len + LANE_HEADER_LEN)
+        let posted = self.lanes[lane].post_send(own, len + LANE_HEADER_LEN);
+        if posted.is_err() {
+            self.parking.lane_failed(lane);
+        }
+        posted
     }
 
     fn flush_sends(&mut self) -> Result<()> {
-        self.lanes.iter_mut().try_for_each(|l| l.flush_sends())
+        for i in 0..self.lanes.len() {
+            if self.parking.is_parked(i) {
+                continue;
+            }
+            if let Err(e) = self.lanes[i].flush_sends() {
+                self.parking.lane_failed(i);
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
@@ -494,6 +644,9 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
             }
             // What a failing lane reported still counts (its slots come home).
             let polled = path.poll_sends(&mut self.role.events);
+            if matches!(&polled, Err(e) if !matches!(e, Error::TransportClosed { .. })) {
+                self.parking.lane_failed(lane);
+            }
             result = result.and(lane_result(&mut self.closed, lane, polled));
             for event in self.role.events.drain(..) {
                 match event {
@@ -524,13 +677,19 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
         // Ask it to report what it posted (nothing when a request for it is outstanding).
         if let Some(&(i, false)) = self.role.post_order.front() {
             let lane = self.role.lane_of.get(i).copied().unwrap_or(0);
-            result = result.and(self.lanes[lane].flush_sends());
+            if !self.parking.is_parked(lane) {
+                let flushed = self.lanes[lane].flush_sends();
+                if flushed.is_err() {
+                    self.parking.lane_failed(lane);
+                }
+                result = result.and(flushed);
+            }
         }
         result
     }
 
     fn output_queued(&self) -> bool {
-        self.lanes.iter().any(|l| l.output_queued())
+        self.parking.in_use().any(|i| self.lanes[i].output_queued())
     }
 }
 
@@ -623,6 +782,9 @@ impl<P: RecvPath + ?Sized> RecvPath for Striped<P, ReceiverLanes> {
             }
             // What a failing lane delivered still goes in the window (its slots stay known).
             let polled = path.poll_arrivals(&mut self.role.arrivals);
+            if matches!(&polled, Err(e) if !matches!(e, Error::TransportClosed { .. })) {
+                self.parking.lane_failed(lane);
+            }
             let polled = lane_result(&mut self.closed, lane, polled);
             let mut arrivals = std::mem::take(&mut self.role.arrivals);
             for message in arrivals.drain(..) {
@@ -651,11 +813,17 @@ impl<P: RecvPath + ?Sized> RecvPath for Striped<P, ReceiverLanes> {
     }
 
     fn return_credits(&mut self, count: usize) -> Result<()> {
-        self.lanes[0].return_credits(count)
+        // The first lane in use (lane 0 unless its path is parked).
+        let lane = self.parking.in_use().next().unwrap_or(0);
+        let returned = self.lanes[lane].return_credits(count);
+        if returned.is_err() {
+            self.parking.lane_failed(lane);
+        }
+        returned
     }
 
     fn data_waiting(&self) -> bool {
-        self.lanes.iter().any(|l| l.data_waiting())
+        self.parking.in_use().any(|i| self.lanes[i].data_waiting())
     }
 }
 

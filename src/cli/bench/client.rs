@@ -43,10 +43,9 @@ pub fn run(addr: SocketAddr, base: Config, args: &BenchArgs, stop: &AtomicBool) 
     // come back.
     let both_ways = args.mode == BenchMode::Lat || args.ops.bidirectional;
     for (i, &size) in sizes.iter().enumerate() {
-        let config = args
-            .stripes
-            .apply(base.clone(), Some(addr.ip()))
-            .with_credits(args.credits_for(size));
+        let config = args.stripes.apply(base.clone(), Some(addr.ip()));
+        let credits = args.credits_for(size, config.qps);
+        let config = config.with_credits(credits);
         let header = Header {
             mode: args.mode,
             size,

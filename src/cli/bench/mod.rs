@@ -316,21 +316,24 @@ mod tests {
     #[test]
     fn default_credits_keep_large_messages_slots_within_256_mib() {
         let bw = bench_args(&[]);
-        assert_eq!(bw.credits_for(16 << 20), 16);
-        assert_eq!(bw.credits_for(64 << 20), 4);
-        assert_eq!(bw.credits_for(1 << 30), 2);
-        assert_eq!(bench_args(&["--mode", "lat"]).credits_for(1 << 30), 2);
-        assert_eq!(bench_args(&["--credits", "8"]).credits_for(1 << 30), 8);
+        assert_eq!(bw.credits_for(16 << 20, 1), 16);
+        assert_eq!(bw.credits_for(64 << 20, 1), 4);
+        assert_eq!(bw.credits_for(1 << 30, 1), 2);
+        assert_eq!(bench_args(&["--mode", "lat"]).credits_for(1 << 30, 1), 2);
+        assert_eq!(bench_args(&["--credits", "8"]).credits_for(1 << 30, 1), 8);
+        // Each queue pair has its own slots: four of them share the 256 MiB.
+        assert_eq!(bw.credits_for(16 << 20, 4), 4);
+        assert_eq!(bw.credits_for(16 << 20, 2), 8);
     }
 
     #[test]
     fn lat_takes_64_credits_up_to_256_kib_unless_told_and_bw_16() {
         let lat = bench_args(&["--mode", "lat"]);
-        assert_eq!(lat.credits_for(2), 64);
-        assert_eq!(lat.credits_for(256 << 10), 64);
-        assert_eq!(lat.credits_for(512 << 10), 16);
-        assert_eq!(bench_args(&[]).credits_for(2), 16);
+        assert_eq!(lat.credits_for(2, 1), 64);
+        assert_eq!(lat.credits_for(256 << 10, 1), 64);
+        assert_eq!(lat.credits_for(512 << 10, 1), 16);
+        assert_eq!(bench_args(&[]).credits_for(2, 1), 16);
         let told = bench_args(&["--mode", "lat", "--credits", "4"]);
-        assert_eq!(told.credits_for(2), 4);
+        assert_eq!(told.credits_for(2, 1), 4);
     }
 }

@@ -263,7 +263,7 @@ fn print_header(r: &Report, args: &BenchArgs, info: &SessionInfo) {
         info.mtu().map_or("-".to_owned(), |m| format!("{m} bytes"))
     );
     let top = super::client::sizes(args).last().copied().unwrap_or(1);
-    let larger = args.credits_for(top);
+    let larger = args.credits_for(top, info.qps());
     if args.all && larger != r.credits {
         println!(
             " Credits (depth) : {} ({larger} for the largest sizes)",

@@ -24,6 +24,8 @@ struct HandLane {
     flushes: usize,
     /// The peer closed this lane: its polls say so (after what arrived).
     closed: bool,
+    /// This lane broke: its polls fail (after what they report).
+    broken: bool,
 }
 
 impl HandLane {
@@ -38,6 +40,16 @@ impl HandLane {
         let slot = self.posted.pop_front().expect("a posted slot");
         self.slots[slot.index()][..bytes.len()].copy_from_slice(bytes);
         self.arrived.push(Arrived::new(slot, bytes.len()));
+    }
+
+    fn result(&self) -> Result<()> {
+        if self.broken {
+            return Err(Error::TransportProtocol {
+                transport: "hand",
+                detail: "the lane broke".to_owned(),
+            });
+        }
+        Ok(())
     }
 
     fn complete_oldest(&mut self) {
@@ -76,6 +88,7 @@ impl DataPath for HandLane {
     }
     fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
         self.resets += 1;
+        self.broken = false;
         // Landed but not reported: not arrived (posted again, in front).
         for msg in self.arrived.drain(..).rev() {
             self.posted.push_front(msg.into_slot());
@@ -104,7 +117,7 @@ impl SendPath for HandLane {
                 out.push(SendEvent::Sent(slot));
             }
         }
-        Ok(())
+        self.result()
     }
     fn flush_sends(&mut self) -> Result<()> {
         self.flushes += 1;
@@ -125,7 +138,7 @@ impl RecvPath for HandLane {
         if self.closed {
             return Err(Error::TransportClosed { transport: "hand" });
         }
-        Ok(())
+        self.result()
     }
     fn return_credits(&mut self, count: usize) -> Result<()> {
         self.credits_returned += count;
@@ -156,7 +169,7 @@ fn hand_lanes(n: usize) -> Vec<Box<HandLane>> {
 }
 
 fn receiver_of(lanes: usize) -> HandReceiver {
-    let mut r = receiver(hand_lanes(lanes), SLOTS).expect("receiver");
+    let mut r = receiver(hand_lanes(lanes), 1, SLOTS).expect("receiver");
     let blob = peer_blob(r.lanes.len());
     assert_eq!(
         r.connect(&blob, Instant::now() + SOON).unwrap(),
@@ -169,7 +182,7 @@ fn receiver_of(lanes: usize) -> HandReceiver {
 }
 
 fn sender_of(lanes: usize) -> HandSender {
-    let mut s = sender(hand_lanes(lanes), SLOTS).expect("sender");
+    let mut s = sender(hand_lanes(lanes), 1, SLOTS).expect("sender");
     let blob = peer_blob(s.lanes.len());
     assert_eq!(
         s.connect(&blob, Instant::now() + SOON).unwrap(),
@@ -180,12 +193,37 @@ fn sender_of(lanes: usize) -> HandSender {
 
 /// The peer's blob for `lanes` hand lanes: the count, then "peer" with its length each.
 fn peer_blob(lanes: usize) -> Vec<u8> {
+    peer_blob_parking(lanes, &[])
+}
+
+/// The same, with the parked mark for each lane in `parked` (the peer left them out).
+fn peer_blob_parking(lanes: usize, parked: &[usize]) -> Vec<u8> {
     let mut v = vec![lanes as u8];
-    for _ in 0..lanes {
-        v.extend_from_slice(&4u16.to_le_bytes());
-        v.extend_from_slice(b"peer");
+    for lane in 0..lanes {
+        if parked.contains(&lane) {
+            v.extend_from_slice(&u16::MAX.to_le_bytes());
+        } else {
+            v.extend_from_slice(&4u16.to_le_bytes());
+            v.extend_from_slice(b"peer");
+        }
     }
     v
+}
+
+/// Our blob's lanes: which are parked.
+fn parked_in_blob(blob: &[u8]) -> Vec<bool> {
+    let mut rest = &blob[1..];
+    let mut out = Vec::new();
+    while let Some((len, after)) = rest.split_first_chunk::<2>() {
+        let len = u16::from_le_bytes(*len);
+        out.push(len == u16::MAX);
+        rest = if len == u16::MAX {
+            after
+        } else {
+            &after[usize::from(len)..]
+        };
+    }
+    out
 }
 
 /// Fills and posts slots 0 to `count - 1`, message `n` carrying the letter `'a' + n`.
@@ -447,4 +485,107 @@ fn messages_held_from_before_a_reset_count_against_the_credits() {
         matches!(e, Error::Protocol(ProtocolViolation::CreditOverrun { .. })),
         "{e}"
     );
+}
+
+/// Four lanes over two paths: lane 1 breaks, so the resumed data path leaves path 1 (lanes 1
+/// and 3) out: our blob says so, the messages that were on it go out again on lanes in use
+/// with the same bytes and their numbers in order, new messages take only lanes 0 and 2, and
+/// the path counts as lost once.
+#[test]
+fn a_broken_lane_leaves_its_path_out_and_its_messages_go_out_again_on_the_others() {
+    let mut s = sender(hand_lanes(4), 2, SLOTS).expect("sender");
+    s.connect(&peer_blob(4), Instant::now() + SOON).unwrap();
+    post_letters(&mut s, 4); // a on lane 0, b on 1, c on 2, d on 3
+    s.lanes[1].broken = true;
+    assert!(s.poll_sends(&mut Vec::new()).is_err());
+    let mut reclaimed = Vec::new();
+    s.reset_for_resume(&mut reclaimed).unwrap();
+    assert_eq!(reclaimed.len(), 4);
+    assert_eq!(parked_in_blob(&s.local_blob()), [false, true, false, true]);
+    assert_eq!(
+        s.connect(&peer_blob(4), Instant::now() + SOON).unwrap(),
+        SetupStep::Done
+    );
+    // The session sends the four again, in order, from the same slots (bytes untouched).
+    reclaimed.sort_by_key(StagingSlot::index);
+    for slot in reclaimed {
+        s.post_send(slot, 1).unwrap();
+    }
+    // And two new ones.
+    for n in 0..2 {
+        let mut slot = StagingSlot::mint(n);
+        let mut out = Vec::new();
+        for lane in [0, 2] {
+            while !s.lanes[lane].sends.is_empty() {
+                s.lanes[lane].complete_oldest();
+            }
+        }
+        s.poll_sends(&mut out).unwrap();
+        assert!(!out.is_empty(), "completions come back");
+        s.staging(&mut slot)[..1].copy_from_slice(&[b'e' + n as u8]);
+        s.post_send(slot, 1).unwrap();
+    }
+    for lane in [0, 2] {
+        while !s.lanes[lane].sends.is_empty() {
+            s.lanes[lane].complete_oldest();
+        }
+    }
+    // Nothing completed before the break (the reset took those sends back): what lanes 0
+    // and 2 carried is the resumed stream, and lanes 1 and 3 carried nothing since.
+    assert!(s.lanes[1].sends.is_empty() && s.lanes[3].sends.is_empty());
+    assert!(s.lanes[1].wire.is_empty() && s.lanes[3].wire.is_empty());
+    let mut after: Vec<(u32, u8)> = [0, 2]
+        .iter()
+        .flat_map(|&l| s.lanes[l].wire.clone())
+        .map(|w| (u32::from_le_bytes([w[0], w[1], w[2], w[3]]), w[8]))
+        .collect();
+    after.sort_unstable();
+    assert_eq!(
+        after,
+        [
+            (0, b'a'),
+            (1, b'b'),
+            (2, b'c'),
+            (3, b'd'),
+            (4, b'e'),
+            (5, b'f')
+        ],
+        "every message once, numbered in order, the moved ones with their bytes"
+    );
+    assert_eq!(
+        s.take_path_events(),
+        PathEvents {
+            lost: 1,
+            rebuilt: 0
+        }
+    );
+}
+
+/// A receiver parks what the peer's blob leaves out, and returns its credits on the first
+/// lane in use; a peer that leaves out every lane is refused.
+#[test]
+fn the_peers_parked_lanes_are_parked_here_and_credits_go_on_a_lane_in_use() {
+    let mut r = receiver(hand_lanes(4), 2, SLOTS).expect("receiver");
+    // The peer left out path 0 (lanes 0 and 2).
+    assert_eq!(
+        r.connect(&peer_blob_parking(4, &[0, 2]), Instant::now() + SOON)
+            .unwrap(),
+        SetupStep::Done
+    );
+    for i in 0..SLOTS {
+        r.post_recv(RecvSlot::mint(i)).unwrap();
+    }
+    r.lanes[1].arrive(&framed(0, b"zero"));
+    r.lanes[3].arrive(&framed(1, b"one"));
+    let got = arrivals(&mut r);
+    assert_eq!(got.len(), 2);
+    r.return_credits(2).unwrap();
+    assert_eq!(r.lanes[0].credits_returned, 0, "lane 0 is out of use");
+    assert_eq!(r.lanes[1].credits_returned, 2);
+
+    let mut r = receiver(hand_lanes(2), 2, SLOTS).expect("receiver");
+    let e = r
+        .connect(&peer_blob_parking(2, &[0, 1]), Instant::now() + SOON)
+        .unwrap_err();
+    assert!(e.to_string().contains("every path"), "{e}");
 }

@@ -130,8 +130,11 @@ impl SendPath for VerbsSender {
         if self.role.flush_posted || !self.role.data_sends.needs_flush() {
             return Ok(());
         }
-        // Room is certain: a send that fills the window is signaled, so a window that needs a
-        // flush has a free entry.
+        // A window that needs a flush has a free entry (a send that fills it is signaled); the
+        // flush takes it until it completes.
+        if !self.role.data_sends.has_room() {
+            return Ok(());
+        }
         self.core.send_list.push_rdma_write(
             SEND_TAG | FLUSH_TAG,
             None,
@@ -140,6 +143,7 @@ impl SendPath for VerbsSender {
             ffi::IBV_SEND_SIGNALED,
         );
         self.core.post_send_list("ibv_post_send(flush)")?;
+        self.role.data_sends.on_flush_post();
         self.role.flush_posted = true;
         Ok(())
     }
