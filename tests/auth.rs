@@ -358,13 +358,14 @@ fn resume_fields_of_the_servers_hello(port: u16, key: Option<&[u8]>) -> ([u8; 16
     }
     let mut hello = wire::hello(wire::ROLE_SENDER, 1024, &[]);
     // The frame's 4-byte length, then the body: kind, magic, version, role, transport, max
-    // message size, credits, queue pairs, GID, checksum, and the resume timeout in milliseconds.
-    let at = 4 + 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 16 + 1;
+    // message size, credits, queue pairs, paths (none), GID, checksum, and the resume timeout
+    // in milliseconds.
+    let at = 4 + 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 1 + 16 + 1;
     hello[at..at + 4].copy_from_slice(&10_000u32.to_le_bytes());
     s.write_all(&hello).expect("send hello");
     let body = read_frame(&mut s).expect("the server's hello");
     assert_eq!(body[0], wire::KIND_HELLO, "a hello, not {body:?}");
-    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 16 + 1;
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 1 + 16 + 1;
     assert_ne!(
         &body[at..at + 4],
         &[0u8; 4],

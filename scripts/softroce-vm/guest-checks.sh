@@ -805,10 +805,10 @@ check_link_flap() {
 #   paths_flap       vB2 (the second path only) goes down for 4 s mid-stream under four queue
 #                    pairs over both paths, then up: every message once, in order, the session
 #                    never ended (it resumed)
-#   paths_lost       vB2 goes down mid-stream and stays down: the session resumes without the
-#                    second path (its queue pairs parked) and delivers every message once, in
-#                    order, over the first (a resume that needed both paths would wait out its
-#                    60 s and fail)
+#   paths_lost       vB2 goes down mid-stream and stays down, under one queue pair per path (the
+#                    default): the session resumes without the second path (its queue pair
+#                    parked) and delivers every message once, in order, over the first (a
+#                    resume that needed both paths would wait out its 60 s and fail)
 #   paths_lost_said  the client's log of that session says the path failed and the session went
 #                    on without it, and its summary counts one path left out
 # ---------------------------------------------------------------------------------------------
@@ -916,8 +916,10 @@ check_paths() {
 	seq 0 9999 >/tmp/expected.10k
 	resume_check paths_flap break_second_path 2000 /tmp/expected.10k \
 		--paths "$SECOND_IP_B" --qps 4 --credits 8 --ack-timeout 14 --retry-count 1
+	# --qps as --paths gives it (one per path): once the second path is out, one queue pair
+	# carries the whole window (its flush has an entry of its own).
 	resume_check paths_lost break_second_path_for_good 2000 /tmp/expected.10k \
-		--paths "$SECOND_IP_B" --qps 4 --credits 8 --ack-timeout 14 --retry-count 1
+		--paths "$SECOND_IP_B" --credits 8 --ack-timeout 14 --retry-count 1
 	ip -n "$NS_B" link set vB2 up
 	if grep -q "path 1 failed: the session goes on over the other path(s) without it" "$CLIENT_ERR" &&
 		grep -q "1 path(s) left out after a failure" "$CLIENT_ERR"; then

@@ -393,10 +393,15 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
                 done &= self.connected[i];
             }
         }
-        // New descriptors may carry old numbers: set every lane again.
+        // New descriptors may carry old numbers: set every lane again. A parked lane keeps
+        // its descriptor (a verbs channel, a DOCA handle) across a reset, and nothing drains
+        // it: a new set without it.
+        if done && self.parking.any_parked() {
+            self.epoll = new_epoll()?;
+        }
         self.watched.fill(None);
         Ok(if done {
-            self.parking.on_connected();
+            self.parking.on_connected(Instant::now());
             SetupStep::Done
         } else {
             SetupStep::Waiting

@@ -239,7 +239,8 @@ pub fn hello_blob(body: &[u8]) -> Option<Vec<u8>> {
     if body.first() != Some(&KIND_HELLO) {
         return None;
     }
-    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 16 + 1 + 4 + 16 + 32 + 7;
+    // ... qps, then the path count (0: a hello of one path).
+    let at = 1 + 4 + 2 + 1 + 1 + 4 + 2 + 1 + 1 + 16 + 1 + 4 + 16 + 32 + 7;
     let len = u16::from_le_bytes([*body.get(at)?, *body.get(at + 1)?]) as usize;
     body.get(at + 2..at + 2 + len).map(<[u8]>::to_vec)
 }

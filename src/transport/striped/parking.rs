@@ -3,18 +3,21 @@
 //! over the others; it is tried again at a later resume once its backoff has passed.
 //!
 //! Rules kept here (time is an argument):
-//! - lane `i` runs on path `i % paths`;
+//! - lane `i` runs on path `i % paths`; with one path nothing is ever parked;
 //! - a lane that fails (an error from its poll, post, flush or connect; never a close, which is
 //!   the end of the stream) marks its path *failed* until the next reset;
 //! - at a reset (a resume's new data path) every failed path is parked, with a backoff of
 //!   [`FIRST_BACKOFF`] that doubles each time the path is parked again (at most
-//!   [`MAX_BACKOFF`]); a parked path whose backoff has passed is tried again. Paths are never
-//!   all parked: when every path would be, none is (the resume then needs them all, as with one
-//!   path);
+//!   [`MAX_BACKOFF`]), counted from when the data path without it connected; a parked path
+//!   whose backoff has passed is tried again. Paths are never all parked: when every path
+//!   would be, none is (the resume then needs them all, as with one path), and nothing about
+//!   them changes;
 //! - a parked lane carries no message and its blob says it is parked; a lane the peer's blob
 //!   says is parked is parked too, so both ends use the union of what each parked;
-//! - a path tried again counts as rebuilt once its lanes connected; a path parked counts as
-//!   lost (once per parking).
+//! - the counts follow the union, each time a data path connects: a path whose lanes are all
+//!   parked and were not on the data path before is *lost*; one in use again is *rebuilt*.
+//!   So a receiver, which sees its sender's failures only through the sender's marks, counts
+//!   them too.
 
 use std::time::{Duration, Instant};
 
@@ -26,20 +29,21 @@ pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// What happened to the paths since last asked: for the session's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct PathEvents {
-    /// Paths parked after one of their lanes failed.
+    /// Paths left out of a connected data path that the one before used.
     pub(crate) lost: u32,
-    /// Parked paths whose lanes connected again.
+    /// Paths used again by a connected data path after being left out.
     pub(crate) rebuilt: u32,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 struct PathState {
     failed: bool,
-    /// Parked since, until its backoff passes.
+    /// Parked by this end since (the data path without it connected), until its backoff
+    /// passes.
     parked_since: Option<Instant>,
     backoff: Option<Duration>,
-    /// Tried again after being parked: counts as rebuilt once connected.
-    retrying: bool,
+    /// Left out (by either end) of the last data path that connected.
+    out_when_connected: bool,
 }
 
 /// The parking state of a striped data path's paths and lanes.
@@ -71,6 +75,11 @@ impl Parking {
         self.parked.get(lane).copied().unwrap_or(false)
     }
 
+    /// Whether some lane is out of use on the current data path.
+    pub(crate) fn any_parked(&self) -> bool {
+        self.parked.iter().any(|&p| p)
+    }
+
     /// The lanes in use.
     pub(crate) fn in_use(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.parked.len()).filter(|&l| !self.parked[l])
@@ -85,47 +94,49 @@ impl Parking {
     /// A new data path at `now`: parks the failed paths, tries again those whose backoff has
     /// passed, and says which lanes are parked.
     pub(crate) fn on_reset(&mut self, now: Instant) {
-        let mut next: Vec<PathState> = self.paths.clone();
-        for (p, state) in next.iter_mut().enumerate() {
-            if std::mem::take(&mut state.failed) {
-                let backoff = state
-                    .backoff
-                    .map_or(FIRST_BACKOFF, |b| (b * 2).min(MAX_BACKOFF));
-                if state.parked_since.is_none() {
+        let failed: Vec<bool> = self
+            .paths
+            .iter_mut()
+            .map(|s| std::mem::take(&mut s.failed))
+            .collect();
+        let waiting = |s: &PathState| match (s.parked_since, s.backoff) {
+            (Some(since), Some(backoff)) => now.saturating_duration_since(since) < backoff,
+            _ => false,
+        };
+        let parked: Vec<bool> = self
+            .paths
+            .iter()
+            .zip(&failed)
+            .map(|(s, &failed)| failed || waiting(s))
+            .collect();
+        if parked.iter().all(|&p| p) {
+            // No path would be left (or there is only one): every path is tried, and nothing
+            // about them changes but that.
+            if self.paths.len() > 1 {
+                log::info!("every path failed or waits: all of them are tried");
+            }
+            for state in &mut self.paths {
+                state.parked_since = None;
+            }
+        } else {
+            for (p, (state, &failed)) in self.paths.iter_mut().zip(&failed).enumerate() {
+                if failed {
+                    let backoff = state
+                        .backoff
+                        .map_or(FIRST_BACKOFF, |b| (b * 2).min(MAX_BACKOFF));
                     log::warn!(
                         "path {p} failed: the session goes on over the other path(s) without it; \
                          it is tried again at a resume after {} s",
                         backoff.as_secs()
                     );
-                }
-                *state = PathState {
-                    failed: false,
-                    parked_since: Some(now),
-                    backoff: Some(backoff),
-                    retrying: false,
-                };
-            } else if let (Some(since), Some(backoff)) = (state.parked_since, state.backoff) {
-                if now.saturating_duration_since(since) >= backoff {
-                    log::info!("path {p}: trying it again (parked {} s)", backoff.as_secs());
+                    state.parked_since = Some(now);
+                    state.backoff = Some(backoff);
+                } else if state.parked_since.is_some() && !parked[p] {
+                    log::info!("path {p}: trying it again");
                     state.parked_since = None;
-                    state.retrying = true;
                 }
             }
         }
-        if next.iter().all(|s| s.parked_since.is_some()) {
-            // No path left: the resume needs them all, as with one path.
-            for state in &mut next {
-                if state.parked_since.take().is_some() {
-                    state.retrying = true;
-                }
-            }
-        }
-        for (old, new) in self.paths.iter().zip(&next) {
-            if old.parked_since.is_none() && new.parked_since.is_some() {
-                self.events.lost += 1;
-            }
-        }
-        self.paths = next;
         for lane in 0..self.parked.len() {
             self.parked[lane] = self.paths[self.path_of(lane)].parked_since.is_some();
         }
@@ -138,13 +149,29 @@ impl Parking {
         }
     }
 
-    /// The data path connected: a path tried again whose lanes are in use is rebuilt.
-    pub(crate) fn on_connected(&mut self) {
+    /// The data path connected at `now`: counts the paths it leaves out or takes back, and
+    /// starts the backoff of those this end parked.
+    pub(crate) fn on_connected(&mut self, now: Instant) {
         for p in 0..self.paths.len() {
-            let in_use = (0..self.parked.len()).any(|l| self.path_of(l) == p && !self.parked[l]);
-            if std::mem::take(&mut self.paths[p].retrying) && in_use {
-                log::info!("path {p} is back: the session uses it again");
-                self.events.rebuilt += 1;
+            let mut lanes = (0..self.parked.len()).filter(|&l| self.path_of(l) == p);
+            let out = lanes.all(|l| self.parked[l]);
+            let state = &mut self.paths[p];
+            match (state.out_when_connected, out) {
+                (false, true) => {
+                    self.events.lost += 1;
+                    if state.parked_since.is_none() {
+                        log::warn!("path {p}: the peer left it out of the resumed data path");
+                    }
+                }
+                (true, false) => {
+                    self.events.rebuilt += 1;
+                    log::info!("path {p} is back: the session uses it again");
+                }
+                _ => {}
+            }
+            state.out_when_connected = out;
+            if state.parked_since.is_some() {
+                state.parked_since = Some(now);
             }
         }
     }
@@ -164,7 +191,7 @@ mod tests {
     }
 
     /// Four lanes over two paths: a failure on lane 1 parks path 1 (lanes 1 and 3) at the next
-    /// reset, and only then; it is counted lost once.
+    /// reset, and only then; it is counted lost once, when the data path connects.
     #[test]
     fn a_failed_lane_parks_its_path_at_the_next_reset() {
         let t0 = Instant::now();
@@ -176,27 +203,43 @@ mod tests {
         assert_eq!(p.in_use().collect::<Vec<_>>(), [0, 2]);
         assert_eq!(
             p.take_events(),
+            PathEvents::default(),
+            "not before it connects"
+        );
+        p.on_connected(t0);
+        assert_eq!(
+            p.take_events(),
             PathEvents {
                 lost: 1,
                 rebuilt: 0
             }
         );
         p.on_reset(t0 + Duration::from_millis(10));
+        p.on_connected(t0 + Duration::from_millis(10));
         assert_eq!(parked(&p), [false, true, false, true], "within its backoff");
         assert_eq!(p.take_events(), PathEvents::default());
     }
 
-    /// After its backoff the path is tried again, and counts as rebuilt once connected; a new
-    /// failure parks it for twice as long, up to the maximum.
+    /// After its backoff (from when the data path without it connected) the path is tried
+    /// again, and counts as rebuilt once connected; a new failure parks it for twice as long,
+    /// up to the maximum.
     #[test]
     fn a_parked_path_is_tried_again_after_a_backoff_that_doubles() {
         let t0 = Instant::now();
         let mut p = Parking::new(2, 2);
         p.lane_failed(1);
         p.on_reset(t0);
+        let connected = t0 + Duration::from_millis(500);
+        p.on_connected(connected);
         p.on_reset(t0 + FIRST_BACKOFF);
+        assert_eq!(
+            parked(&p),
+            [false, true],
+            "the backoff runs from the connect"
+        );
+        p.on_reset(connected + FIRST_BACKOFF);
         assert_eq!(parked(&p), [false, false]);
-        p.on_connected();
+        p.on_connected(connected + FIRST_BACKOFF);
         assert_eq!(
             p.take_events(),
             PathEvents {
@@ -207,6 +250,7 @@ mod tests {
         p.lane_failed(1);
         let t1 = t0 + Duration::from_secs(5);
         p.on_reset(t1);
+        p.on_connected(t1);
         p.on_reset(t1 + FIRST_BACKOFF);
         assert_eq!(
             parked(&p),
@@ -222,42 +266,54 @@ mod tests {
         assert_eq!(p.paths[1].backoff, Some(MAX_BACKOFF));
     }
 
-    /// Paths are never all parked; with one path nothing ever is.
+    /// Paths are never all parked, and then nothing about them changes; with one path nothing
+    /// ever is, and nothing is counted.
     #[test]
-    fn the_last_path_is_never_parked() {
+    fn the_last_path_is_never_parked_and_nothing_is_counted_then() {
         let t0 = Instant::now();
         let mut one = Parking::new(4, 1);
         one.lane_failed(2);
         one.on_reset(t0);
+        one.on_connected(t0);
         assert_eq!(parked(&one), [false; 4]);
         assert_eq!(one.take_events(), PathEvents::default());
+        assert_eq!(one.paths[0].backoff, None);
         let mut two = Parking::new(2, 2);
         two.lane_failed(0);
         two.lane_failed(1);
         two.on_reset(t0);
+        two.on_connected(t0);
         assert_eq!(parked(&two), [false, false]);
+        assert_eq!(two.take_events(), PathEvents::default());
         two.lane_failed(1);
         two.on_reset(t0);
+        two.on_connected(t0);
         assert_eq!(parked(&two), [false, true]);
         two.lane_failed(0);
         two.on_reset(t0);
+        two.on_connected(t0);
         assert_eq!(parked(&two), [false, false], "both failed: both tried");
+        assert_eq!(
+            two.take_events(),
+            PathEvents {
+                lost: 1,
+                rebuilt: 1
+            }
+        );
+        assert_eq!(two.paths[0].backoff, None, "path 0 was never parked");
     }
 
-    /// What the peer parked is parked here too, for this data path only; a path tried again
-    /// that the peer still parks is not rebuilt.
+    /// What the peer parked is parked here too, for this data path only, and counted here as
+    /// well (a receiver sees its sender's failures only so).
     #[test]
-    fn the_peers_parked_lanes_join_ours() {
+    fn the_peers_parked_lanes_join_ours_and_count() {
         let t0 = Instant::now();
         let mut p = Parking::new(4, 2);
-        p.peer_parked(3);
-        assert_eq!(parked(&p), [false, false, false, true]);
-        p.lane_failed(1);
         p.on_reset(t0);
-        p.on_reset(t0 + FIRST_BACKOFF);
         p.peer_parked(1);
         p.peer_parked(3);
-        p.on_connected();
+        assert_eq!(parked(&p), [false, true, false, true]);
+        p.on_connected(t0);
         assert_eq!(
             p.take_events(),
             PathEvents {
@@ -265,11 +321,19 @@ mod tests {
                 rebuilt: 0
             }
         );
-        p.on_reset(t0 + FIRST_BACKOFF * 2);
+        p.on_reset(t0);
         assert_eq!(
             parked(&p),
             [false; 4],
             "the peer's parking lasts one data path"
+        );
+        p.on_connected(t0);
+        assert_eq!(
+            p.take_events(),
+            PathEvents {
+                lost: 0,
+                rebuilt: 1
+            }
         );
     }
 }

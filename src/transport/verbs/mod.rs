@@ -623,15 +623,17 @@ impl<R: VerbsRole> DataPath for VerbsTransport<R> {
     }
 }
 
-/// Creates the RC queue pair on `pd`, both directions on `cq`, `depth` work requests each way,
-/// with inline data where the provider grants it (else without).
+/// Creates the RC queue pair on `pd`, both directions on `cq`, `depth` work requests each way
+/// and one more on the send queue for a sender's flush (the window's sends may fill the rest:
+/// [`crate::transport::signaling`]), with inline data where the provider grants it (else
+/// without).
 fn create_qp(pd: &ProtectionDomain, cq: &CompletionQueue, depth: u32) -> Result<QueuePair> {
     let create = |max_inline_data: u32| {
         pd.create_qp(QpInit {
             send_cq: cq,
             recv_cq: cq,
             cap: ibv_qp_cap {
-                max_send_wr: depth,
+                max_send_wr: depth.saturating_add(1),
                 max_recv_wr: depth,
                 max_send_sge: 1,
                 max_recv_sge: 1,
