@@ -2,7 +2,8 @@
 # Compares `rdma-container bench --transport tcp` with the reference tools on loopback, in one
 # run, and prints a ratio table (ours / reference):
 #   64 KiB bandwidth   bench bw  vs iperf3 (same bytes, same 64 KiB writes)
-#   64 KiB, 4 conns    bench bw --qps 4 vs iperf3 -P 4, and ours --qps 4 vs --qps 1
+#   64 KiB, 4 conns    bench bw --qps 4 vs iperf3 -P 4, and ours --qps 4 vs --qps 1, and
+#                      --qps 4 over two paths (--paths 127.0.0.2, both on lo) vs one
 #   64 B message rate  bench bw  vs sockperf throughput --tcp (same message size and duration;
 #                      both with Nagle on: sockperf's throughput default, our data connection's)
 #   14 B latency       bench lat vs sockperf ping-pong --tcp (average one-way latency; 14 B is
@@ -159,6 +160,14 @@ ref_bw4=$("${client_pin[@]}" iperf3 -c 127.0.0.1 -p "$port" -l 65536 -P 4 -n $((
 	jq -r '.end.sum_received.bits_per_second / 8 / 1048576' 2>/dev/null || true)
 row "64 KiB, 4 conns (bench --qps 4 vs iperf3 -P 4)" "MiB/s" "$ours_bw4" "$ref_bw4" higher
 row "64 KiB bandwidth, bench --qps 4 vs --qps 1" "MiB/s" "$ours_bw4" "$ours_bw" higher
+# The same four over two paths (--paths 127.0.0.2: both on lo here) against one path: what
+# paths cost (loopback has one device, so it cannot show what a second NIC gives).
+next_port
+bench_server
+ours_paths=$("${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
+	-s 65536 -n "$iters" --credits "$credits" --qps 4 --paths 127.0.0.2 --json 2>"$work/c-paths.log" |
+	jq -r '.results[0].bw_average' 2>/dev/null || true)
+row "64 KiB, --qps 4 over 2 paths vs 1 path (loopback)" "MiB/s" "$ours_paths" "$ours_bw4" higher
 
 # --- 64 KiB: the sender's copy (send) against none (send_in_place), back to back ------------------
 # bench --in-place produces each message in its staging slot (every byte written once) where send
