@@ -650,14 +650,17 @@ check_peer_lost() {
 # ---------------------------------------------------------------------------------------------
 LINK_DOWN_SECS=4
 
-# How a resume check breaks its session once the stream runs.
-break_link() {
-	echo "taking vB (under $RXE_B) down for ${LINK_DOWN_SECS}s"
-	ip -n "$NS_B" link set vB down
+# Takes NETDEV of the server's namespace (under RXE) down for LINK_DOWN_SECS, then up.
+flap_link() { # netdev rxe
+	echo "taking $1 (under $2) down for ${LINK_DOWN_SECS}s"
+	ip -n "$NS_B" link set "$1" down
 	sleep "$LINK_DOWN_SECS"
-	ip -n "$NS_B" link set vB up
+	ip -n "$NS_B" link set "$1" up
 	return 0
 }
+
+# How a resume check breaks its session once the stream runs.
+break_link() { flap_link vB "$RXE_B"; }
 break_control() {
 	echo "killing the client's control connection to $IP_B:$PORT (ss -K in $NS_A)"
 	ip netns exec "$NS_A" ss -K -tn dst "$IP_B" dport = ":$PORT" | sed 's/^/  | /'
@@ -860,13 +863,7 @@ break_second_path_for_good() {
 	return 0
 }
 
-break_second_path() {
-	echo "taking vB2 (the second path, under $SECOND_RXE_B) down for ${LINK_DOWN_SECS}s"
-	ip -n "$NS_B" link set vB2 down
-	sleep "$LINK_DOWN_SECS"
-	ip -n "$NS_B" link set vB2 up
-	return 0
-}
+break_second_path() { flap_link vB2 "$SECOND_RXE_B"; }
 
 # One --paths session from the client's namespace to the server's: NAME, the server's second
 # address, the rxe device the server's second path must name, then the client's arguments.

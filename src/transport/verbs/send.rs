@@ -32,9 +32,8 @@ pub(crate) type VerbsSender = VerbsTransport<SenderState>;
 #[derive(Debug)]
 pub(crate) struct SenderState {
     /// Data sends posted and not yet known complete, and which to signal.
+    /// (It also knows whether a flushing RDMA write is posted and has not completed.)
     data_sends: SendSignaling,
-    /// A flushing RDMA write is posted and has not completed.
-    flush_posted: bool,
 }
 
 impl VerbsRole for SenderState {
@@ -43,7 +42,6 @@ impl VerbsRole for SenderState {
     fn new(slots: usize) -> Self {
         Self {
             data_sends: SendSignaling::new(slots, SendSignaling::default_interval(slots)),
-            flush_posted: false,
         }
     }
 
@@ -55,7 +53,6 @@ impl VerbsRole for SenderState {
 
     #[inline]
     fn flush_completed(&mut self, retired: impl FnMut(u64)) {
-        self.flush_posted = false;
         self.data_sends.on_flush_completion(retired);
     }
 
@@ -71,7 +68,6 @@ impl VerbsRole for SenderState {
 
     fn closed(&mut self) {
         self.data_sends.clear();
-        self.flush_posted = false;
     }
 
     fn reset_for_resume(
@@ -84,7 +80,6 @@ impl VerbsRole for SenderState {
         // posted again by `connect`.
         // Last, once nothing can fail: the sends go back to the caller exactly once.
         reclaim_sends(&mut core.pending, &mut self.data_sends, reclaimed);
-        self.flush_posted = false;
         Ok(())
     }
 }
@@ -127,7 +122,8 @@ impl SendPath for VerbsSender {
     }
 
     fn flush_sends(&mut self) -> Result<()> {
-        if self.role.flush_posted || !self.role.data_sends.needs_flush() {
+        // Not while one is on its way: `needs_flush` says no then.
+        if !self.role.data_sends.needs_flush() {
             return Ok(());
         }
         // The send queue keeps an entry beyond the window for it (`create_qp`).
@@ -140,7 +136,6 @@ impl SendPath for VerbsSender {
         );
         self.core.post_send_list("ibv_post_send(flush)")?;
         self.role.data_sends.on_flush_post();
-        self.role.flush_posted = true;
         Ok(())
     }
 
