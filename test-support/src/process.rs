@@ -65,6 +65,23 @@ pub fn long() -> Duration {
 
 const POLL: Duration = Duration::from_millis(20);
 
+/// Spawns `cmd`, trying again while exec fails with ETXTBSY. A test that writes a script and
+/// runs it races every other test thread's fork: a child forked while the script's write
+/// descriptor was open holds it until that child execs, and exec of a file open for writing
+/// fails. The window is a fork's length, so a few tries a few milliseconds apart close it.
+fn spawn_past_text_busy(cmd: &mut Command) -> std::io::Result<Child> {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ETXTBSY as i32) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A running child whose stdout and stderr are collected by two threads.
 /// Dropping it kills the child if it is still running.
 pub struct Proc {
@@ -88,7 +105,7 @@ impl Proc {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn()?;
+        let mut child = spawn_past_text_busy(&mut cmd)?;
         let stdout = Arc::new(Mutex::new(Captured::default()));
         let stderr = Arc::new(Mutex::new(Captured::default()));
         let readers = vec![
