@@ -21,7 +21,7 @@ use crate::session_core::lifecycle::{Lifecycle, Trigger};
 use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
 use crate::session_core::resume::ReceiverPosition;
 use crate::session_core::FINISH_GRACE;
-use crate::time::Stamp;
+use crate::time::{earliest, Stamp};
 use crate::transport::StagingSlot;
 use crate::transport::{Arrived, RecvPath};
 use crate::{Error, Result};
@@ -273,7 +273,7 @@ impl RdmaSrc {
             let trigger = match self.next_message(patience) {
                 Ok(Flow::Done(delivered)) => return Ok(Some(delivered)),
                 Ok(Flow::NotReady) => return Ok(None),
-                Ok(Flow::ResumeAttempt) => Trigger::AttemptArrived,
+                Ok(Flow::Resume(planned)) => planned.into(),
                 Err(e) => Trigger::Failed(e),
             };
             self.resume_after(trigger)?;
@@ -406,6 +406,11 @@ impl RdmaSrc {
                 RecvStep::End => return Ok(Flow::Done(false)),
                 RecvStep::Wait => {}
             }
+            // Only with nothing to deliver, as a resume attempt is taken (from a pause).
+            let streaming = self.core.streaming();
+            if let Some(planned) = streaming.then(|| self.session.paths_retry_due()).flatten() {
+                return Ok(Flow::Resume(planned));
+            }
             // The released slot goes back to the transport before we look for more.
             self.run_actions()?;
             if !polled {
@@ -437,13 +442,14 @@ impl RdmaSrc {
                 data: !self.core.data_closed(),
                 stop: StopFlag::Honoured,
             };
-            let until = self.core.poll_timeout();
+            let retry_paths_at = streaming.then(|| self.session.paths_retry_at()).flatten();
+            let until = earliest(self.core.poll_timeout(), retry_paths_at);
             match self
                 .session
                 .pause(patience, &mut self.readiness, now, until, watch)?
             {
                 Paused::Ready { control } => self.control_readable = control,
-                Paused::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+                Paused::Resume(planned) => return Ok(Flow::Resume(planned)),
                 Paused::NotReady => return Ok(Flow::NotReady),
             }
             // What arrives after the wait is stamped with this reading (re-stamped before the

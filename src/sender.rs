@@ -21,7 +21,7 @@ use crate::session::{Flow, Patience, Paused, StopFlag, Watch};
 use crate::session::{Session, SessionInfo};
 use crate::session_core::lifecycle::Trigger;
 use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
-use crate::time::Stamp;
+use crate::time::{earliest, Stamp};
 use crate::transport::{SendEvent, SendPath, StagingSlot};
 use crate::{Error, Result};
 
@@ -204,8 +204,8 @@ impl RdmaSink {
             match self.push_output(Patience::Never) {
                 Ok(Flow::Done(())) => break Ok(true),
                 Ok(Flow::NotReady) => break Ok(false),
-                Ok(Flow::ResumeAttempt) => {
-                    if let Err(e) = self.resume_or(Trigger::AttemptArrived) {
+                Ok(Flow::Resume(planned)) => {
+                    if let Err(e) = self.resume_or(planned.into()) {
                         break Err(e);
                     }
                 }
@@ -290,7 +290,7 @@ impl RdmaSink {
             match taken {
                 Ok(Flow::Done(taken)) => break taken,
                 Ok(Flow::NotReady) => return Ok(None),
-                Ok(Flow::ResumeAttempt) => self.resume_or(Trigger::AttemptArrived)?,
+                Ok(Flow::Resume(planned)) => self.resume_or(planned.into())?,
                 Err(e) => self.resume_or(Trigger::Failed(e))?,
             }
         };
@@ -319,7 +319,7 @@ impl RdmaSink {
             match self.push_output(patience) {
                 // Not ready: the rest is handed on by later calls (`try_flush`).
                 Ok(Flow::Done(()) | Flow::NotReady) => return Ok(Some(())),
-                Ok(Flow::ResumeAttempt) => self.resume_or(Trigger::AttemptArrived)?,
+                Ok(Flow::Resume(planned)) => self.resume_or(planned.into())?,
                 Err(e) => self.resume_or(Trigger::Failed(e))?,
             }
         }
@@ -372,6 +372,9 @@ impl RdmaSink {
     ) -> Result<Flow<(u64, StagingSlot)>> {
         let mut busy = BusyPoll::new(self.session.config.busy_poll);
         loop {
+            if let Some(planned) = self.session.paths_retry_due() {
+                return Ok(Flow::Resume(planned));
+            }
             if let Some(taken) = self.core.try_take()? {
                 return Ok(Flow::Done(taken));
             }
@@ -392,9 +395,10 @@ impl RdmaSink {
             let now = self.now_for_wait();
             stalled_since.get_or_insert(now);
             self.core.handle_timeout(now)?;
-            match self.wait(patience, now, StopFlag::Honoured)? {
+            let until = earliest(self.core.poll_timeout(), self.session.paths_retry_at());
+            match self.wait(patience, now, until, StopFlag::Honoured)? {
                 Flow::Done(()) => {}
-                Flow::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+                Flow::Resume(planned) => return Ok(Flow::Resume(planned)),
                 Flow::NotReady => return Ok(Flow::NotReady),
             }
         }
@@ -436,7 +440,7 @@ impl RdmaSink {
                 data: true,
                 stop: StopFlag::Ignored,
             };
-            if let flow @ (Flow::ResumeAttempt | Flow::NotReady) =
+            if let flow @ (Flow::Resume(_) | Flow::NotReady) =
                 self.pause(patience, now, until, watch)?
             {
                 return Ok(flow);
@@ -463,7 +467,7 @@ impl RdmaSink {
                     self.control_readable = control;
                     Flow::Done(())
                 }
-                Paused::ResumeAttempt => Flow::ResumeAttempt,
+                Paused::Resume(planned) => Flow::Resume(planned),
                 Paused::NotReady => Flow::NotReady,
             },
         )
@@ -481,9 +485,15 @@ impl RdmaSink {
     }
 
     /// Sleeps (or arms the readiness descriptor, as `patience` says) until the transport or
-    /// the control channel may have news, or the core's next deadline (`stop`: whether the
-    /// stop flag interrupts).
-    fn wait(&mut self, patience: Patience, now: Instant, stop: StopFlag) -> Result<Flow<()>> {
+    /// the control channel may have news, or `until` (the core's next deadline, or a path's
+    /// retry) (`stop`: whether the stop flag interrupts).
+    fn wait(
+        &mut self,
+        patience: Patience,
+        now: Instant,
+        until: Option<Instant>,
+        stop: StopFlag,
+    ) -> Result<Flow<()>> {
         // Lingering after Finish, the data path may be closed: only the control channel matters.
         // (Resumable, a break of the data path while Finish waits must still be seen.)
         let watch = Watch {
@@ -491,8 +501,7 @@ impl RdmaSink {
             data: !self.core.is_lingering() || self.session.resumes(),
             stop,
         };
-        let until = self.core.poll_timeout();
-        if let flow @ (Flow::ResumeAttempt | Flow::NotReady) =
+        if let flow @ (Flow::Resume(_) | Flow::NotReady) =
             self.pause(patience, now, until, watch)?
         {
             return Ok(flow);
@@ -577,7 +586,7 @@ impl RdmaSink {
             let trigger = match self.finish_inner(patience) {
                 Ok(Flow::Done(count)) => break Ok(Some(count)),
                 Ok(Flow::NotReady) => break Ok(None),
-                Ok(Flow::ResumeAttempt) => Trigger::AttemptArrived,
+                Ok(Flow::Resume(planned)) => planned.into(),
                 Err(e) => Trigger::Failed(e),
             };
             if let Err(e) = self.resume_or(trigger) {
@@ -619,9 +628,10 @@ impl RdmaSink {
             let now = self.now_for_wait();
             self.core.handle_timeout(now)?;
             if self.core.finish_step()? != FinishStep::Done {
-                match self.wait(patience, now, StopFlag::Ignored)? {
+                let until = self.core.poll_timeout();
+                match self.wait(patience, now, until, StopFlag::Ignored)? {
                     Flow::Done(()) => {}
-                    Flow::ResumeAttempt => return Ok(Flow::ResumeAttempt),
+                    Flow::Resume(planned) => return Ok(Flow::Resume(planned)),
                     Flow::NotReady => return Ok(Flow::NotReady),
                 }
             }

@@ -612,38 +612,41 @@ fn parse(addr: &str) -> [u8; 4] {
         .octets()
 }
 
-/// `--paths`, a path lost for good: mid-stream the second veth pair goes down and the client's
-/// data connections on it are killed (`ss -K`). The session resumes without that path (its
-/// queue pairs parked) and delivers every message once, in order, over the first, while the
-/// second stays down: the client's JSON counts one path lost, and the server never waited for
-/// the dead path (which a resume that needed it would, until its timeout).
-#[test]
-fn a_session_over_two_paths_goes_on_over_one_when_the_other_is_lost_for_good() {
+/// A tcp session over two paths between two new namespaces (tag `tag`), `count` messages on
+/// `qps` data connections, broken after 20,000 arrived: the second veth pair goes down on the
+/// server's side and the client's data connections on it are killed (`ss -K`). `None` where
+/// the test cannot run (another transport, or no network namespaces: said). Returns the
+/// namespaces, the second veth's name on the server's side, the server and the client.
+fn two_path_session_losing_the_second(
+    tag: &str,
+    count: u64,
+    qps: &str,
+    vm_check: &str,
+) -> Option<(Net, String, Proc, Proc)> {
     let kind = std::env::var("RDMA_TEST_TRANSPORT").unwrap_or_default();
     if !matches!(kind.as_str(), "" | "auto" | "tcp") {
         skip_unless_strict_allows(
             Allowed::OtherTransport,
-            "this test breaks tcp data connections (verbs: the soft-RoCE VM's paths_lost check)",
+            &format!("this test breaks tcp data connections (verbs: the soft-RoCE VM's {vm_check} check)"),
         );
-        return;
+        return None;
     }
-    let Some(net) = make_net("l") else { return };
+    let net = make_net(tag)?;
     let (b1, _b2, vb1, _vb2) = second_path(&net);
-    const COUNT: u64 = 200_000;
     let listen = format!("{}:{PORT}", net.addr1);
     let common = ["--transport", "tcp", "--resume-timeout", "10"];
     let mut server_args = vec!["--server", listen.as_str(), "--once"];
     server_args.extend(common);
     let mut server = in_netns("server", &net.ns1, &server_args);
     server.wait_for_stderr("listening on", SHORT);
-    let count = COUNT.to_string();
+    let count = count.to_string();
     let mut client_args = vec![
         "--client",
         listen.as_str(),
         "--paths",
         b1.as_str(),
         "--qps",
-        "4",
+        qps,
         "--count",
         &count,
         "--json",
@@ -651,14 +654,29 @@ fn a_session_over_two_paths_goes_on_over_one_when_the_other_is_lost_for_good() {
         "10",
     ];
     client_args.extend(common);
-    let mut client = in_netns("client", &net.ns2, &client_args);
+    let client = in_netns("client", &net.ns2, &client_args);
     server.wait_for_stdout_lines(20_000, LONG);
     ip_ok(&["-n", &net.ns1, "link", "set", &vb1, "down"]);
     let mut ss = Command::new("ip");
     ss.args(["netns", "exec", &net.ns2, "ss", "-K", "-tn", "dst", &b1]);
     let mut killed = Proc::spawn("ss -K", ss);
     assert_eq!(killed.wait_code(SHORT), 0, "{}", killed.report());
+    Some((net, vb1, server, client))
+}
 
+/// `--paths`, a path lost for good: mid-stream the second veth pair goes down and the client's
+/// data connections on it are killed (`ss -K`). The session resumes without that path (its
+/// queue pairs parked) and delivers every message once, in order, over the first, while the
+/// second stays down: the client's JSON counts one path lost, and the server never waited for
+/// the dead path (which a resume that needed it would, until its timeout).
+#[test]
+fn a_session_over_two_paths_goes_on_over_one_when_the_other_is_lost_for_good() {
+    const COUNT: u64 = 200_000;
+    let Some((_net, _vb1, mut server, mut client)) =
+        two_path_session_losing_the_second("l", COUNT, "4", "paths_lost")
+    else {
+        return;
+    };
     assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
     assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
     if let Err(e) = check_counting(&server.stdout(), COUNT) {
@@ -670,6 +688,45 @@ fn a_session_over_two_paths_goes_on_over_one_when_the_other_is_lost_for_good() {
     assert_eq!(result["paths_lost"], 1, "{result}\n{}", client.report());
     assert!(
         log.contains("path 1 failed: the session goes on over the other path(s) without it"),
+        "{}",
+        client.report()
+    );
+}
+
+/// `--paths`, a path lost and back: mid-stream the second veth pair goes down and the
+/// client's data connections on it are killed. The session resumes without that path; while
+/// the link stays down the client's probe of it gets no answer, so it does not resume into a
+/// dead path; once the link is up again the probe is answered, the client resumes, and the
+/// path carries messages again. Every message arrives once, in order, and the client's JSON
+/// counts the path lost once and rebuilt once.
+#[test]
+fn a_path_lost_mid_stream_is_used_again_once_it_comes_back() {
+    const COUNT: u64 = 400_000;
+    let Some((net, vb1, mut server, mut client)) =
+        two_path_session_losing_the_second("b", COUNT, "2", "paths_back")
+    else {
+        return;
+    };
+    client.wait_for_stderr("path 1 failed", SHORT);
+    client.wait_for_stderr("path 1: no answer on it yet", SHORT);
+    ip_ok(&["-n", &net.ns1, "link", "set", &vb1, "up"]);
+    client.wait_for_stderr("path 1 is back", LONG);
+
+    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
+    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
+    if let Err(e) = check_counting(&server.stdout(), COUNT) {
+        panic!("server stdout: {e}\n{}", server.report());
+    }
+    let log = client.stderr();
+    let result = json_result(&log, &client);
+    assert_eq!(result["paths_lost"], 1, "{result}\n{}", client.report());
+    assert_eq!(result["paths_rebuilt"], 1, "{result}\n{}", client.report());
+    assert_eq!(
+        result["resumes"], 2,
+        "one for the break, one to bring the path back: {result}"
+    );
+    assert!(
+        log.contains("path 1 answers again: resuming to bring it back"),
         "{}",
         client.report()
     );

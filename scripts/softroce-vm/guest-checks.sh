@@ -46,7 +46,7 @@ declare -gA CHECK_RESULTS=(
 	[rnr]="rnr_strict"
 	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule suite_event_loop suite_tokio"
 	[transport]="transport_verbs"
-	[paths]="paths_both_ways paths_flap paths_lost paths_lost_said"
+	[paths]="paths_both_ways paths_flap paths_back_stream paths_back paths_lost paths_lost_said"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -823,6 +823,12 @@ check_link_flap() {
 #   paths_flap       vB2 (the second path only) goes down for 4 s mid-stream under four queue
 #                    pairs over both paths, then up: every message once, in order, the session
 #                    never ended (it resumed)
+#   paths_back       as paths_flap with one queue pair per path, paced (the test build: 2 ms a
+#                    message) so that the stream outlives the flap: while vB2 is down the
+#                    client's probe of the path gets no answer (it does not resume into a dead
+#                    path); once it is up the probe is answered and the client resumes to take
+#                    the path back: every message once, in order, and the client's summary
+#                    counts the path left out once and taken back once
 #   paths_lost       vB2 goes down mid-stream and stays down, under one queue pair per path (the
 #                    default): the session resumes without the second path (its queue pair
 #                    parked) and delivers every message once, in order, over the first (a
@@ -929,6 +935,25 @@ check_paths() {
 	RESUME_RETRIES=2
 	resume_check paths_flap break_second_path 2000 /tmp/expected.10k \
 		--paths "$SECOND_IP_B" --qps 4 --credits 8 --ack-timeout 14 --retry-count 1
+	local hooks=/usr/local/bin/rdma-container-test-hooks
+	if [ -x "$hooks" ]; then
+		local BIN=$hooks
+		RESUME_CLIENT_ENV=(RDMA_CONTAINER_TEST_SEND_PACE_US=2000) RESUME_RETRIES=2
+		resume_check paths_back_stream break_second_path 1000 /tmp/expected.10k \
+			--paths "$SECOND_IP_B" --credits 8 --ack-timeout 14 --retry-count 1
+		RESUME_CLIENT_ENV=()
+		if [ "${REPORTED[paths_back_stream]:-}" != PASS ]; then
+			result paths_back FAIL "the stream failed (paths_back_stream)"
+		elif grep -q "path 1: no answer on it yet" "$CLIENT_ERR" && grep -q "path 1 is back" "$CLIENT_ERR" &&
+			grep -q "1 path(s) left out after a failure, 1 taken back" "$CLIENT_ERR"; then
+			result paths_back PASS "$(grep -m 1 -o 'path 1: no answer[^;]*' "$CLIENT_ERR"); $(grep -m 1 -o 'path 1 answers again[^;]*' "$CLIENT_ERR")"
+		else
+			result paths_back FAIL "the client's log does not say that path 1 was asked while down, answered once up, and taken back: $(grep -h 'path 1' "$CLIENT_ERR" | head -n 4)"
+		fi
+	else
+		result paths_back_stream FAIL "no test-hooks build in the guest (scripts/softroce-vm.sh --test-binary)"
+		result paths_back FAIL "no test-hooks build in the guest (scripts/softroce-vm.sh --test-binary)"
+	fi
 	# --qps as --paths gives it (one per path): once the second path is out, one queue pair
 	# carries the whole window (its flush has an entry of its own).
 	RESUME_RETRIES=0

@@ -37,7 +37,7 @@ declare -A REPORTED=()
 result() { # name status [detail...]
 	local name=$1 status=$2
 	shift 2
-	REPORTED[$name]=1
+	REPORTED[$name]=$status
 	echo "SOFTROCE-TEST $name $status${*:+ $*}"
 	case "$status" in
 	PASS) PASSED=$((PASSED + 1)) ;;

@@ -8,6 +8,7 @@
 mod choice;
 mod connect;
 pub(crate) mod handshake;
+mod path_probe;
 pub(crate) mod readiness;
 pub(crate) mod resume;
 mod route_paths;
@@ -21,6 +22,7 @@ use crate::net::wait::{wait_any, Interest};
 use crate::net::{ControlChannel, Received};
 use crate::proto::{Checksum, Hello, Role, TransportKind};
 use crate::roce::DeviceChoice;
+use crate::session_core::lifecycle::Planned;
 use crate::session_core::Explanation;
 use crate::transport::RolePath;
 use crate::{Error, Result};
@@ -297,7 +299,7 @@ impl<P: RolePath + ?Sized> Session<P> {
     /// clock read is a system call on some machines: a wait costs one, not two). A descriptor
     /// at end of file must not be watched (it is always readable): callers leave it out.
     /// Returns [`Error::Interrupted`] when the stop flag is set and `watch.stop` honours it,
-    /// and [`Woke::ResumeAttempt`] (an event, not an error) when a client's resume attempt
+    /// and [`Woke::Resume`] (an event, not an error) when a client's resume attempt
     /// waits for this server session.
     pub(crate) fn wait(
         &mut self,
@@ -309,7 +311,7 @@ impl<P: RolePath + ?Sized> Session<P> {
             return Err(Error::Interrupted);
         }
         if resume::poll_attempt(&mut self.resume) {
-            return Ok(Woke::ResumeAttempt);
+            return Ok(Woke::Resume(Planned::AttemptArrived));
         }
         let slice = match until {
             Some(t) => t.saturating_duration_since(now).min(WAIT_SLICE),
@@ -357,6 +359,59 @@ impl<P: RolePath + ?Sized> Session<P> {
 }
 
 impl<P: RolePath + ?Sized> Session<P> {
+    /// A client that resumes, whose data path left a path out (`--paths`): when the lifecycle
+    /// resumes to try it again (its rule 8). The drivers ask while the stream runs, never
+    /// while it finishes (the peer may be gone by then).
+    /// While a probe asks whether the paths are back ([`path_probe`]), when to look at it.
+    pub(crate) fn paths_retry_at(&self) -> Option<Instant> {
+        let resumption = self.resume.as_ref().filter(|r| !r.is_server())?;
+        match resumption.probe() {
+            Some(probe) => Some(probe.poll_at()),
+            None => self.transport.retry_paths_at(),
+        }
+    }
+
+    /// Whether [`Session::paths_retry_at`] has come and a path left out answered its probe:
+    /// the resume that brings it back. A due retry starts the probe; one that stays silent
+    /// postpones the retry. The clock is read only when a path is left out.
+    pub(crate) fn paths_retry_due(&mut self) -> Option<Planned> {
+        let at = self.paths_retry_at()?;
+        let now = Instant::now();
+        if now < at {
+            return None;
+        }
+        let (server, probe) = self.resume.as_mut()?.client_probe()?;
+        let mut under_way = match probe.take() {
+            Some(under_way) => under_way,
+            None => {
+                let info = &self.info;
+                let ends = |p: usize| match p {
+                    0 => Some(&info.path),
+                    p => info.extra_paths.get(p - 1).map(|e| &e.path),
+                };
+                let paths = self.transport.paths_left_out();
+                let asked = paths
+                    .into_iter()
+                    .filter_map(|p| ends(p).map(|e| (p, e.source, e.peer)));
+                path_probe::Probe::start(asked, server.port(), now)
+            }
+        };
+        match under_way.poll(now) {
+            path_probe::ProbeVerdict::Pending => {
+                *probe = Some(under_way);
+                None
+            }
+            path_probe::ProbeVerdict::Answered { path } => {
+                log::info!("path {path} answers again: resuming to bring it back");
+                Some(Planned::RetryPaths)
+            }
+            path_probe::ProbeVerdict::Silent => {
+                self.transport.postpone_path_retry(now);
+                None
+            }
+        }
+    }
+
     /// Instead of sleeping (a call that may not wait): arms `readiness` to watch what `watch`
     /// names, with its timer at `until` (the core's next deadline; for a server session that
     /// can resume, at most [`RESUME_TICK`] away, as a resume attempt has no descriptor). The
@@ -373,7 +428,7 @@ impl<P: RolePath + ?Sized> Session<P> {
         watch: Watch,
     ) -> Result<Armed> {
         if resume::poll_attempt(&mut self.resume) {
-            return Ok(Armed::ResumeAttempt);
+            return Ok(Armed::Resume(Planned::AttemptArrived));
         }
         if until.is_some_and(|t| t <= now) {
             return Ok(Armed::PollAgain);
@@ -430,7 +485,7 @@ impl<P: RolePath + ?Sized> Session<P> {
         match patience.pause(now, core_until) {
             Pause::Sleep(until) => Ok(match self.wait(now, until, watch)? {
                 Woke::Ready { control } => Paused::Ready { control },
-                Woke::ResumeAttempt => Paused::ResumeAttempt,
+                Woke::Resume(planned) => Paused::Resume(planned),
             }),
             Pause::GiveUp => Ok(Paused::NotReady),
             Pause::Arm => Ok(
@@ -440,7 +495,7 @@ impl<P: RolePath + ?Sized> Session<P> {
                         Paused::NotReady
                     }
                     Armed::PollAgain => Paused::Ready { control: true },
-                    Armed::ResumeAttempt => Paused::ResumeAttempt,
+                    Armed::Resume(planned) => Paused::Resume(planned),
                 },
             ),
         }
@@ -470,8 +525,8 @@ pub(crate) enum Paused {
         /// Whether to read the control channel.
         control: bool,
     },
-    /// A client's resume attempt waits for this server session.
-    ResumeAttempt,
+    /// A resume is due that no failure set going ([`Woke::Resume`]).
+    Resume(Planned),
     /// The caller's patience ran out ([`Flow::NotReady`]).
     NotReady,
 }
@@ -484,7 +539,7 @@ pub(crate) enum Armed {
     /// Something can be done now: poll again instead of returning.
     PollAgain,
     /// A client's resume attempt waits for this server session.
-    ResumeAttempt,
+    Resume(Planned),
 }
 
 /// How long a driver operation may wait for the peer: the blocking call's, a deadline's
@@ -596,7 +651,7 @@ pub(crate) enum Woke {
     },
     /// A client's resume attempt waits for this server session: the driver hands it to the
     /// lifecycle core ([`crate::session_core::lifecycle::Trigger::AttemptArrived`]).
-    ResumeAttempt,
+    Resume(Planned),
 }
 
 /// What a driver operation that waits came to: done, or a resume attempt arrived (an event the
@@ -605,8 +660,10 @@ pub(crate) enum Woke {
 pub(crate) enum Flow<T> {
     /// The operation finished with this.
     Done(T),
-    /// A wait inside it saw [`Woke::ResumeAttempt`].
-    ResumeAttempt,
+    /// A resume is due that no failure set going: a wait inside it saw [`Woke::Resume`], or
+    /// (a client) a path left out is due to be tried again. The driver hands it to the
+    /// lifecycle core as a [`Trigger`](crate::session_core::lifecycle::Trigger).
+    Resume(Planned),
     /// The caller's [`Patience`] ran out before it was done: nothing was taken or delivered
     /// (the public call says [`Patience::gave_up`]).
     NotReady,

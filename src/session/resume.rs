@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connect::{connect_data_path, Connecting};
+use super::path_probe::Probe;
 use super::{sleep_toward, slice_end, Session};
 use crate::auth::fresh_nonce;
 use crate::listener::attempt_queue::Waiting;
@@ -103,7 +104,11 @@ impl ResumeCounters {
 #[derive(Debug)]
 enum Side {
     /// We reconnect to the server.
-    Client { server: SocketAddr },
+    Client {
+        server: SocketAddr,
+        /// Whether a path left out is back, asked before resuming for it.
+        probe: Option<Probe>,
+    },
     /// The listener hands us the client's attempts.
     Server {
         /// In the listener's registry while the session lives; its attempts arrive here.
@@ -161,7 +166,10 @@ impl Resumption {
     pub(crate) fn client(ticket: ResumeTicket, timeout: Duration, server: SocketAddr) -> Self {
         Self {
             ticket,
-            side: Side::Client { server },
+            side: Side::Client {
+                server,
+                probe: None,
+            },
             counters: ResumeCounters::default(),
             life: Lifecycle::new(End::Client, timeout),
         }
@@ -185,6 +193,23 @@ impl Resumption {
                 pending: None,
             },
             counters: ResumeCounters::default(),
+        }
+    }
+
+    /// The client's: the server's bootstrap address and the path probe under way (`None`
+    /// on the server).
+    pub(crate) fn client_probe(&mut self) -> Option<(SocketAddr, &mut Option<Probe>)> {
+        match &mut self.side {
+            Side::Client { server, probe } => Some((*server, probe)),
+            Side::Server { .. } => None,
+        }
+    }
+
+    /// The client's path probe under way.
+    pub(crate) fn probe(&self) -> Option<&Probe> {
+        match &self.side {
+            Side::Client { probe, .. } => probe.as_ref(),
+            Side::Server { .. } => None,
         }
     }
 
@@ -303,6 +328,9 @@ impl<P: RolePath + ?Sized> Session<P> {
                 Trigger::AttemptArrived => {
                     Error::Internal("an attempt for a session that does not resume".into())
                 }
+                Trigger::RetryPaths => {
+                    Error::Internal("a path retry for a session that does not resume".into())
+                }
             });
         };
         let started = Instant::now();
@@ -340,7 +368,7 @@ impl<P: RolePath + ?Sized> Session<P> {
             }
             let now = Instant::now();
             let server = match resumption.side {
-                Side::Client { server } => Some(server),
+                Side::Client { server, .. } => Some(server),
                 Side::Server { .. } => None,
             };
             let Some(step) = resumption.life.poll_step(now) else {

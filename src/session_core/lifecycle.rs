@@ -26,7 +26,12 @@
 //!    [`Error::TakenOver`];
 //! 7. giving up keeps the break's own error (a failed data path keeps its kind and exit
 //!    status); a lost peer's reason gains what the attempts saw, with the break's count, or the
-//!    role's progress where the break had none (an attempt that arrived and then failed).
+//!    role's progress where the break had none (an attempt that arrived and then failed);
+//! 8. a client whose data path left a path out (`--paths`: it broke) resumes, unbroken, when
+//!    that path is due to be tried again: the client tears down and reconnects as after a
+//!    break (so the server sees an attempt arrive, rule 2), on the same schedule and timeout,
+//!    but it is not a break: the stall rule does not count it. Only the client starts one:
+//!    the server's own reasons reach it as a break of the connection.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -41,6 +46,26 @@ pub(crate) enum Trigger {
     Failed(Error),
     /// Server: a client's resume attempt arrived while the session ran (rule 2).
     AttemptArrived,
+    /// Client: a path the data path left out is due to be tried again (rule 8).
+    RetryPaths,
+}
+
+/// A resume that no failure set going: an event a driver's wait reports, never an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Planned {
+    /// Server: a client's resume attempt waits for this session (rule 2).
+    AttemptArrived,
+    /// Client: a path left out of the data path is due to be tried again (rule 8).
+    RetryPaths,
+}
+
+impl From<Planned> for Trigger {
+    fn from(planned: Planned) -> Self {
+        match planned {
+            Planned::AttemptArrived => Trigger::AttemptArrived,
+            Planned::RetryPaths => Trigger::RetryPaths,
+        }
+    }
 }
 
 /// Which end of the bootstrap connection the session is.
@@ -158,8 +183,17 @@ impl Lifecycle {
                 ))
             }
             Trigger::AttemptArrived => None,
+            Trigger::RetryPaths if self.end == End::Server => {
+                return Err(Error::Internal(
+                    "a server session was told to retry a path (only a client does)".into(),
+                ))
+            }
+            Trigger::RetryPaths => {
+                log::info!("a path left out is due to be tried again: resuming to bring it back");
+                None
+            }
         };
-        let live = cause.is_none();
+        let live = cause.is_none() && self.end == End::Server;
         if let Some(e) = &cause {
             let stalled_out = match self.stalled {
                 Some((count, since)) if count == progress => {
@@ -330,7 +364,7 @@ fn gave_up(
         None => {
             log::warn!("{detail}");
             Error::PeerLost {
-                reason: format!("a client's resume failed; {detail}"),
+                reason: format!("a resume that no break set going failed; {detail}"),
                 messages: progress,
                 cause: None,
             }

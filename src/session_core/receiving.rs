@@ -383,6 +383,12 @@ impl ReceiverCore {
         self.phase == Phase::Open
     }
 
+    /// Whether the stream runs: open, and the sender has not said Finish (a resume for the
+    /// session's own reasons, such as trying a path again, starts only then).
+    pub(crate) fn streaming(&self) -> bool {
+        self.phase == Phase::Open && matches!(self.finish, Finish::Unknown)
+    }
+
     /// Whether end of stream was reached.
     pub(crate) fn is_ended(&self) -> bool {
         self.phase == Phase::Ended

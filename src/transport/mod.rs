@@ -315,6 +315,22 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
     fn take_path_events(&mut self) -> striped::parking::PathEvents {
         striped::parking::PathEvents::default()
     }
+
+    /// The client of a striped data path over several paths that left one out: when to resume
+    /// to try it again ([`striped::parking`]). `None` otherwise.
+    fn retry_paths_at(&self) -> Option<Instant> {
+        None
+    }
+
+    /// The paths (numbered as in [`SetupParams::extra_paths`], 0 first) the data path left
+    /// out; none for one path.
+    fn paths_left_out(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
+    /// The paths due to be tried again at `now` did not answer: wait longer
+    /// ([`striped::parking`]).
+    fn postpone_path_retry(&mut self, _now: Instant) {}
 }
 
 /// Where a data path's set-up stands after one [`DataPath::connect`] step.
@@ -432,7 +448,11 @@ macro_rules! create_striped_as {
                     .map(|lane| Ok(create_as!($kind, lane, $role)))
                     .collect::<Result<Vec<_>>>()?;
                 let paths = $params.extra_paths.len() + 1;
-                Box::new($striped(lanes, paths, $params.slots)?) as Box<$role>
+                let retries = match $params.side {
+                    BootstrapSide::Client => striped::parking::Retries::Schedules,
+                    BootstrapSide::Server => striped::parking::Retries::Follows,
+                };
+                Box::new($striped(lanes, paths, retries, $params.slots)?) as Box<$role>
             }
         }
     };

@@ -52,7 +52,7 @@ use crate::{Error, ProtocolViolation, Result};
 
 pub(crate) mod parking;
 
-use parking::{Parking, PathEvents};
+use parking::{Parking, PathEvents, Retries};
 
 fn new_epoll() -> Result<Epoll> {
     Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| Error::Socket {
@@ -157,6 +157,7 @@ pub(crate) trait LaneRole<P: ?Sized>: Send + std::fmt::Debug {
 pub(crate) fn sender<P: SendPath + ?Sized>(
     lanes: Vec<Box<P>>,
     paths: usize,
+    retries: Retries,
     slots: usize,
 ) -> Result<Striped<P, SenderLanes>> {
     let n = lanes.len();
@@ -172,7 +173,7 @@ pub(crate) fn sender<P: SendPath + ?Sized>(
         next_number: 0,
         events: Vec::with_capacity(slots),
     };
-    Striped::new(lanes, paths, role)
+    Striped::new(lanes, Parking::new(n, paths, retries), role)
 }
 
 /// A receiver over `lanes` (lane `i` on path `i % paths`), each made with `slots` slots (the
@@ -181,6 +182,7 @@ pub(crate) fn sender<P: SendPath + ?Sized>(
 pub(crate) fn receiver<P: RecvPath + ?Sized>(
     lanes: Vec<Box<P>>,
     paths: usize,
+    retries: Retries,
     slots: usize,
 ) -> Result<Striped<P, ReceiverLanes>> {
     let n = lanes.len();
@@ -197,17 +199,17 @@ pub(crate) fn receiver<P: RecvPath + ?Sized>(
             .flat_map(|lane| (0..slots).map(move |i| (lane, RecvSlot::mint(i))))
             .collect(),
     };
-    Striped::new(lanes, paths, role)
+    Striped::new(lanes, Parking::new(n, paths, retries), role)
 }
 
 impl<P: DataPath + ?Sized, R> Striped<P, R> {
-    fn new(lanes: Vec<Box<P>>, paths: usize, role: R) -> Result<Self> {
+    fn new(lanes: Vec<Box<P>>, parking: Parking, role: R) -> Result<Self> {
         let epoll = new_epoll()?;
         let striped = Self {
             connected: vec![false; lanes.len()],
             closed: vec![false; lanes.len()],
             watched: vec![None; lanes.len()],
-            parking: Parking::new(lanes.len(), paths),
+            parking,
             lanes,
             epoll,
             role,
@@ -493,6 +495,18 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
 
     fn take_path_events(&mut self) -> PathEvents {
         self.parking.take_events()
+    }
+
+    fn retry_paths_at(&self) -> Option<Instant> {
+        self.parking.retry_at()
+    }
+
+    fn paths_left_out(&self) -> Vec<usize> {
+        self.parking.left_out()
+    }
+
+    fn postpone_path_retry(&mut self, now: Instant) {
+        self.parking.postpone_retry(now);
     }
 }
 

@@ -184,6 +184,51 @@ fn a_strangers_attempt_on_a_running_session_changes_nothing() {
     assert!(life.resuming_since().is_none(), "running again");
 }
 
+/// Rule 8: a client retrying a path reconnects at once; an attempt that fails keeps it
+/// resuming (its data path is torn down by then) until the timeout; it is not a break, so a
+/// break after it with no message through does not end the session on the stall rule; a
+/// server is never told to.
+#[test]
+fn a_path_retry_reconnects_the_client_and_is_not_a_break() {
+    let t0 = Instant::now();
+    let mut client = Lifecycle::new(End::Client, TIMEOUT);
+    client
+        .on_trigger(Trigger::Failed(lost(4)), 4, true, t0)
+        .unwrap();
+    assert!(matches!(step(&mut client, t0), LifeStep::Reconnect { .. }));
+    client.on_resumed(t0);
+    let t1 = t0 + TIMEOUT;
+    client.on_trigger(Trigger::RetryPaths, 4, true, t1).unwrap();
+    assert!(
+        matches!(step(&mut client, t1), LifeStep::Reconnect { .. }),
+        "reconnects at once"
+    );
+    assert_eq!(
+        client.on_attempt_failed("the server is away".into(), true, t1),
+        AfterAttempt::KeepResuming
+    );
+    let LifeStep::GiveUp(e) = step(&mut client, t1 + TIMEOUT) else {
+        panic!("gives up at the timeout");
+    };
+    assert!(
+        e.to_string().contains("no break set going"),
+        "says what failed: {e}"
+    );
+
+    let mut client = Lifecycle::new(End::Client, TIMEOUT);
+    client.on_trigger(Trigger::RetryPaths, 4, true, t0).unwrap();
+    client.on_resumed(t0);
+    client
+        .on_trigger(Trigger::Failed(lost(4)), 4, true, t0 + TIMEOUT * 2)
+        .expect("the first break that made none: the retry before it was no break");
+
+    let mut server = Lifecycle::new(End::Server, TIMEOUT);
+    let e = server
+        .on_trigger(Trigger::RetryPaths, 0, true, t0)
+        .unwrap_err();
+    assert!(matches!(e, Error::Internal(_)), "{e}");
+}
+
 #[test]
 fn an_attempt_that_failed_after_tearing_down_a_running_session_leaves_it_parked() {
     let t0 = Instant::now();

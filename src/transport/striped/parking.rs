@@ -1,19 +1,25 @@
 //! Which of a striped data path's paths are out of use (`--paths`; docs/design.md, "Several
 //! paths"): a path whose lane failed is *parked* at the next resume, so the session goes on
-//! over the others; it is tried again at a later resume once its backoff has passed.
+//! over the others; the client resumes again to try it once its backoff has passed.
 //!
 //! Rules kept here (time is an argument):
 //! - lane `i` runs on path `i % paths`; with one path nothing is ever parked;
 //! - a lane that fails (an error from its poll, post, flush or connect; never a close, which is
 //!   the end of the stream) marks its path *failed* until the next reset;
 //! - at a reset (a resume's new data path) every failed path is parked, with a backoff of
-//!   [`FIRST_BACKOFF`] that doubles each time the path is parked again (at most
-//!   [`MAX_BACKOFF`]), counted from when the data path without it connected; a parked path
-//!   whose backoff has passed is tried again. Paths are never all parked: when every path
-//!   would be, none is (the resume then needs them all, as with one path), and nothing about
-//!   them changes;
+//!   [`FIRST_BACKOFF`] that doubles each time the path is left out again (at most
+//!   [`MAX_BACKOFF`]). Until a data path connects, a later reset (the resume's next attempt)
+//!   parks it again. Paths are never all parked: when every path would be, none is (the
+//!   resume then needs them all, as with one path), and nothing about them changes;
 //! - a parked lane carries no message and its blob says it is parked; a lane the peer's blob
 //!   says is parked is parked too, so both ends use the union of what each parked;
+//! - the schedule is the client's ([`Retries::Schedules`]), whichever end parked the path:
+//!   when a data path connects without a path, the client's backoff for it runs from then
+//!   (doubled if the path was tried, or parked by the server, rather than still waiting), and
+//!   [`Parking::retry_at`] says when the client should resume to try it
+//!   ([`crate::session_core::lifecycle`], rule 8). Until then a reset for another reason
+//!   leaves it out. The server ([`Retries::Follows`]) parks only what failed, so it never
+//!   holds back a path the client tries;
 //! - the counts follow the union, each time a data path connects: a path whose lanes are all
 //!   parked and were not on the data path before is *lost*; one in use again is *rebuilt*.
 //!   So a receiver, which sees its sender's failures only through the sender's marks, counts
@@ -26,6 +32,15 @@ pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest backoff.
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// Which end keeps the schedule of trying paths again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retries {
+    /// The client: it decides when a path left out is tried again, and resumes for it.
+    Schedules,
+    /// The server: it parks what failed and tries every path the client brings back.
+    Follows,
+}
+
 /// What happened to the paths since last asked: for the session's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct PathEvents {
@@ -35,20 +50,42 @@ pub(crate) struct PathEvents {
     pub(crate) rebuilt: u32,
 }
 
+/// Why this end leaves a path out of the data path being made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Hold {
+    /// It does not: the path is tried.
+    #[default]
+    No,
+    /// A lane of it failed on the data path before.
+    Failed,
+    /// Its backoff has not passed.
+    Waiting,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct PathState {
     failed: bool,
-    /// Parked by this end since (the data path without it connected), until its backoff
-    /// passes.
-    parked_since: Option<Instant>,
+    /// Set at each reset.
+    hold: Hold,
+    /// Not before then is the path tried again.
+    retry_at: Option<Instant>,
+    /// The backoff last given (doubles each time).
     backoff: Option<Duration>,
     /// Left out (by either end) of the last data path that connected.
     out_when_connected: bool,
 }
 
+impl PathState {
+    fn next_backoff(&self) -> Duration {
+        self.backoff
+            .map_or(FIRST_BACKOFF, |b| (b * 2).min(MAX_BACKOFF))
+    }
+}
+
 /// The parking state of a striped data path's paths and lanes.
 #[derive(Debug, Clone)]
 pub(crate) struct Parking {
+    retries: Retries,
     paths: Vec<PathState>,
     /// Per lane: out of use on the current data path.
     parked: Vec<bool>,
@@ -56,9 +93,11 @@ pub(crate) struct Parking {
 }
 
 impl Parking {
-    /// `lanes` lanes over `paths` paths (at least one), none parked.
-    pub(crate) fn new(lanes: usize, paths: usize) -> Self {
+    /// `lanes` lanes over `paths` paths (at least one), none parked; `retries`: this end's
+    /// part in trying them again.
+    pub(crate) fn new(lanes: usize, paths: usize, retries: Retries) -> Self {
         Self {
+            retries,
             paths: vec![PathState::default(); paths.max(1)],
             parked: vec![false; lanes],
             events: PathEvents::default(),
@@ -91,54 +130,53 @@ impl Parking {
         self.paths[path].failed = true;
     }
 
-    /// A new data path at `now`: parks the failed paths, tries again those whose backoff has
-    /// passed, and says which lanes are parked.
+    /// A new data path at `now`: parks the failed paths and (the client) those still waiting
+    /// for their backoff, tries the others, and says which lanes are parked.
     pub(crate) fn on_reset(&mut self, now: Instant) {
-        let failed: Vec<bool> = self
-            .paths
-            .iter_mut()
-            .map(|s| std::mem::take(&mut s.failed))
-            .collect();
-        let waiting = |s: &PathState| match (s.parked_since, s.backoff) {
-            (Some(since), Some(backoff)) => now.saturating_duration_since(since) < backoff,
-            _ => false,
-        };
-        let parked: Vec<bool> = self
-            .paths
-            .iter()
-            .zip(&failed)
-            .map(|(s, &failed)| failed || waiting(s))
-            .collect();
-        if parked.iter().all(|&p| p) {
+        let schedules = self.retries == Retries::Schedules;
+        for state in &mut self.paths {
+            let waiting = state.retry_at.is_some_and(|at| now < at);
+            state.hold = if std::mem::take(&mut state.failed) {
+                Hold::Failed
+            } else if waiting && (schedules || !state.out_when_connected) {
+                // The server waits only between a failure and the next connect: after it, the
+                // client decides.
+                Hold::Waiting
+            } else {
+                Hold::No
+            };
+        }
+        if self.paths.iter().all(|s| s.hold != Hold::No) {
             // No path would be left (or there is only one): every path is tried, and nothing
             // about them changes but that.
             if self.paths.len() > 1 {
                 log::info!("every path failed or waits: all of them are tried");
             }
             for state in &mut self.paths {
-                state.parked_since = None;
+                state.hold = Hold::No;
             }
         } else {
-            for (p, (state, &failed)) in self.paths.iter_mut().zip(&failed).enumerate() {
-                if failed {
-                    let backoff = state
-                        .backoff
-                        .map_or(FIRST_BACKOFF, |b| (b * 2).min(MAX_BACKOFF));
-                    log::warn!(
-                        "path {p} failed: the session goes on over the other path(s) without it; \
-                         it is tried again at a resume after {} s",
-                        backoff.as_secs()
-                    );
-                    state.parked_since = Some(now);
-                    state.backoff = Some(backoff);
-                } else if state.parked_since.is_some() && !parked[p] {
-                    log::info!("path {p}: trying it again");
-                    state.parked_since = None;
+            for (p, state) in self.paths.iter_mut().enumerate() {
+                match state.hold {
+                    Hold::Failed => {
+                        let backoff = state.next_backoff();
+                        log::warn!(
+                            "path {p} failed: the session goes on over the other path(s) \
+                             without it; it is tried again in {} s (the client resumes for it)",
+                            backoff.as_secs()
+                        );
+                        state.backoff = Some(backoff);
+                        state.retry_at = Some(now + backoff);
+                    }
+                    Hold::No if state.out_when_connected => {
+                        log::info!("path {p}: trying it again");
+                    }
+                    _ => {}
                 }
             }
         }
         for lane in 0..self.parked.len() {
-            self.parked[lane] = self.paths[self.path_of(lane)].parked_since.is_some();
+            self.parked[lane] = self.paths[self.path_of(lane)].hold != Hold::No;
         }
     }
 
@@ -150,16 +188,17 @@ impl Parking {
     }
 
     /// The data path connected at `now`: counts the paths it leaves out or takes back, and
-    /// starts the backoff of those this end parked.
+    /// (the client) starts the backoff of each path left out.
     pub(crate) fn on_connected(&mut self, now: Instant) {
         for p in 0..self.paths.len() {
             let mut lanes = (0..self.parked.len()).filter(|&l| self.path_of(l) == p);
             let out = lanes.all(|l| self.parked[l]);
+            let schedules = self.retries == Retries::Schedules;
             let state = &mut self.paths[p];
             match (state.out_when_connected, out) {
                 (false, true) => {
                     self.events.lost += 1;
-                    if state.parked_since.is_none() {
+                    if state.hold == Hold::No {
                         log::warn!("path {p}: the peer left it out of the resumed data path");
                     }
                 }
@@ -170,8 +209,55 @@ impl Parking {
                 _ => {}
             }
             state.out_when_connected = out;
-            if state.parked_since.is_some() {
-                state.parked_since = Some(now);
+            state.retry_at = match (out, state.hold) {
+                (false, _) => None,
+                // Still waiting: its schedule stands.
+                (true, Hold::Waiting) if schedules => state.retry_at,
+                (true, hold) if schedules => {
+                    if hold == Hold::No {
+                        // Tried and left out by the peer, or parked by the peer.
+                        state.backoff = Some(state.next_backoff());
+                    }
+                    state.backoff.map(|b| now + b)
+                }
+                // The server's wait ends here: the client decides from now on.
+                (true, _) => state.retry_at,
+            };
+        }
+    }
+
+    /// The client: when to resume to try a path the data path left out (`None`: every path
+    /// is in use, or this end is the server).
+    pub(crate) fn retry_at(&self) -> Option<Instant> {
+        if self.retries != Retries::Schedules {
+            return None;
+        }
+        self.paths
+            .iter()
+            .filter(|s| s.out_when_connected)
+            .filter_map(|s| s.retry_at)
+            .min()
+    }
+
+    /// The paths the current data path left out.
+    pub(crate) fn left_out(&self) -> Vec<usize> {
+        (0..self.paths.len())
+            .filter(|&p| self.paths[p].out_when_connected)
+            .collect()
+    }
+
+    /// The client: the paths left out whose retry is due at `now` did not answer (the
+    /// session's probe): each waits again, for twice as long.
+    pub(crate) fn postpone_retry(&mut self, now: Instant) {
+        for (p, state) in self.paths.iter_mut().enumerate() {
+            if state.out_when_connected && state.retry_at.is_some_and(|at| at <= now) {
+                let backoff = state.next_backoff();
+                log::info!(
+                    "path {p}: no answer on it yet; asked again in {} s",
+                    backoff.as_secs()
+                );
+                state.backoff = Some(backoff);
+                state.retry_at = Some(now + backoff);
             }
         }
     }
@@ -195,7 +281,7 @@ mod tests {
     #[test]
     fn a_failed_lane_parks_its_path_at_the_next_reset() {
         let t0 = Instant::now();
-        let mut p = Parking::new(4, 2);
+        let mut p = Parking::new(4, 2, Retries::Schedules);
         p.lane_failed(1);
         assert_eq!(parked(&p), [false; 4], "nothing changes before the reset");
         p.on_reset(t0);
@@ -226,7 +312,7 @@ mod tests {
     #[test]
     fn a_parked_path_is_tried_again_after_a_backoff_that_doubles() {
         let t0 = Instant::now();
-        let mut p = Parking::new(2, 2);
+        let mut p = Parking::new(2, 2, Retries::Schedules);
         p.lane_failed(1);
         p.on_reset(t0);
         let connected = t0 + Duration::from_millis(500);
@@ -271,14 +357,14 @@ mod tests {
     #[test]
     fn the_last_path_is_never_parked_and_nothing_is_counted_then() {
         let t0 = Instant::now();
-        let mut one = Parking::new(4, 1);
+        let mut one = Parking::new(4, 1, Retries::Schedules);
         one.lane_failed(2);
         one.on_reset(t0);
         one.on_connected(t0);
         assert_eq!(parked(&one), [false; 4]);
         assert_eq!(one.take_events(), PathEvents::default());
         assert_eq!(one.paths[0].backoff, None);
-        let mut two = Parking::new(2, 2);
+        let mut two = Parking::new(2, 2, Retries::Schedules);
         two.lane_failed(0);
         two.lane_failed(1);
         two.on_reset(t0);
@@ -303,12 +389,13 @@ mod tests {
         assert_eq!(two.paths[0].backoff, None, "path 0 was never parked");
     }
 
-    /// What the peer parked is parked here too, for this data path only, and counted here as
-    /// well (a receiver sees its sender's failures only so).
+    /// What the peer parked is parked here too, and counted here as well (a receiver sees its
+    /// sender's failures only so); the server follows the client, so for it that lasts one
+    /// data path.
     #[test]
     fn the_peers_parked_lanes_join_ours_and_count() {
         let t0 = Instant::now();
-        let mut p = Parking::new(4, 2);
+        let mut p = Parking::new(4, 2, Retries::Follows);
         p.on_reset(t0);
         p.peer_parked(1);
         p.peer_parked(3);
@@ -335,5 +422,88 @@ mod tests {
                 rebuilt: 1
             }
         );
+    }
+
+    /// The client says when to resume for a path left out: its backoff from the connect that
+    /// left it out; nothing once it is back, nothing ever on the server.
+    #[test]
+    fn the_client_is_told_when_to_resume_for_a_path_left_out() {
+        let t0 = Instant::now();
+        let connected = t0 + Duration::from_millis(300);
+        for retries in [Retries::Schedules, Retries::Follows] {
+            let mut p = Parking::new(2, 2, retries);
+            p.on_reset(t0);
+            p.on_connected(t0);
+            assert_eq!(p.retry_at(), None, "{retries:?}: every path in use");
+            p.lane_failed(1);
+            p.on_reset(t0);
+            assert_eq!(p.retry_at(), None, "{retries:?}: not before it connects");
+            p.on_connected(connected);
+            let expected = (retries == Retries::Schedules).then_some(connected + FIRST_BACKOFF);
+            assert_eq!(p.retry_at(), expected, "{retries:?}");
+        }
+        let mut p = Parking::new(2, 2, Retries::Schedules);
+        p.lane_failed(1);
+        p.on_reset(t0);
+        p.on_connected(t0);
+        p.on_reset(t0 + FIRST_BACKOFF);
+        p.on_connected(t0 + FIRST_BACKOFF);
+        assert_eq!(p.retry_at(), None, "back in use");
+    }
+
+    /// A path the server parked is the client's to schedule: left out from the connect,
+    /// tried once its backoff passed, and when the server leaves it out again (it failed
+    /// again) the client's backoff doubles.
+    #[test]
+    fn the_client_schedules_a_path_the_server_parked() {
+        let t0 = Instant::now();
+        let mut p = Parking::new(4, 2, Retries::Schedules);
+        p.on_reset(t0);
+        p.peer_parked(1);
+        p.peer_parked(3);
+        p.on_connected(t0);
+        assert_eq!(p.retry_at(), Some(t0 + FIRST_BACKOFF));
+        p.on_reset(t0 + FIRST_BACKOFF / 2);
+        assert_eq!(
+            parked(&p),
+            [false, true, false, true],
+            "a resume for another reason"
+        );
+        p.on_connected(t0 + FIRST_BACKOFF / 2);
+        assert_eq!(
+            p.retry_at(),
+            Some(t0 + FIRST_BACKOFF),
+            "still waiting: unchanged"
+        );
+        let t1 = t0 + FIRST_BACKOFF;
+        p.on_reset(t1);
+        assert_eq!(parked(&p), [false; 4], "due: tried");
+        p.peer_parked(1);
+        p.peer_parked(3);
+        p.on_connected(t1);
+        assert_eq!(p.retry_at(), Some(t1 + FIRST_BACKOFF * 2));
+        assert_eq!(
+            p.take_events(),
+            PathEvents {
+                lost: 1,
+                rebuilt: 0
+            }
+        );
+    }
+
+    /// The server parks what failed for the whole resume (every attempt until one connects),
+    /// and after that never holds a path back: a resume the client starts tries it.
+    #[test]
+    fn the_server_parks_a_failed_path_until_it_connects_then_follows_the_client() {
+        let t0 = Instant::now();
+        let mut p = Parking::new(2, 2, Retries::Follows);
+        p.lane_failed(1);
+        p.on_reset(t0);
+        assert_eq!(parked(&p), [false, true]);
+        p.on_reset(t0 + Duration::from_millis(100));
+        assert_eq!(parked(&p), [false, true], "the resume's second attempt");
+        p.on_connected(t0 + Duration::from_millis(100));
+        p.on_reset(t0 + Duration::from_millis(200));
+        assert_eq!(parked(&p), [false, false], "the client resumed: tried");
     }
 }

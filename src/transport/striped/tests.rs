@@ -169,7 +169,7 @@ fn hand_lanes(n: usize) -> Vec<Box<HandLane>> {
 }
 
 fn receiver_of(lanes: usize) -> HandReceiver {
-    let mut r = receiver(hand_lanes(lanes), 1, SLOTS).expect("receiver");
+    let mut r = receiver(hand_lanes(lanes), 1, Retries::Schedules, SLOTS).expect("receiver");
     let blob = peer_blob(r.lanes.len());
     assert_eq!(
         r.connect(&blob, Instant::now() + SOON).unwrap(),
@@ -182,7 +182,7 @@ fn receiver_of(lanes: usize) -> HandReceiver {
 }
 
 fn sender_of(lanes: usize) -> HandSender {
-    let mut s = sender(hand_lanes(lanes), 1, SLOTS).expect("sender");
+    let mut s = sender(hand_lanes(lanes), 1, Retries::Schedules, SLOTS).expect("sender");
     let blob = peer_blob(s.lanes.len());
     assert_eq!(
         s.connect(&blob, Instant::now() + SOON).unwrap(),
@@ -493,7 +493,7 @@ fn messages_held_from_before_a_reset_count_against_the_credits() {
 /// the path counts as lost once.
 #[test]
 fn a_broken_lane_leaves_its_path_out_and_its_messages_go_out_again_on_the_others() {
-    let mut s = sender(hand_lanes(4), 2, SLOTS).expect("sender");
+    let mut s = sender(hand_lanes(4), 2, Retries::Schedules, SLOTS).expect("sender");
     s.connect(&peer_blob(4), Instant::now() + SOON).unwrap();
     post_letters(&mut s, 4); // a on lane 0, b on 1, c on 2, d on 3
     s.lanes[1].broken = true;
@@ -565,7 +565,7 @@ fn a_broken_lane_leaves_its_path_out_and_its_messages_go_out_again_on_the_others
 /// lane in use; a peer that leaves out every lane is refused.
 #[test]
 fn the_peers_parked_lanes_are_parked_here_and_credits_go_on_a_lane_in_use() {
-    let mut r = receiver(hand_lanes(4), 2, SLOTS).expect("receiver");
+    let mut r = receiver(hand_lanes(4), 2, Retries::Schedules, SLOTS).expect("receiver");
     // The peer left out path 0 (lanes 0 and 2).
     assert_eq!(
         r.connect(&peer_blob_parking(4, &[0, 2]), Instant::now() + SOON)
@@ -583,7 +583,7 @@ fn the_peers_parked_lanes_are_parked_here_and_credits_go_on_a_lane_in_use() {
     assert_eq!(r.lanes[0].credits_returned, 0, "lane 0 is out of use");
     assert_eq!(r.lanes[1].credits_returned, 2);
 
-    let mut r = receiver(hand_lanes(2), 2, SLOTS).expect("receiver");
+    let mut r = receiver(hand_lanes(2), 2, Retries::Schedules, SLOTS).expect("receiver");
     let e = r
         .connect(&peer_blob_parking(2, &[0, 1]), Instant::now() + SOON)
         .unwrap_err();
