@@ -146,7 +146,7 @@ Options:
   --transfer-timeout SEC
                      limit for one client run inside the VM (default $TRANSFER_TIMEOUT); after
                      one of our transfers hits it, the later ones are not started
-  --test-binary PATH the test build for the rnr check (default: cargo build --release --features
+  --test-binary PATH the test build for the rnr, link-flap and paths checks (default: cargo build --release --features
                      test-hooks, in <cache>/test-hooks-target)
   --oci DIR          the image for the container check, as an OCI layout (tag rdma-container)
                      made by scripts/container-test.sh --oci-out DIR (env SOFTROCE_VM_OCI;
@@ -354,10 +354,10 @@ prepare_binary() {
 	fi
 }
 
-# The test build for the rnr and link-flap checks: --test-binary, or built here (its own target directory, so
+# The test build for the rnr, link-flap and paths checks: --test-binary, or built here (its own target directory, so
 # that the release binary of the default features stays as it is).
 prepare_test_binary() {
-	want_check rnr || want_check link-flap || return 0
+	want_check rnr || want_check link-flap || want_check paths || return 0
 	if [ -z "$TEST_BINARY" ]; then
 		log "building the test build (cargo build --release --locked --features test-hooks)"
 		(cd "$REPO_ROOT" && cargo build --release --locked --quiet --features test-hooks \
@@ -759,7 +759,7 @@ build_initramfs() {
 		put_elf "$EVENT_LOOP_COST" /usr/local/bin/event-loop-cost
 		strip --strip-debug "$ROOT/usr/local/bin/event-loop-cost" 2>/dev/null || true
 	fi
-	if want_check rnr || want_check link-flap; then
+	if want_check rnr || want_check link-flap || want_check paths; then
 		put_elf "$TEST_BINARY" /usr/local/bin/rdma-container-test-hooks
 		strip --strip-debug "$ROOT/usr/local/bin/rdma-container-test-hooks" 2>/dev/null || true
 	fi

@@ -823,8 +823,8 @@ check_link_flap() {
 #   paths_flap       vB2 (the second path only) goes down for 4 s mid-stream under four queue
 #                    pairs over both paths, then up: every message once, in order, the session
 #                    never ended (it resumed)
-#   paths_back       as paths_flap with one queue pair per path, paced (the test build: 2 ms a
-#                    message) so that the stream outlives the flap: while vB2 is down the
+#   paths_back       as paths_flap with one queue pair per path and the link down for 8 s, paced
+#                    (the test build: 2 ms a message) so that the stream outlives the flap: while vB2 is down the
 #                    client's probe of the path gets no answer (it does not resume into a dead
 #                    path); once it is up the probe is answered and the client resumes to take
 #                    the path back: every message once, in order, and the client's summary
@@ -937,7 +937,9 @@ check_paths() {
 		--paths "$SECOND_IP_B" --qps 4 --credits 8 --ack-timeout 14 --retry-count 1
 	local hooks=/usr/local/bin/rdma-container-test-hooks
 	if [ -x "$hooks" ]; then
-		local BIN=$hooks
+		# Down for 8 s: a resume under TCG may take 3 s, and the first probe comes 1 s after
+		# it; it must meet the link still down.
+		local BIN=$hooks LINK_DOWN_SECS=8
 		RESUME_CLIENT_ENV=(RDMA_CONTAINER_TEST_SEND_PACE_US=2000) RESUME_RETRIES=2
 		resume_check paths_back_stream break_second_path 1000 /tmp/expected.10k \
 			--paths "$SECOND_IP_B" --credits 8 --ack-timeout 14 --retry-count 1
