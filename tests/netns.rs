@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use common::{
@@ -613,7 +614,7 @@ fn parse(addr: &str) -> [u8; 4] {
 }
 
 /// A tcp session over two paths between two new namespaces (tag `tag`), `count` messages on
-/// `qps` data connections, broken after 20,000 arrived: the second veth pair goes down on the
+/// `qps` data connections (`both`: more arguments for both ends), broken after 20,000 arrived: the second veth pair goes down on the
 /// server's side and the client's data connections on it are killed (`ss -K`). `None` where
 /// the test cannot run (another transport, or no network namespaces: said). Returns the
 /// namespaces, the second veth's name on the server's side, the server and the client.
@@ -621,6 +622,7 @@ fn two_path_session_losing_the_second(
     tag: &str,
     count: u64,
     qps: &str,
+    both: &[&str],
     vm_check: &str,
 ) -> Option<(Net, String, Proc, Proc)> {
     let kind = std::env::var("RDMA_TEST_TRANSPORT").unwrap_or_default();
@@ -634,9 +636,10 @@ fn two_path_session_losing_the_second(
     let net = make_net(tag)?;
     let (b1, _b2, vb1, _vb2) = second_path(&net);
     let listen = format!("{}:{PORT}", net.addr1);
-    let common = ["--transport", "tcp", "--resume-timeout", "10"];
+    let mut common = vec!["--transport", "tcp", "--resume-timeout", "10"];
+    common.extend(both);
     let mut server_args = vec!["--server", listen.as_str(), "--once"];
-    server_args.extend(common);
+    server_args.extend(&common);
     let mut server = in_netns("server", &net.ns1, &server_args);
     server.wait_for_stderr("listening on", SHORT);
     let count = count.to_string();
@@ -653,7 +656,7 @@ fn two_path_session_losing_the_second(
         "--connect-timeout",
         "10",
     ];
-    client_args.extend(common);
+    client_args.extend(&common);
     let client = in_netns("client", &net.ns2, &client_args);
     server.wait_for_stdout_lines(20_000, LONG);
     ip_ok(&["-n", &net.ns1, "link", "set", &vb1, "down"]);
@@ -673,7 +676,7 @@ fn two_path_session_losing_the_second(
 fn a_session_over_two_paths_goes_on_over_one_when_the_other_is_lost_for_good() {
     const COUNT: u64 = 200_000;
     let Some((_net, _vb1, mut server, mut client)) =
-        two_path_session_losing_the_second("l", COUNT, "4", "paths_lost")
+        two_path_session_losing_the_second("l", COUNT, "4", &[], "paths_lost")
     else {
         return;
     };
@@ -698,12 +701,19 @@ fn a_session_over_two_paths_goes_on_over_one_when_the_other_is_lost_for_good() {
 /// the link stays down the client's probe of it gets no answer, so it does not resume into a
 /// dead path; once the link is up again the probe is answered, the client resumes, and the
 /// path carries messages again. Every message arrives once, in order, and the client's JSON
-/// counts the path lost once and rebuilt once.
+/// counts the path lost once and rebuilt once. With a key and checksums (the resumes
+/// authenticate, every message is checked).
 #[test]
 fn a_path_lost_mid_stream_is_used_again_once_it_comes_back() {
     const COUNT: u64 = 400_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("key");
+    std::fs::write(&key, "two-paths-and-a-key-0123456789abcdef\n").expect("write key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let key = key.to_str().expect("utf-8 path");
+    let both = ["--auth-key-file", key, "--checksum", "crc32c"];
     let Some((net, vb1, mut server, mut client)) =
-        two_path_session_losing_the_second("b", COUNT, "2", "paths_back")
+        two_path_session_losing_the_second("b", COUNT, "2", &both, "paths_back")
     else {
         return;
     };
@@ -730,4 +740,5 @@ fn a_path_lost_mid_stream_is_used_again_once_it_comes_back() {
         "{}",
         client.report()
     );
+    assert_eq!(result["checksum"], "crc32c", "{result}");
 }
