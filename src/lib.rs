@@ -90,6 +90,7 @@ pub use sender::RdmaSink;
 pub use session::resume::{ResumeCounters, ResumeStats};
 pub use session::{SessionInfo, SessionPath};
 pub use transport::auto_order;
+pub use transport::striped::counters::PathCounters;
 
 /// The path toward a peer: which local address and interface the kernel uses, and the route.
 pub mod path {

@@ -115,6 +115,13 @@ impl RdmaSrc {
         self.session.resume_counters()
     }
 
+    /// The bytes each path delivered (`--paths`, [`Config::paths`]; path 0 first, as in
+    /// [`SessionInfo::extra_paths`](crate::SessionInfo::extra_paths)): a handle that stays
+    /// readable after the session ended. Empty when the data path is one queue pair.
+    pub fn path_counters(&self) -> crate::PathCounters {
+        self.session.transport.path_counters()
+    }
+
     /// Returns the next message, `Ok(None)` at end of stream (after the sender's Finish and
     /// every message it counted), or an error. The previous message's slot is released first.
     ///

@@ -146,6 +146,13 @@ impl RdmaSink {
         self.session.resume_counters()
     }
 
+    /// The bytes each path sent (`--paths`, [`Config::paths`]; path 0 first, as in
+    /// [`SessionInfo::extra_paths`](crate::SessionInfo::extra_paths)): a handle that stays
+    /// readable after the session ended. Empty when the data path is one queue pair.
+    pub fn path_counters(&self) -> crate::PathCounters {
+        self.session.transport.path_counters()
+    }
+
     /// Sends one message (zero-length is fine). Blocks until a credit and a staging slot are
     /// free; returns once `data` has been copied, so it may be reused at once.
     ///

@@ -428,6 +428,8 @@ fn assert_documented_families(families: &serde_json::Value) {
         ("rdma_container_errors", "counter"),
         ("rdma_container_handshakes_refused", "counter"),
         ("rdma_container_sessions_active", "gauge"),
+        ("rdma_container_paths_lost", "counter"),
+        ("rdma_container_paths_rebuilt", "counter"),
     ] {
         let f = &families[family];
         assert_eq!(f["type"], kind, "{family}: {f}");

@@ -476,6 +476,19 @@ fn second_path(net: &Net) -> (String, String, String, String) {
     (addr1, addr2, veth1, veth2)
 }
 
+/// `GET /metrics` from the metrics server on port `port` of namespace `ns`'s loopback (bash's
+/// /dev/tcp inside the namespace): the body.
+fn scrape_in(ns: &str, port: u16) -> String {
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{port} && printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3"
+    );
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, "bash", "-c", &script]);
+    let mut p = Proc::spawn("scrape", cmd);
+    assert_eq!(p.wait_code(SHORT), 0, "{}", p.report());
+    p.stdout()
+}
+
 /// Bytes an interface of namespace `ns` received, from its counters.
 fn rx_bytes(ns: &str, dev: &str) -> u64 {
     let mut cmd = Command::new("ip");
@@ -592,6 +605,16 @@ fn messages_spread_over_two_paths_between_two_network_namespaces_arrive_in_order
     assert_eq!(paths.len(), 2, "{result}");
     assert_eq!(paths[1]["source"], b1.as_str(), "{result}");
     assert_eq!(paths[1]["peer"], b2.as_str(), "{result}");
+    // What each path delivered adds up to the session's bytes (nothing was sent again), and
+    // the second path's lanes delivered half of the messages.
+    let by_path: Vec<u64> = paths.iter().filter_map(|p| p["bytes"].as_u64()).collect();
+    assert_eq!(by_path.len(), 2, "{result}");
+    assert_eq!(
+        Some(by_path.iter().sum::<u64>()),
+        result["bytes"].as_u64(),
+        "{result}"
+    );
+    assert!(by_path[1] >= 10_000 * 1_000 / 4, "{result}");
     if kind == "doca" {
         assert_eq!(paths[0]["device"], "mlx5_0", "{result}");
         assert_eq!(paths[1]["device"], "mlx5_1", "{result}");
@@ -711,7 +734,15 @@ fn a_path_lost_mid_stream_is_used_again_once_it_comes_back() {
     std::fs::write(&key, "two-paths-and-a-key-0123456789abcdef\n").expect("write key");
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let key = key.to_str().expect("utf-8 path");
-    let both = ["--auth-key-file", key, "--checksum", "crc32c"];
+    // Each end serves metrics on its own namespace's loopback.
+    let both = [
+        "--auth-key-file",
+        key,
+        "--checksum",
+        "crc32c",
+        "--metrics",
+        "9464",
+    ];
     let Some((net, vb1, mut server, mut client)) =
         two_path_session_losing_the_second("b", COUNT, "2", &both, "paths_back")
     else {
@@ -721,6 +752,37 @@ fn a_path_lost_mid_stream_is_used_again_once_it_comes_back() {
     client.wait_for_stderr("path 1: no answer on it yet", SHORT);
     ip_ok(&["-n", &net.ns1, "link", "set", &vb1, "up"]);
     client.wait_for_stderr("path 1 is back", LONG);
+    // The server's metrics count the path lost and taken back, and what each path carried.
+    let deadline = std::time::Instant::now() + SHORT;
+    let scraped = loop {
+        let text = scrape_in(&net.ns1, 9464);
+        if text
+            .lines()
+            .any(|l| l == "rdma_container_paths_rebuilt_total 1")
+            || std::time::Instant::now() > deadline
+        {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    for line in [
+        "rdma_container_paths_lost_total 1",
+        "rdma_container_paths_rebuilt_total 1",
+    ] {
+        assert!(
+            scraped.lines().any(|l| l == line),
+            "no {line:?} in\n{scraped}"
+        );
+    }
+    for path in ["0", "1"] {
+        let series = format!("rdma_container_path_bytes_total{{path=\"{path}\"}} ");
+        let bytes: u64 = scraped
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series:?} in\n{scraped}"));
+        assert!(bytes > 0, "path {path} carried nothing:\n{scraped}");
+    }
 
     assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
     assert_eq!(server.wait_code(LONG), 0, "{}", server.report());

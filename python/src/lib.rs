@@ -142,6 +142,7 @@ struct RdmaSink {
     info: Py<SessionInfo>,
     /// Readable after `finish` too.
     resumes: rdma::ResumeCounters,
+    paths: rdma::PathCounters,
 }
 
 impl RdmaSink {
@@ -149,6 +150,7 @@ impl RdmaSink {
         let info = Py::new(py, SessionInfo::new(sink.info()))?;
         Ok(Self {
             resumes: sink.resume_counters(),
+            paths: sink.path_counters(),
             inner: Mutex::new(Some(sink)),
             info,
         })
@@ -331,6 +333,12 @@ impl RdmaSink {
         self.resumes.get().paths_rebuilt
     }
 
+    /// Bytes each path carried, path 0 first (`paths`; empty with one queue pair).
+    #[getter]
+    fn path_bytes(&self) -> Vec<u64> {
+        self.paths.bytes()
+    }
+
     /// Messages sent so far (0 once finished or aborted).
     #[getter]
     fn sent(&self, py: Python<'_>) -> PyResult<u64> {
@@ -382,6 +390,7 @@ struct RdmaSrc {
     lease: Mutex<Option<Arc<Lease>>>,
     info: Py<SessionInfo>,
     resumes: rdma::ResumeCounters,
+    paths: rdma::PathCounters,
 }
 
 impl RdmaSrc {
@@ -389,6 +398,7 @@ impl RdmaSrc {
         let info = Py::new(py, SessionInfo::new(src.info()))?;
         Ok(Self {
             resumes: src.resume_counters(),
+            paths: src.path_counters(),
             inner: Mutex::new(src),
             lease: Mutex::new(None),
             info,
@@ -575,6 +585,12 @@ impl RdmaSrc {
     #[getter]
     fn paths_rebuilt(&self) -> u32 {
         self.resumes.get().paths_rebuilt
+    }
+
+    /// Bytes each path carried, path 0 first (`paths`; empty with one queue pair).
+    #[getter]
+    fn path_bytes(&self) -> Vec<u64> {
+        self.paths.bytes()
     }
 
     /// Messages delivered so far.

@@ -387,6 +387,9 @@ def test_a_session_over_two_paths_names_the_second_and_delivers_in_order(serve, 
     sink.finish()
     assert server.join() == sent
     assert (sink.paths_lost, sink.paths_rebuilt) == (0, 0), "no path failed"
+    # Four queue pairs over two paths: each path carried two lanes' messages.
+    assert len(sink.path_bytes) == 2 and sum(sink.path_bytes) == sum(map(len, sent))
+    assert all(b > 0 for b in sink.path_bytes), sink.path_bytes
     with pytest.raises(ValueError):
         rc.RdmaSink.connect("127.0.0.1:1", qps=2, paths=["not-an-address"])
     with pytest.raises(rc.InvalidConfig):

@@ -66,6 +66,8 @@ receiving end's --credits decides"
         }
     }
     let resumes = sink.resume_counters();
+    let paths = sink.path_counters();
+    let path_watch = metrics::watch_paths(&resumes, &paths);
     let progress = Progress::start(
         &options.progress,
         ProgressLabel {
@@ -78,6 +80,7 @@ receiving end's --credits decides"
     let result = stream(sink, count, size, stop, &mut report, &progress);
     drop(progress);
     report.resumed(resumes.get());
+    report.path_bytes(&paths);
     log_resumes(resumes.get());
     if let Err(e) = &result {
         metrics::client_failed(e);
@@ -93,6 +96,7 @@ receiving end's --credits decides"
         report.ending = ending;
         report.exit_status = report.ending.exit_status();
     }
+    drop(path_watch);
     metrics::session_ended(&report.ending);
     reporter.report(&report);
     result.map(|()| report.exit_status)

@@ -31,7 +31,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use rdma_container::roce::counters::{self, CounterGroup, PortCounter};
-use rdma_container::{Error, ErrorKind, SessionInfo};
+use rdma_container::{Error, ErrorKind, PathCounters, ResumeCounters, SessionInfo};
 
 use super::result::Ending;
 
@@ -107,6 +107,90 @@ struct Scraped {
     auth_refusals: AtomicU64,
     /// Every (device, port) a session ran on.
     ports: Mutex<BTreeSet<(String, u32)>>,
+    /// The sessions' path counts: running ones read at each scrape, ended ones summed.
+    paths: Mutex<PathTotals>,
+}
+
+/// `paths_lost`, `paths_rebuilt` and `path_bytes` across sessions.
+#[derive(Debug, Default)]
+struct PathTotals {
+    running: Vec<(u64, ResumeCounters, PathCounters)>,
+    next_id: u64,
+    /// What the sessions that ended counted.
+    ended_lost: u64,
+    ended_rebuilt: u64,
+    ended_bytes: Vec<u64>,
+}
+
+impl PathTotals {
+    /// Lost, rebuilt, and bytes by path number, now.
+    fn now(&self) -> (u64, u64, Vec<u64>) {
+        let (mut lost, mut rebuilt, mut bytes) = (
+            self.ended_lost,
+            self.ended_rebuilt,
+            self.ended_bytes.clone(),
+        );
+        for (_, resumes, paths) in &self.running {
+            add_session(&mut lost, &mut rebuilt, &mut bytes, resumes, paths);
+        }
+        (lost, rebuilt, bytes)
+    }
+
+    /// The session `id` ended: its counts join the sums.
+    fn ended(&mut self, id: u64) {
+        if let Some(at) = self.running.iter().position(|(i, _, _)| *i == id) {
+            let (_, resumes, paths) = self.running.swap_remove(at);
+            add_session(
+                &mut self.ended_lost,
+                &mut self.ended_rebuilt,
+                &mut self.ended_bytes,
+                &resumes,
+                &paths,
+            );
+        }
+    }
+}
+
+fn add_session(
+    lost: &mut u64,
+    rebuilt: &mut u64,
+    bytes: &mut Vec<u64>,
+    resumes: &ResumeCounters,
+    paths: &PathCounters,
+) {
+    let stats = resumes.get();
+    *lost += u64::from(stats.paths_lost);
+    *rebuilt += u64::from(stats.paths_rebuilt);
+    let carried = paths.bytes();
+    if bytes.len() < carried.len() {
+        bytes.resize(carried.len(), 0);
+    }
+    for (sum, b) in bytes.iter_mut().zip(carried) {
+        *sum += b;
+    }
+}
+
+/// A running session's path counts, watched until this is dropped (then they join the
+/// sums): from [`watch_paths`].
+#[must_use = "the session's counts are read while this lives"]
+pub struct PathWatch {
+    id: Option<u64>,
+}
+
+impl Drop for PathWatch {
+    fn drop(&mut self) {
+        let (Some(id), Some(m)) = (self.id, METRICS.get()) else {
+            return;
+        };
+        lock(&m.scraped.paths).ended(id);
+    }
+}
+
+/// A mutex's value, also after a thread panicked holding it (counters stay usable).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Metrics {
@@ -153,6 +237,7 @@ impl Metrics {
             listener_refusals: AtomicU64::new(0),
             auth_refusals: AtomicU64::new(0),
             ports: Mutex::new(BTreeSet::new()),
+            paths: Mutex::new(PathTotals::default()),
         });
         registry.register_collector(Box::new(scraped.clone()));
         let direction = |family: &Family<Label, Counter>, dir: &'static str| {
@@ -206,6 +291,31 @@ impl Collector for Scraped {
         ] {
             ConstCounter::new(count.load(Ordering::Relaxed))
                 .encode(refused.encode_family(&[("by", by)])?)?;
+        }
+        let (lost, rebuilt, bytes) = lock(&self.paths).now();
+        for (name, help, value) in [
+            ("paths_lost", "Paths a session left out after one of their queue pairs failed (--paths: the session went on over the others).", lost),
+            ("paths_rebuilt", "Paths left out that a session took back once they answered again.", rebuilt),
+        ] {
+            ConstCounter::new(value).encode(encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                MetricType::Counter,
+            )?)?;
+        }
+        if !bytes.is_empty() {
+            let mut family = encoder.encode_descriptor(
+                "path_bytes",
+                "Bytes each path carried, by path number (--paths: 0 is the bootstrap connection's), summed over sessions with more than one queue pair; messages sent again count again.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (path, value) in bytes.iter().enumerate() {
+                let path = path.to_string();
+                ConstCounter::new(*value)
+                    .encode(family.encode_family(&[("path", path.as_str())])?)?;
+            }
         }
         let ports: Vec<(String, u32)> = match self.ports.lock() {
             Ok(ports) => ports.iter().cloned().collect(),
@@ -307,14 +417,27 @@ pub fn start(addr: Option<SocketAddr>, sysfs_root: &Path) -> Result<()> {
 pub fn session_started(info: &SessionInfo) {
     let Some(m) = METRICS.get() else { return };
     m.active.inc();
-    if let Some(d) = &info.device {
-        let mut ports = m
-            .scraped
-            .ports
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut ports = lock(&m.scraped.ports);
+    let devices = std::iter::once(info.device.as_ref())
+        .chain(info.extra_paths.iter().map(|p| p.device.as_ref()))
+        .flatten();
+    for d in devices {
         ports.insert((d.device.clone(), d.port));
     }
+}
+
+/// A session's path counts (`paths_lost`, `paths_rebuilt`, `path_bytes`) are read at each
+/// scrape while the returned watch lives, and summed with the ended sessions' once it is
+/// dropped.
+pub fn watch_paths(resumes: &ResumeCounters, paths: &PathCounters) -> PathWatch {
+    let Some(m) = METRICS.get() else {
+        return PathWatch { id: None };
+    };
+    let mut totals = lock(&m.scraped.paths);
+    let id = totals.next_id;
+    totals.next_id += 1;
+    totals.running.push((id, resumes.clone(), paths.clone()));
+    PathWatch { id: Some(id) }
 }
 
 /// A session that [`session_started`] ended (counted by [`Ending::outcome`]).

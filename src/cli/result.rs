@@ -182,6 +182,9 @@ pub struct PathResult {
     pub device: Option<String>,
     pub port: Option<u32>,
     pub gid_index: Option<u32>,
+    /// Bytes the path carried ([`rdma_container::PathCounters`]); `null` when the data path
+    /// is one queue pair (the session's `bytes` are then the path's).
+    pub bytes: Option<u64>,
 }
 
 impl PathResult {
@@ -193,6 +196,7 @@ impl PathResult {
             device: device.map(|d| d.device.clone()),
             port: device.map(|d| d.port),
             gid_index: device.map(|d| d.gid_index),
+            bytes: None,
         }
     }
 }
@@ -324,6 +328,13 @@ impl SessionResult {
         self.paths_rebuilt = stats.paths_rebuilt;
         self.seconds_resuming = stats.time_resuming.as_secs_f64();
         self.rates();
+    }
+
+    /// Records the bytes each path carried (none: one queue pair).
+    pub fn path_bytes(&mut self, counters: &rdma_container::PathCounters) {
+        for (path, bytes) in self.paths.iter_mut().zip(counters.bytes()) {
+            path.bytes = Some(bytes);
+        }
     }
 
     /// Fills in what the session negotiated and chose.

@@ -50,6 +50,8 @@ pub fn receive_all(
     metrics::session_started(src.info());
     report.started(src.info());
     let resumes = src.resume_counters();
+    let paths = src.path_counters();
+    let path_watch = metrics::watch_paths(&resumes, &paths);
     #[cfg(feature = "test-hooks")]
     let stall = recv_stall_hook();
     let ending = loop {
@@ -95,7 +97,9 @@ pub fn receive_all(
         ending.clone(),
     );
     report.resumed(resumes.get());
+    report.path_bytes(&paths);
     super::client::log_resumes(resumes.get());
+    drop(path_watch);
     metrics::session_ended(&ending);
     log::info!(
         "{label}: {}: received {}",

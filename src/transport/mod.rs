@@ -322,6 +322,11 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
         None
     }
 
+    /// Bytes each path carried ([`striped::counters`]); empty for one queue pair.
+    fn path_counters(&self) -> striped::counters::PathCounters {
+        striped::counters::PathCounters::default()
+    }
+
     /// The paths (numbered as in [`SetupParams::extra_paths`], 0 first) the data path left
     /// out; none for one path.
     fn paths_left_out(&self) -> Vec<usize> {

@@ -50,8 +50,10 @@ use crate::proto::{QpSettings, TransportKind, MAX_BLOB_LEN};
 use crate::session_core::paths::ReorderWindow;
 use crate::{Error, ProtocolViolation, Result};
 
+pub(crate) mod counters;
 pub(crate) mod parking;
 
+use counters::PathCounters;
 use parking::{Parking, PathEvents, Retries};
 
 fn new_epoll() -> Result<Epoll> {
@@ -97,6 +99,8 @@ pub(crate) struct Striped<P: ?Sized, R> {
     watched: Vec<Option<(RawFd, EpollFlags)>>,
     /// Which paths, so which lanes, are out of use.
     parking: Parking,
+    /// Bytes each path carried.
+    counters: PathCounters,
     role: R,
 }
 
@@ -206,6 +210,7 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
     fn new(lanes: Vec<Box<P>>, parking: Parking, role: R) -> Result<Self> {
         let epoll = new_epoll()?;
         let striped = Self {
+            counters: PathCounters::new(parking.paths()),
             connected: vec![false; lanes.len()],
             closed: vec![false; lanes.len()],
             watched: vec![None; lanes.len()],
@@ -501,6 +506,10 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
         self.parking.retry_at()
     }
 
+    fn path_counters(&self) -> PathCounters {
+        self.counters.clone()
+    }
+
     fn paths_left_out(&self) -> Vec<usize> {
         self.parking.left_out()
     }
@@ -636,8 +645,9 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
         self.role.post_order.push_back((i, false));
         self.role.outstanding[lane] += 1;
         let posted = self.lanes[lane].post_send(own, len + LANE_HEADER_LEN);
-        if posted.is_err() {
-            self.parking.lane_failed(lane);
+        match posted {
+            Ok(()) => self.counters.add(self.parking.path_of(lane), len),
+            Err(_) => self.parking.lane_failed(lane),
         }
         posted
     }
@@ -821,6 +831,7 @@ impl<P: RecvPath + ?Sized> RecvPath for Striped<P, ReceiverLanes> {
                 .into());
             };
             let len = message.len().saturating_sub(LANE_HEADER_LEN);
+            self.counters.add(self.parking.path_of(lane), len);
             self.role.held[slot.index()] = Some(Held {
                 lane,
                 message,

@@ -104,6 +104,11 @@ impl Parking {
         }
     }
 
+    /// How many paths.
+    pub(crate) fn paths(&self) -> usize {
+        self.paths.len()
+    }
+
     /// The path lane `lane` runs on.
     pub(crate) fn path_of(&self, lane: usize) -> usize {
         lane % self.paths.len()
