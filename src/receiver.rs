@@ -413,11 +413,6 @@ impl RdmaSrc {
                 RecvStep::End => return Ok(Flow::Done(false)),
                 RecvStep::Wait => {}
             }
-            // Only with nothing to deliver, as a resume attempt is taken (from a pause).
-            let streaming = self.core.streaming();
-            if let Some(planned) = streaming.then(|| self.session.paths_retry_due()).flatten() {
-                return Ok(Flow::Resume(planned));
-            }
             // The released slot goes back to the transport before we look for more.
             self.run_actions()?;
             if !polled {
@@ -449,6 +444,15 @@ impl RdmaSrc {
                 data: !self.core.data_closed(),
                 stop: StopFlag::Honoured,
             };
+            // A path's retry, as a resume attempt, is taken only here: nothing to deliver,
+            // the transport and the control channel looked at (a Finish read ends the stream).
+            let streaming = self.core.streaming();
+            if let Some(planned) = streaming
+                .then(|| self.session.paths_retry_due(now))
+                .flatten()
+            {
+                return Ok(Flow::Resume(planned));
+            }
             let retry_paths_at = streaming.then(|| self.session.paths_retry_at()).flatten();
             let until = earliest(self.core.poll_timeout(), retry_paths_at);
             match self

@@ -25,6 +25,10 @@ use crate::time::{earliest, Stamp};
 use crate::transport::{SendEvent, SendPath, StagingSlot};
 use crate::{Error, Result};
 
+/// A sender that never waits looks for a due path retry (`--paths`) once in this many
+/// messages.
+const RETRY_LOOK_EVERY: u64 = 256;
+
 /// Sends messages to one [`crate::RdmaSrc`], blocking when the receiver has no free slot.
 ///
 /// `send` copies the message into a registered staging slot, so the caller's buffer may be
@@ -379,8 +383,14 @@ impl RdmaSink {
     ) -> Result<Flow<(u64, StagingSlot)>> {
         let mut busy = BusyPoll::new(self.session.config.busy_poll);
         loop {
-            if let Some(planned) = self.session.paths_retry_due() {
-                return Ok(Flow::Resume(planned));
+            // A sender that never waits looks for a path's retry every so many messages (the
+            // clock is read then only while a path is left out).
+            if self.core.sent().is_multiple_of(RETRY_LOOK_EVERY)
+                && self.session.paths_retry_at().is_some()
+            {
+                if let Some(planned) = self.session.paths_retry_due(Instant::now()) {
+                    return Ok(Flow::Resume(planned));
+                }
             }
             if let Some(taken) = self.core.try_take()? {
                 return Ok(Flow::Done(taken));
@@ -402,6 +412,9 @@ impl RdmaSink {
             let now = self.now_for_wait();
             stalled_since.get_or_insert(now);
             self.core.handle_timeout(now)?;
+            if let Some(planned) = self.session.paths_retry_due(now) {
+                return Ok(Flow::Resume(planned));
+            }
             let until = earliest(self.core.poll_timeout(), self.session.paths_retry_at());
             match self.wait(patience, now, until, StopFlag::Honoured)? {
                 Flow::Done(()) => {}

@@ -939,11 +939,12 @@ check_paths() {
 	if [ -x "$hooks" ]; then
 		# Down for 8 s: a resume under TCG may take 3 s, and the first probe comes 1 s after
 		# it; it must meet the link still down.
-		local BIN=$hooks LINK_DOWN_SECS=8
+		local bin=$BIN down=$LINK_DOWN_SECS
+		BIN=$hooks LINK_DOWN_SECS=8
 		RESUME_CLIENT_ENV=(RDMA_CONTAINER_TEST_SEND_PACE_US=2000) RESUME_RETRIES=2
 		resume_check paths_back_stream break_second_path 1000 /tmp/expected.10k \
 			--paths "$SECOND_IP_B" --credits 8 --ack-timeout 14 --retry-count 1
-		RESUME_CLIENT_ENV=()
+		RESUME_CLIENT_ENV=() BIN=$bin LINK_DOWN_SECS=$down
 		if [ "${REPORTED[paths_back_stream]:-}" != PASS ]; then
 			result paths_back FAIL "the stream failed (paths_back_stream)"
 		elif grep -q "path 1: no answer on it yet" "$CLIENT_ERR" && grep -q "path 1 is back" "$CLIENT_ERR" &&

@@ -359,25 +359,22 @@ impl<P: RolePath + ?Sized> Session<P> {
 }
 
 impl<P: RolePath + ?Sized> Session<P> {
-    /// A client that resumes, whose data path left a path out (`--paths`): when the lifecycle
-    /// resumes to try it again (its rule 8). The drivers ask while the stream runs, never
-    /// while it finishes (the peer may be gone by then).
-    /// While a probe asks whether the paths are back ([`path_probe`]), when to look at it.
+    /// A client that resumes, whose data path left a path out (`--paths`): when to look at
+    /// it next: its retry time ([`crate::session_core::lifecycle`]'s rule 8), or, while a
+    /// probe asks whether the path is back ([`path_probe`]), when to look at the probe. The
+    /// drivers ask only while the stream runs, never while it finishes (the peer may be gone
+    /// by then).
     pub(crate) fn paths_retry_at(&self) -> Option<Instant> {
         let resumption = self.resume.as_ref().filter(|r| !r.is_server())?;
-        match resumption.probe() {
-            Some(probe) => Some(probe.poll_at()),
-            None => self.transport.retry_paths_at(),
-        }
+        let due = self.transport.retry_paths_at()?;
+        Some(resumption.probe().map_or(due, path_probe::Probe::poll_at))
     }
 
-    /// Whether [`Session::paths_retry_at`] has come and a path left out answered its probe:
-    /// the resume that brings it back. A due retry starts the probe; one that stays silent
-    /// postpones the retry. The clock is read only when a path is left out.
-    pub(crate) fn paths_retry_due(&mut self) -> Option<Planned> {
-        let at = self.paths_retry_at()?;
-        let now = Instant::now();
-        if now < at {
+    /// At `now`, whether a path left out answered its probe: the resume that brings it back.
+    /// A due retry starts a probe of the paths due; the due ones that stay silent (all of
+    /// them, or the others once one answered) wait again, for longer.
+    pub(crate) fn paths_retry_due(&mut self, now: Instant) -> Option<Planned> {
+        if self.paths_retry_at()? > now {
             return None;
         }
         let (server, probe) = self.resume.as_mut()?.client_probe()?;
@@ -389,8 +386,9 @@ impl<P: RolePath + ?Sized> Session<P> {
                     0 => Some(&info.path),
                     p => info.extra_paths.get(p - 1).map(|e| &e.path),
                 };
-                let paths = self.transport.paths_left_out();
-                let asked = paths
+                let asked = self
+                    .transport
+                    .paths_due_for_retry(now)
                     .into_iter()
                     .filter_map(|p| ends(p).map(|e| (p, e.source, e.peer)));
                 path_probe::Probe::start(asked, server.port(), now)
@@ -403,10 +401,11 @@ impl<P: RolePath + ?Sized> Session<P> {
             }
             path_probe::ProbeVerdict::Answered { path } => {
                 log::info!("path {path} answers again: resuming to bring it back");
+                self.transport.postpone_path_retry(now, Some(path));
                 Some(Planned::RetryPaths)
             }
             path_probe::ProbeVerdict::Silent => {
-                self.transport.postpone_path_retry(now);
+                self.transport.postpone_path_retry(now, None);
                 None
             }
         }

@@ -333,6 +333,14 @@ impl<P: RolePath + ?Sized> Session<P> {
                 }
             });
         };
+        // A probe under way asked about the data path this resume replaces.
+        if let Some((_, probe)) = resumption.client_probe() {
+            *probe = None;
+        }
+        if matches!(trigger, Trigger::AttemptArrived) {
+            // The client tore its end down first: our lanes' errors since are not failures.
+            self.transport.forget_path_failures();
+        }
         let started = Instant::now();
         let outcome = resumption
             .life

@@ -328,14 +328,18 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
     }
 
     /// The paths (numbered as in [`SetupParams::extra_paths`], 0 first) the data path left
-    /// out; none for one path.
-    fn paths_left_out(&self) -> Vec<usize> {
+    /// out whose retry is due at `now`; none for one path.
+    fn paths_due_for_retry(&self, _now: Instant) -> Vec<usize> {
         Vec::new()
     }
 
-    /// The paths due to be tried again at `now` did not answer: wait longer
-    /// ([`striped::parking`]).
-    fn postpone_path_retry(&mut self, _now: Instant) {}
+    /// The paths due to be tried again at `now`, but `answered`, did not answer their probe:
+    /// they wait longer ([`striped::parking`]).
+    fn postpone_path_retry(&mut self, _now: Instant, _answered: Option<usize>) {}
+
+    /// A client's resume attempt arrived while the session ran: the lane errors seen since
+    /// are the client tearing its end down, not failed paths ([`striped::parking`]).
+    fn forget_path_failures(&mut self) {}
 }
 
 /// Where a data path's set-up stands after one [`DataPath::connect`] step.

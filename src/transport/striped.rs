@@ -510,12 +510,16 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
         self.counters.clone()
     }
 
-    fn paths_left_out(&self) -> Vec<usize> {
-        self.parking.left_out()
+    fn paths_due_for_retry(&self, now: Instant) -> Vec<usize> {
+        self.parking.due(now)
     }
 
-    fn postpone_path_retry(&mut self, now: Instant) {
-        self.parking.postpone_retry(now);
+    fn postpone_path_retry(&mut self, now: Instant, answered: Option<usize>) {
+        self.parking.postpone_retry(now, answered);
+    }
+
+    fn forget_path_failures(&mut self) {
+        self.parking.forget_failures();
     }
 }
 

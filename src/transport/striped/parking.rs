@@ -5,7 +5,10 @@
 //! Rules kept here (time is an argument):
 //! - lane `i` runs on path `i % paths`; with one path nothing is ever parked;
 //! - a lane that fails (an error from its poll, post, flush or connect; never a close, which is
-//!   the end of the stream) marks its path *failed* until the next reset;
+//!   the end of the stream) marks its path *failed* until the next reset. A server whose
+//!   client's resume attempt arrives while the session runs forgets those marks: its lanes'
+//!   errors since are the client tearing down (what failed under the client, the client
+//!   parks);
 //! - at a reset (a resume's new data path) every failed path is parked, with a backoff of
 //!   [`FIRST_BACKOFF`] that doubles each time the path is left out again (at most
 //!   [`MAX_BACKOFF`]). Until a data path connects, a later reset (the resume's next attempt)
@@ -16,8 +19,10 @@
 //! - the schedule is the client's ([`Retries::Schedules`]), whichever end parked the path:
 //!   when a data path connects without a path, the client's backoff for it runs from then
 //!   (doubled if the path was tried, or parked by the server, rather than still waiting), and
-//!   [`Parking::retry_at`] says when the client should resume to try it
-//!   ([`crate::session_core::lifecycle`], rule 8). Until then a reset for another reason
+//!   [`Parking::retry_at`] says when the client should ask the paths then due whether they
+//!   are back ([`Parking::due`]); those that do not answer wait again, for twice as long
+//!   ([`Parking::postpone_retry`]), and an answer makes the client resume to try the path that
+//!   answered ([`crate::session_core::lifecycle`], rule 8). Until then a reset for another reason
 //!   leaves it out. The server ([`Retries::Follows`]) parks only what failed, so it never
 //!   holds back a path the client tries;
 //! - the counts follow the union, each time a data path connects: a path whose lanes are all
@@ -245,17 +250,43 @@ impl Parking {
     }
 
     /// The paths the current data path left out.
+    #[cfg(test)]
     pub(crate) fn left_out(&self) -> Vec<usize> {
         (0..self.paths.len())
             .filter(|&p| self.paths[p].out_when_connected)
             .collect()
     }
 
-    /// The client: the paths left out whose retry is due at `now` did not answer (the
-    /// session's probe): each waits again, for twice as long.
-    pub(crate) fn postpone_retry(&mut self, now: Instant) {
-        for (p, state) in self.paths.iter_mut().enumerate() {
-            if state.out_when_connected && state.retry_at.is_some_and(|at| at <= now) {
+    /// A client's resume attempt arrived while the session ran: lane errors seen since the
+    /// client began tearing its end down are that, not failed paths. Forgets them (what the
+    /// client saw fail, it parks itself).
+    pub(crate) fn forget_failures(&mut self) {
+        for state in &mut self.paths {
+            state.failed = false;
+        }
+    }
+
+    /// The client: the paths left out whose retry is due at `now`.
+    pub(crate) fn due(&self, now: Instant) -> Vec<usize> {
+        (0..self.paths.len())
+            .filter(|&p| self.is_due(p, now))
+            .collect()
+    }
+
+    fn is_due(&self, path: usize, now: Instant) -> bool {
+        let state = &self.paths[path];
+        self.retries == Retries::Schedules
+            && state.out_when_connected
+            && state.retry_at.is_some_and(|at| at <= now)
+    }
+
+    /// The client: the paths left out whose retry is due at `now`, but `answered`, did not
+    /// answer (the session's probe): each waits again, for twice as long. So the resume an
+    /// answer starts tries only the path that answered.
+    pub(crate) fn postpone_retry(&mut self, now: Instant, answered: Option<usize>) {
+        for p in 0..self.paths.len() {
+            if self.is_due(p, now) && Some(p) != answered {
+                let state = &mut self.paths[p];
                 let backoff = state.next_backoff();
                 log::info!(
                     "path {p}: no answer on it yet; asked again in {} s",

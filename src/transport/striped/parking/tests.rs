@@ -239,6 +239,33 @@ fn the_server_parks_a_failed_path_until_it_connects_then_follows_the_client() {
     assert_eq!(parked(&p), [false, false], "the client resumed: tried");
 }
 
+/// Of the paths due, the ones that do not answer their probe wait again, for twice as long;
+/// the resume an answer starts tries only the path that answered; a server whose client's
+/// attempt arrived forgets the lane errors it saw meanwhile.
+#[test]
+fn only_the_path_that_answered_is_tried_and_the_silent_ones_wait_longer() {
+    let t0 = Instant::now();
+    let mut p = Parking::new(3, 3, Retries::Schedules);
+    p.lane_failed(1);
+    p.lane_failed(2);
+    p.on_reset(t0);
+    p.on_connected(t0);
+    let due = t0 + FIRST_BACKOFF;
+    assert_eq!(p.due(t0), Vec::<usize>::new());
+    assert_eq!(p.due(due), [1, 2]);
+    p.postpone_retry(due, Some(2));
+    assert_eq!(p.due(due), [2], "path 1 was silent: it waits again");
+    assert_eq!(p.paths[1].retry_at, Some(due + FIRST_BACKOFF * 2));
+    p.on_reset(due);
+    assert_eq!(parked(&p), [false, true, false], "only path 2 is tried");
+
+    let mut server = Parking::new(2, 2, Retries::Follows);
+    server.lane_failed(0);
+    server.forget_failures();
+    server.on_reset(t0);
+    assert_eq!(parked(&server), [false, false]);
+}
+
 /// What happens to a two-ended session in the property test.
 #[derive(Debug, Clone)]
 enum Step {
@@ -275,9 +302,8 @@ fn attempt(client: &mut Parking, server: &mut Parking, now: Instant) -> Option<V
             client.peer_parked(lane);
         }
     }
-    if client.in_use().next().is_none() {
-        return None;
-    }
+    // A union that leaves every lane out is refused.
+    client.in_use().next()?;
     client.on_connected(now);
     server.on_connected(now);
     Some(parked(client))
