@@ -690,6 +690,23 @@ fn two_path_session_losing_the_second(
     Some((net, vb1, server, client))
 }
 
+/// Both ends exit 0 and the server printed 0..`count` once each, in order: the client's log
+/// and its JSON result.
+fn finished_in_order(
+    server: &mut Proc,
+    client: &mut Proc,
+    count: u64,
+) -> (String, serde_json::Value) {
+    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
+    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
+    if let Err(e) = check_counting(&server.stdout(), count) {
+        panic!("server stdout: {e}\n{}", server.report());
+    }
+    let log = client.stderr();
+    let result = json_result(&log, client);
+    (log, result)
+}
+
 /// `--paths`, a path lost for good: mid-stream the second veth pair goes down and the client's
 /// data connections on it are killed (`ss -K`). The session resumes without that path (its
 /// queue pairs parked) and delivers every message once, in order, over the first, while the
@@ -703,13 +720,7 @@ fn a_session_over_two_paths_goes_on_over_one_when_the_other_is_lost_for_good() {
     else {
         return;
     };
-    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
-    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
-    if let Err(e) = check_counting(&server.stdout(), COUNT) {
-        panic!("server stdout: {e}\n{}", server.report());
-    }
-    let log = client.stderr();
-    let result = json_result(&log, &client);
+    let (log, result) = finished_in_order(&mut server, &mut client, COUNT);
     assert!(result["resumes"].as_u64() >= Some(1), "{result}");
     assert_eq!(result["paths_lost"], 1, "{result}\n{}", client.report());
     assert!(
@@ -784,13 +795,7 @@ fn a_path_lost_mid_stream_is_used_again_once_it_comes_back() {
         assert!(bytes > 0, "path {path} carried nothing:\n{scraped}");
     }
 
-    assert_eq!(client.wait_code(LONG), 0, "{}", client.report());
-    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
-    if let Err(e) = check_counting(&server.stdout(), COUNT) {
-        panic!("server stdout: {e}\n{}", server.report());
-    }
-    let log = client.stderr();
-    let result = json_result(&log, &client);
+    let (log, result) = finished_in_order(&mut server, &mut client, COUNT);
     assert_eq!(result["paths_lost"], 1, "{result}\n{}", client.report());
     assert_eq!(result["paths_rebuilt"], 1, "{result}\n{}", client.report());
     assert_eq!(

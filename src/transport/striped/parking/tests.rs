@@ -8,6 +8,13 @@ fn parked(p: &Parking) -> Vec<bool> {
     (0..p.parked.len()).map(|l| p.is_parked(l)).collect()
 }
 
+/// The peer's blob parks `lanes`.
+fn peer_parks(p: &mut Parking, lanes: &[usize]) {
+    for &lane in lanes {
+        p.peer_parked(lane);
+    }
+}
+
 /// Four lanes over two paths: a failure on lane 1 parks path 1 (lanes 1 and 3) at the next
 /// reset, and only then; it is counted lost once, when the data path connects.
 #[test]
@@ -129,8 +136,7 @@ fn the_peers_parked_lanes_join_ours_and_count() {
     let t0 = Instant::now();
     let mut p = Parking::new(4, 2, Retries::Follows);
     p.on_reset(t0);
-    p.peer_parked(1);
-    p.peer_parked(3);
+    peer_parks(&mut p, &[1, 3]);
     assert_eq!(parked(&p), [false, true, false, true]);
     p.on_connected(t0);
     assert_eq!(
@@ -191,8 +197,7 @@ fn the_client_schedules_a_path_the_server_parked() {
     let t0 = Instant::now();
     let mut p = Parking::new(4, 2, Retries::Schedules);
     p.on_reset(t0);
-    p.peer_parked(1);
-    p.peer_parked(3);
+    peer_parks(&mut p, &[1, 3]);
     p.on_connected(t0);
     assert_eq!(p.retry_at(), Some(t0 + FIRST_BACKOFF));
     p.on_reset(t0 + FIRST_BACKOFF / 2);
@@ -210,8 +215,7 @@ fn the_client_schedules_a_path_the_server_parked() {
     let t1 = t0 + FIRST_BACKOFF;
     p.on_reset(t1);
     assert_eq!(parked(&p), [false; 4], "due: tried");
-    p.peer_parked(1);
-    p.peer_parked(3);
+    peer_parks(&mut p, &[1, 3]);
     p.on_connected(t1);
     assert_eq!(p.retry_at(), Some(t1 + FIRST_BACKOFF * 2));
     assert_eq!(
