@@ -43,7 +43,8 @@ pub(crate) enum Spin {
 pub(crate) struct BusyPoll {
     limit: Option<Duration>,
     until: Option<Instant>,
-    rounds: u32,
+    /// Rounds left before the next clock check (a count down: no division per round).
+    rounds_left: u32,
     checks: u32,
     check_every: u32,
 }
@@ -51,12 +52,13 @@ pub(crate) struct BusyPoll {
 impl BusyPoll {
     /// Polling for at most `limit` (`None`: sleep at once).
     pub(crate) fn new(limit: Option<Duration>) -> Self {
+        let check_every = check_every(limit);
         Self {
             limit,
             until: None,
-            rounds: 0,
+            rounds_left: check_every,
             checks: 0,
-            check_every: check_every(limit),
+            check_every,
         }
     }
 
@@ -65,10 +67,11 @@ impl BusyPoll {
         let Some(limit) = self.limit else {
             return Spin::Sleep;
         };
-        self.rounds = self.rounds.wrapping_add(1);
-        if !self.rounds.is_multiple_of(self.check_every) {
+        self.rounds_left -= 1;
+        if self.rounds_left != 0 {
             return Spin::Again;
         }
+        self.rounds_left = self.check_every;
         let now = Instant::now();
         // Saturating: a limit as long as Duration::MAX polls "for ever", it does not overflow.
         let until = *self.until.get_or_insert_with(|| deadline_after(now, limit));

@@ -429,6 +429,7 @@ unsafe impl Sync for MemoryRegion {}
 
 impl MemoryRegion {
     /// Local key, for scatter/gather entries.
+    #[inline]
     pub fn lkey(&self) -> u32 {
         // SAFETY: the MR is valid while self lives; libibverbs never changes lkey.
         unsafe { (*self.mr.as_ptr()).lkey }
@@ -606,6 +607,7 @@ impl CompletionQueue {
 
     /// Polls up to `wcs.len()` completions at once (the inline `ibv_poll_cq`, i.e. the
     /// context's `ops.poll_cq`); returns how many were written to the front of `wcs`.
+    #[inline]
     pub fn poll(&self, wcs: &mut [ibv_wc]) -> Result<usize> {
         let n = c_int::try_from(wcs.len()).unwrap_or(c_int::MAX);
         let cq = self.as_ptr();
@@ -690,6 +692,7 @@ impl QueuePair {
     /// in this QP's protection domain, and that memory must stay registered and unmodified
     /// until the request's completion (or, for unsignaled requests, a later signaled one) has
     /// been polled. Inline entries must be readable for the duration of this call.
+    #[inline]
     pub unsafe fn post_send(&self, list: &mut SendList) -> Result<()> {
         if list.wrs.is_empty() {
             return Ok(());
@@ -731,6 +734,7 @@ impl QueuePair {
     /// Every scatter/gather entry must lie in memory registered (with its `lkey`) in this QP's
     /// protection domain for local write, which must stay registered and not be read or
     /// written by us until the request's completion has been polled.
+    #[inline]
     pub unsafe fn post_recv(&self, list: &mut RecvList) -> Result<()> {
         if list.wrs.is_empty() {
             return Ok(());
@@ -842,6 +846,7 @@ work_request!(ibv_send_wr, ibv_recv_wr);
 
 /// Links `wrs` into one list, request `i` pointing at entry `i` of `sges` (those with an
 /// entry); returns the head. [`SendList`] and [`RecvList`] keep one entry per request.
+#[inline]
 fn link<W: WorkRequest>(wrs: &mut [W], sges: &mut [ibv_sge]) -> *mut W {
     debug_assert_eq!(wrs.len(), sges.len());
     let n = wrs.len();
@@ -864,6 +869,7 @@ fn link<W: WorkRequest>(wrs: &mut [W], sges: &mut [ibv_sge]) -> *mut W {
     head
 }
 
+#[inline]
 fn zeroed_send_wr() -> ibv_send_wr {
     // SAFETY: ibv_send_wr is plain data (integers, raw pointers and unions of them), for which
     // all-zero bytes are valid (null pointers, zero counts).
@@ -901,6 +907,7 @@ impl SendList {
 
     /// Appends an `IBV_WR_SEND` of `sge` (none: a zero-length message) with `IBV_SEND_*`
     /// bits `flags` (`IBV_SEND_SIGNALED`, `IBV_SEND_INLINE`, ...).
+    #[inline]
     pub fn push_send(&mut self, wr_id: u64, sge: Option<ibv_sge>, flags: ffi::ibv_send_flags) {
         self.push_request(wr_id, ffi::IBV_WR_SEND, sge, flags);
     }
@@ -909,6 +916,7 @@ impl SendList {
     /// 32-bit `imm`, stored in network byte order as the field requires (the receiver's
     /// completion has `IBV_WC_WITH_IMM` set and `imm_data` in network order), with `IBV_SEND_*`
     /// bits `flags`.
+    #[inline]
     pub fn push_send_with_imm(
         &mut self,
         wr_id: u64,
@@ -938,6 +946,7 @@ impl SendList {
     }
 
     /// Appends a request of `opcode` with its entry and returns it for the opcode's fields.
+    #[inline]
     fn push_request(
         &mut self,
         wr_id: u64,
@@ -967,12 +976,14 @@ impl SendList {
     }
 
     /// Removes every request (keeps the allocation).
+    #[inline]
     pub fn clear(&mut self) {
         self.wrs.clear();
         self.sges.clear();
     }
 
     /// Links `next` and `sg_list` pointers over the current vectors; returns the head.
+    #[inline]
     fn link(&mut self) -> *mut ibv_send_wr {
         link(&mut self.wrs, &mut self.sges)
     }
@@ -998,6 +1009,7 @@ impl RecvList {
     }
 
     /// Appends a receive into `sge` (none: only a zero-length message fits).
+    #[inline]
     pub fn push(&mut self, wr_id: u64, sge: Option<ibv_sge>) {
         self.wrs.push(ibv_recv_wr {
             wr_id,
@@ -1019,12 +1031,14 @@ impl RecvList {
     }
 
     /// Removes every request (keeps the allocation).
+    #[inline]
     pub fn clear(&mut self) {
         self.wrs.clear();
         self.sges.clear();
     }
 
     /// Links `next` and `sg_list` pointers over the current vectors; returns the head.
+    #[inline]
     fn link(&mut self) -> *mut ibv_recv_wr {
         link(&mut self.wrs, &mut self.sges)
     }

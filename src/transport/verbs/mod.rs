@@ -201,6 +201,9 @@ pub(crate) struct VerbsQp {
     pending: Vec<Completion>,
     /// Reused by every poll (no allocation on the data path).
     scratch: Vec<Completion>,
+    /// What each CQ poll writes into: kept, so that a busy-polling round that finds nothing
+    /// does not zero a batch of entries first (only the `n` a poll wrote are read).
+    wcs: [ibv_wc; POLL_BATCH],
     port: u8,
     gid_index: u8,
     /// What the packets of our queue pair carry and how it retransmits (`--tclass`, `--sl`,
@@ -354,6 +357,7 @@ impl VerbsQp {
             qp_stuck: false,
             pending: Vec::new(),
             scratch: Vec::with_capacity(params.slots * 2 + 16),
+            wcs: [ibv_wc::default(); POLL_BATCH],
             port,
             gid_index,
             qp_params: QpParams::from_settings(&params.qp),
@@ -418,19 +422,20 @@ impl<R: VerbsRole> VerbsTransport<R> {
     fn poll_cq(&mut self, out: &mut Vec<Completion>) -> Result<usize> {
         let mut total = 0;
         loop {
-            let mut wcs = [ibv_wc::default(); POLL_BATCH];
             let n = self
                 .core
                 .cq
-                .poll(&mut wcs)
+                .poll(&mut self.core.wcs)
                 .map_err(|e| verb("ibv_poll_cq", e, None))?;
-            for wc in &wcs[..n] {
+            for i in 0..n {
+                // A copy (one entry, only of what completed): the checks below borrow `self`.
+                let wc = self.core.wcs[i];
                 if self.core.retired_qpn == Some(wc.qp_num) {
                     log::debug!("verbs: dropped a completion of a torn-down queue pair");
                     continue;
                 }
                 if wc.wr_id & CREDIT_TAG != 0 {
-                    self.credit_completion(wc, out)?;
+                    self.credit_completion(&wc, out)?;
                     continue;
                 }
                 let is_send = wc.wr_id & SEND_TAG != 0;
@@ -438,7 +443,7 @@ impl<R: VerbsRole> VerbsTransport<R> {
                     return Err(completion_error(is_send, wc.status));
                 }
                 if !is_send {
-                    check_receive_opcode(wc)?;
+                    check_receive_opcode(&wc)?;
                     let slot = usize::try_from(wc.wr_id)
                         .ok()
                         .filter(|&i| i < self.core.memory.count())
@@ -816,7 +821,9 @@ impl<R: VerbsRole> VerbsTransport<R> {
         if self.core.closed {
             return Err(Error::TransportClosed { transport: NAME });
         }
-        out.append(&mut self.core.pending);
+        if !self.core.pending.is_empty() {
+            out.append(&mut self.core.pending);
+        }
         self.poll_cq(out)?;
         // Always leave the CQ armed: the caller may sleep even after a poll that returned
         // something (just not what it waits for). Polling again after arming closes the race
