@@ -101,6 +101,10 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               the library's event-loop calls (try_* with poll, tokio) against its blocking ones
               over verbs (examples/event_loop_cost.rs, built in release here). Not in the
               default set, nor in .ci/run: run it by hand (BENCHMARKS.md has its figures)
+  lat-profile where a ping-pong's user-space instructions go: bench lat and ib_send_lat, both
+              ends under valgrind's callgrind, instructions per round trip and the functions
+              that take them (needs valgrind on the host). Not in the default set, nor in
+              .ci/run: a diagnostic to run by hand
   container   the roce image (scripts/container-test.sh) under podman in the guest, with the
               flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),
               RDMA_CONTAINER_STRICT=1, --transport verbs: 10,000 messages in order over rxe,
@@ -132,7 +136,7 @@ Options:
                      container (the arm64 image: scripts/container-test.sh --arch arm64)
                      (default messages,peer-lost); the kernel: the newest of the suite
   --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,paths,doctor,baseline,
-                     event-loop-cost,container,rnr,suite,transport
+                     event-loop-cost,lat-profile,container,rnr,suite,transport
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
@@ -140,7 +144,8 @@ Options:
                      another rdma-container build (an older commit, say) that the baseline
                      check times in the same boot: its bench lat runs alternate with ours
                      and perftest's, and a note gives its median and the ratio new / other
-                     (under TCG only a ratio within one boot means anything)
+                     (under TCG only a ratio within one boot means anything); the lat-profile
+                     check profiles it too
   --accel A          auto (default: KVM if it really boots a kernel, else TCG), kvm or tcg
   --timeout SEC      wall-clock limit for the whole VM run (default $VM_TIMEOUT)
   --transfer-timeout SEC
@@ -249,10 +254,10 @@ parse_args() {
 		done
 	fi
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | lat-profile | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
-	if [ -n "$COMPARE_BINARY" ] && ! want_check baseline; then
-		usage_error "--compare-binary is timed by the baseline check; --checks has no baseline"
+	if [ -n "$COMPARE_BINARY" ] && ! want_check baseline && ! want_check lat-profile; then
+		usage_error "--compare-binary is timed by the baseline and lat-profile checks; --checks has neither"
 	fi
 	if [ -z "$MEM" ]; then
 		MEM=1024
@@ -685,6 +690,18 @@ put_container_runtime() {
 	mv "$ROOT/opt/kube/plan.tmp" "$ROOT/opt/kube/plan"
 }
 
+# valgrind's callgrind for the lat-profile check: the launcher, the tool and what it loads.
+put_callgrind() {
+	local f
+	[ -x /usr/bin/valgrind ] || die "the lat-profile check needs valgrind on the host (apt-get install valgrind)"
+	put_elf /usr/bin/valgrind
+	# Debian's valgrind is a wrapper script around valgrind.bin
+	if [ -e /usr/bin/valgrind.bin ]; then put_elf /usr/bin/valgrind.bin; fi
+	for f in callgrind-amd64-linux vgpreload_core-amd64-linux.so default.supp; do
+		put_file "/usr/libexec/valgrind/$f"
+	done
+}
+
 # The x86_64 guest's user space: the host's busybox, GUEST_PROGRAMS and the libraries they and
 # rdma-container need.
 put_userland_host() {
@@ -739,6 +756,7 @@ build_initramfs() {
 	mkdir -p "$ROOT/usr/lib/modules/$KERNEL_RELEASE"
 	cp "$KERNEL_DIR"/modules/*.ko "$KERNEL_DIR/modules.order" "$ROOT/usr/lib/modules/$KERNEL_RELEASE/"
 	if want_check container; then put_container_runtime; fi
+	if want_check lat-profile; then put_callgrind; fi
 	local exe suite_tests=""
 	for exe in "${SUITE_EXES[@]}"; do
 		put_elf "$exe" "$exe"

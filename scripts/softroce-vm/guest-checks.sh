@@ -42,6 +42,7 @@ declare -gA CHECK_RESULTS=(
 	[doctor]="doctor_text doctor_json doctor_gate doctor_probe"
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[event-loop-cost]="event_loop_cost"
+	[lat-profile]="lat_profile"
 	[container]="container_load container_session container_nodev container_nonroot container_kube"
 	[rnr]="rnr_strict"
 	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule suite_event_loop suite_tokio"
@@ -1412,4 +1413,151 @@ lat_syscalls() {
 		grep -oE '^[0-9]+ +[a-z_0-9]+\(' "$f" | awk '{ print $2 }' | sort | uniq -c | sort -rn | head -8 |
 			sed 's/^/SOFTROCE-LAT-SYSCALLS   /'
 	done
+}
+
+# The lat-profile check (by hand, not in .ci/run): where the instructions of a ping-pong go,
+# ours against ib_send_lat. Under TCG the guest's time is mostly instructions, so user-space
+# instructions per round trip are what a latency gap between two busy-polling tools is made of
+# when their system calls are at parity (lat_syscalls). Each tool runs twice, LAT_PROFILE_COUNTS
+# round trips, both ends under callgrind and pinned as in the baseline; the difference of the
+# two runs over the difference of round trips is the steady state (set-up cancels out). Both
+# tools also spin while they wait, and that spin is counted too (in the CQ poll functions: the
+# table names them). A diagnostic: the figures are printed, nothing is judged.
+LAT_PROFILE_COUNTS=(200 1200)
+CALLGRIND=(valgrind --tool=callgrind --compress-strings=no --compress-pos=no)
+
+# Self cost (Ir) by object and function of a callgrind file: "cost<TAB>object:function" lines.
+callgrind_self() { # file
+	awk '
+		/^ob=/ { ob = substr($0, 4); sub(/.*\//, "", ob); next }
+		/^fn=/ { fn = substr($0, 4); skip = 0; next }
+		/^calls=/ { skip = 1; next }
+		/^[a-z]+=/ { next }
+		/^[0-9+*-]/ { if (skip) { skip = 0; next } self[ob ":" fn] += $2 }
+		END { for (k in self) printf "%d\t%s\n", self[k], k }
+	' "$1"
+}
+
+# Calls by callee (object:function) of a callgrind file: "calls<TAB>object:function" lines.
+callgrind_calls() { # file
+	awk '
+		/^ob=/ { ob = substr($0, 4); sub(/.*\//, "", ob); next }
+		/^cob=/ { cob = substr($0, 5); sub(/.*\//, "", cob); next }
+		/^cfn=/ { cfn = substr($0, 5); next }
+		/^calls=/ {
+			split($1, c, "=")
+			calls[(cob != "" ? cob : ob) ":" cfn] += c[2]
+			cob = ""
+		}
+		END { for (k in calls) printf "%d\t%s\n", calls[k], k }
+	' "$1"
+}
+
+# The total Ir of a callgrind file.
+callgrind_total() { # file
+	awk '/^(totals|summary):/ { print $2; exit }' "$1"
+}
+
+# Per round trip, the TOP functions whose self cost (or, with "calls", whose calls) grew most
+# between the two runs.
+callgrind_top() { # lo-file hi-file round-trips top [calls]
+	local of=callgrind_self
+	[ "${5:-}" = calls ] && of=callgrind_calls
+	awk -F'\t' -v d="$3" '
+		FNR == 1 { f++ }
+		f == 1 { lo[$2] = $1; next }
+		{ per = ($1 - lo[$2]) / d; if (per >= 0.5) printf "%10.1f  %s\n", per, $2 }
+	' <("$of" "$1") <("$of" "$2") | sort -rn | head -n "$4"
+}
+
+# The kernel's side of a ping-pong, natively (no valgrind): context switches (/proc/stat ctxt)
+# and softirqs by kind (/proc/softirqs, all CPUs) per round trip, each tool run at two counts
+# (the difference over the difference in round trips: set-up cancels out).
+LAT_EVENT_COUNTS=(1000 5000)
+kernel_events() { # -> "ctxt N HI N TIMER N ..." (one line)
+	{
+		awk '$1 == "ctxt" { printf "ctxt %s ", $2 }' /proc/stat
+		awk 'NR > 1 { s = 0; for (i = 2; i <= NF; i++) s += $i; sub(":", "", $1); printf "%s %d ", $1, s }' /proc/softirqs
+	}
+	echo
+}
+lat_kernel_events() {
+	local tool n lo=${LAT_EVENT_COUNTS[0]} hi=${LAT_EVENT_COUNTS[1]}
+	declare -A BEFORE AFTER
+	for n in "$lo" "$hi"; do
+		for tool in "$@"; do
+			BEFORE[$tool.$n]=$(kernel_events)
+			case $tool in
+			perftest) perftest "lev$tool$n" ib_send_lat -s "$LAT_SIZE" -n "$n" >/dev/null || echo "lat events: ib_send_lat -n $n failed" ;;
+			ours) bench_pair "lev$tool$n" "" --mode lat -s "$LAT_SIZE" -n "$n" >/dev/null || echo "lat events: bench -n $n: $BENCH_FAIL" ;;
+			compare) BIN=rdma-container-compare bench_pair "lev$tool$n" "" --mode lat -s "$LAT_SIZE" -n "$n" >/dev/null ||
+				echo "lat events: compare bench -n $n: $BENCH_FAIL" ;;
+			esac
+			AFTER[$tool.$n]=$(kernel_events)
+		done
+	done
+	for tool in "$@"; do
+		echo "SOFTROCE-LAT-EVENTS $tool per round trip: $(awk -v d=$((hi - lo)) -v a="${BEFORE[$tool.$lo]}" -v b="${AFTER[$tool.$lo]}" \
+			-v c="${BEFORE[$tool.$hi]}" -v e="${AFTER[$tool.$hi]}" 'BEGIN {
+				n = split(a, A, " "); split(b, B, " "); split(c, C, " "); split(e, E, " ")
+				for (i = 1; i < n; i += 2) {
+					per = ((E[i + 1] - C[i + 1]) - (B[i + 1] - A[i + 1])) / d
+					if (per > 0.005 || per < -0.005) printf "%s %.2f ", A[i], per
+				}
+			}')"
+	done
+}
+
+check_lat_profile() {
+	local n tool side lo=${LAT_PROFILE_COUNTS[0]} hi=${LAT_PROFILE_COUNTS[1]} fail=''
+	if ! command -v valgrind >/dev/null 2>&1; then
+		result lat_profile FAIL "valgrind is not in the guest"
+		return
+	fi
+	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	BENCH_SERVER_ARGS=(--handshake-timeout 240)
+	local tools=(ours perftest) compare=''
+	command -v rdma-container-compare >/dev/null && compare=rdma-container-compare && tools+=(compare)
+	lat_kernel_events "${tools[@]}"
+	for n in "$lo" "$hi"; do
+		bench_pair "lprof$n" "${CALLGRIND[*]} --callgrind-out-file=/tmp/lprof$n.@SIDE@.cg" --mode lat \
+			-s "$LAT_SIZE" -n "$n" --handshake-timeout 240 --connect-timeout 120 ||
+			fail="$fail bench lat -n $n: $BENCH_FAIL;"
+		if [ -n "$compare" ]; then
+			BIN=$compare bench_pair "clprof$n" "${CALLGRIND[*]} --callgrind-out-file=/tmp/clprof$n.@SIDE@.cg" \
+				--mode lat -s "$LAT_SIZE" -n "$n" --handshake-timeout 240 --connect-timeout 120 ||
+				fail="$fail compare bench lat -n $n: $BENCH_FAIL;"
+		fi
+		PERFTEST_WRAP="${CALLGRIND[*]} --callgrind-out-file=/tmp/plprof$n.@SIDE@.cg"
+		perftest "plprof$n" ib_send_lat -s "$LAT_SIZE" -n "$n" || fail="$fail ib_send_lat -n $n;"
+		PERFTEST_WRAP=""
+	done
+	BENCH_SERVER_ARGS=()
+	PIN_SERVER=() PIN_CLIENT=()
+	local summary=''
+	for tool in "${tools[@]}"; do
+		local pre=lprof
+		[ "$tool" = perftest ] && pre=plprof
+		[ "$tool" = compare ] && pre=clprof
+		for side in client server; do
+			local f_lo=/tmp/$pre$lo.$side.cg f_hi=/tmp/$pre$hi.$side.cg
+			if [ ! -s "$f_lo" ] || [ ! -s "$f_hi" ]; then
+				fail="$fail no callgrind output of $tool $side;"
+				continue
+			fi
+			local per
+			per=$(awk -v x="$(callgrind_total "$f_lo")" -v y="$(callgrind_total "$f_hi")" -v d=$((hi - lo)) \
+				'BEGIN { printf "%.0f", (y - x) / d }')
+			summary="$summary $tool $side $per;"
+			echo "SOFTROCE-LAT-PROFILE $tool $side: $per instructions (Ir) per round trip in user space"
+			callgrind_top "$f_lo" "$f_hi" $((hi - lo)) 25 | sed "s/^/SOFTROCE-LAT-PROFILE $tool $side   /"
+			echo "SOFTROCE-LAT-PROFILE $tool $side: calls per round trip (a busy-polling round calls the provider's CQ poll once)"
+			callgrind_top "$f_lo" "$f_hi" $((hi - lo)) 12 calls | sed "s/^/SOFTROCE-LAT-PROFILE $tool $side   calls /"
+		done
+	done
+	if [ -n "$fail" ]; then
+		result lat_profile FAIL "$fail"
+	else
+		result lat_profile PASS "Ir per round trip:$summary"
+	fi
 }

@@ -137,6 +137,7 @@ main() {
 		doctor) check_doctor ;;
 		baseline) check_baseline ;;
 		event-loop-cost) check_event_loop_cost ;;
+		lat-profile) check_lat_profile ;;
 		container) check_container; check_container_kube ;;
 		rnr) check_rnr ;;
 		suite) check_suite ;;
