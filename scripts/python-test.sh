@@ -109,8 +109,9 @@ if [ "$doca_sim" = 1 ]; then
 	DOCA_SIM_START=async RDMA_TEST_TRANSPORT=doca "$venv/bin/pytest" -q python/tests/test_session.py python/tests/test_interrupt.py python/tests/test_aio.py
 	status=$?
 	set -e
-	# Leave the default build installed.
-	"$py" -m pip install --quiet --force-reinstall --no-deps ./python
+	# Leave the default build installed: the wheel built above (the same sources and features,
+	# without building them a fourth time).
+	"$py" -m pip install --quiet --force-reinstall --no-deps "$wheel"
 	if [ "$status" -ne 0 ]; then
 		echo "python-test: pytest over the DOCA simulator failed (exit $status)" >&2
 		exit 1
