@@ -244,6 +244,13 @@ pub union ibv_gid {
     pub global: ibv_gid_global,
 }
 
+/// All zero (`::`).
+impl Default for ibv_gid {
+    fn default() -> Self {
+        Self { raw: [0; 16] }
+    }
+}
+
 impl std::fmt::Debug for ibv_gid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // SAFETY: every bit pattern of the union is a valid `[u8; 16]`.
@@ -479,7 +486,7 @@ pub struct ibv_mr {
 
 /// `struct ibv_global_route`: the GRH part of an address vector (RoCE always uses it).
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct ibv_global_route {
     /// Destination GID.
     pub dgid: ibv_gid,
@@ -495,7 +502,7 @@ pub struct ibv_global_route {
 
 /// `struct ibv_ah_attr`: an address vector.
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct ibv_ah_attr {
     /// Global route (used when `is_global` is 1).
     pub grh: ibv_global_route,
@@ -551,7 +558,7 @@ pub struct ibv_qp_init_attr {
 
 /// `struct ibv_qp_attr`: what `ibv_modify_qp` takes (fields selected by the attribute mask).
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct ibv_qp_attr {
     /// Target state.
     pub qp_state: ibv_qp_state,

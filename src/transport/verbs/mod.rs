@@ -556,8 +556,10 @@ impl<R: VerbsRole> DataPath for VerbsTransport<R> {
     fn close(&mut self) {
         if !self.core.closed {
             self.core.closed = true;
-            let mut reset = zeroed_qp_attr();
-            reset.qp_state = ffi::IBV_QPS_ERR;
+            let reset = ibv_qp_attr {
+                qp_state: ffi::IBV_QPS_ERR,
+                ..Default::default()
+            };
             // Moving to ERROR flushes outstanding work requests; failure only means it is gone.
             let _ = self.core.qp.modify(&reset, ffi::IBV_QP_STATE);
             let mut sink = Vec::new();
@@ -588,8 +590,10 @@ impl<R: VerbsRole> DataPath for VerbsTransport<R> {
                     .to_owned(),
             ));
         }
-        let mut err = zeroed_qp_attr();
-        err.qp_state = ffi::IBV_QPS_ERR;
+        let err = ibv_qp_attr {
+            qp_state: ffi::IBV_QPS_ERR,
+            ..Default::default()
+        };
         // Stops the old QP at once (a QP already in error, or one whose device is gone, may
         // refuse: its destruction below is what counts).
         if let Err(e) = self.core.qp.modify(&err, ffi::IBV_QP_STATE) {
@@ -706,20 +710,28 @@ fn rtr_attributes(
     peer: &Endpoint,
     path: &PathParams,
 ) -> (ibv_qp_attr, ffi::ibv_qp_attr_mask) {
-    let mut rtr = zeroed_qp_attr();
-    rtr.qp_state = ffi::IBV_QPS_RTR;
-    rtr.path_mtu = u32::from(local.mtu.min(peer.mtu));
-    rtr.dest_qp_num = peer.qpn;
-    rtr.rq_psn = local.psn;
-    rtr.max_dest_rd_atomic = 0;
-    rtr.min_rnr_timer = 12;
-    rtr.ah_attr.is_global = 1;
-    rtr.ah_attr.port_num = path.port;
-    rtr.ah_attr.sl = path.qp.service_level;
-    rtr.ah_attr.grh.sgid_index = path.gid_index;
-    rtr.ah_attr.grh.dgid = ffi::ibv_gid { raw: peer.gid };
-    rtr.ah_attr.grh.hop_limit = 64;
-    rtr.ah_attr.grh.traffic_class = path.qp.traffic_class;
+    let rtr = ibv_qp_attr {
+        qp_state: ffi::IBV_QPS_RTR,
+        path_mtu: u32::from(local.mtu.min(peer.mtu)),
+        dest_qp_num: peer.qpn,
+        rq_psn: local.psn,
+        max_dest_rd_atomic: 0,
+        min_rnr_timer: 12,
+        ah_attr: ffi::ibv_ah_attr {
+            is_global: 1,
+            port_num: path.port,
+            sl: path.qp.service_level,
+            grh: ffi::ibv_global_route {
+                sgid_index: path.gid_index,
+                dgid: ffi::ibv_gid { raw: peer.gid },
+                hop_limit: 64,
+                traffic_class: path.qp.traffic_class,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     let mask = ffi::IBV_QP_STATE
         | ffi::IBV_QP_AV
         | ffi::IBV_QP_PATH_MTU
@@ -734,13 +746,15 @@ fn rtr_attributes(
 /// count decide how long a lost packet is retransmitted before a send fails (the defaults:
 /// 4.096 us x 2^18 = 1.07 s, 7 retries, about 8.6 s).
 fn rts_attributes(peer: &Endpoint, path: &PathParams) -> (ibv_qp_attr, ffi::ibv_qp_attr_mask) {
-    let mut rts = zeroed_qp_attr();
-    rts.qp_state = ffi::IBV_QPS_RTS;
-    rts.sq_psn = peer.psn;
-    rts.timeout = path.qp.ack_timeout;
-    rts.retry_cnt = path.qp.retry_count;
-    rts.rnr_retry = path.rnr_retry;
-    rts.max_rd_atomic = 0;
+    let rts = ibv_qp_attr {
+        qp_state: ffi::IBV_QPS_RTS,
+        sq_psn: peer.psn,
+        timeout: path.qp.ack_timeout,
+        retry_cnt: path.qp.retry_count,
+        rnr_retry: path.rnr_retry,
+        max_rd_atomic: 0,
+        ..Default::default()
+    };
     let mask = ffi::IBV_QP_STATE
         | ffi::IBV_QP_SQ_PSN
         | ffi::IBV_QP_TIMEOUT
@@ -752,15 +766,17 @@ fn rts_attributes(peer: &Endpoint, path: &PathParams) -> (ibv_qp_attr, ffi::ibv_
 
 /// Moves a new QP to INIT on `port`.
 fn init_qp(qp: &QueuePair, port: u8, role: Role) -> Result<()> {
-    let mut init = zeroed_qp_attr();
-    init.qp_state = ffi::IBV_QPS_INIT;
-    init.pkey_index = 0;
-    init.port_num = port;
-    // The receiver accepts the sender's zero-length flushing write; no memory region grants
-    // remote access, so no peer can write anything with it.
-    init.qp_access_flags = match role {
-        Role::Sender => ffi::IBV_ACCESS_LOCAL_WRITE,
-        Role::Receiver => ffi::IBV_ACCESS_LOCAL_WRITE | ffi::IBV_ACCESS_REMOTE_WRITE,
+    let init = ibv_qp_attr {
+        qp_state: ffi::IBV_QPS_INIT,
+        pkey_index: 0,
+        port_num: port,
+        // The receiver accepts the sender's zero-length flushing write; no memory region
+        // grants remote access, so no peer can write anything with it.
+        qp_access_flags: match role {
+            Role::Sender => ffi::IBV_ACCESS_LOCAL_WRITE,
+            Role::Receiver => ffi::IBV_ACCESS_LOCAL_WRITE | ffi::IBV_ACCESS_REMOTE_WRITE,
+        },
+        ..Default::default()
     };
     qp.modify(
         &init,
@@ -876,56 +892,6 @@ fn check_receive_opcode(wc: &ibv_wc) -> Result<()> {
             "another kind of work completion"
         },
     }))
-}
-
-/// An all-zero `ibv_qp_attr` (every field a plain integer or a union of byte arrays).
-fn zeroed_qp_attr() -> ibv_qp_attr {
-    ibv_qp_attr {
-        qp_state: 0,
-        cur_qp_state: 0,
-        path_mtu: 0,
-        path_mig_state: 0,
-        qkey: 0,
-        rq_psn: 0,
-        sq_psn: 0,
-        dest_qp_num: 0,
-        qp_access_flags: 0,
-        cap: ibv_qp_cap::default(),
-        ah_attr: zeroed_ah_attr(),
-        alt_ah_attr: zeroed_ah_attr(),
-        pkey_index: 0,
-        alt_pkey_index: 0,
-        en_sqd_async_notify: 0,
-        sq_draining: 0,
-        max_rd_atomic: 0,
-        max_dest_rd_atomic: 0,
-        min_rnr_timer: 0,
-        port_num: 0,
-        timeout: 0,
-        retry_cnt: 0,
-        rnr_retry: 0,
-        alt_port_num: 0,
-        alt_timeout: 0,
-        rate_limit: 0,
-    }
-}
-
-fn zeroed_ah_attr() -> ffi::ibv_ah_attr {
-    ffi::ibv_ah_attr {
-        grh: ffi::ibv_global_route {
-            dgid: ffi::ibv_gid { raw: [0; 16] },
-            flow_label: 0,
-            sgid_index: 0,
-            hop_limit: 0,
-            traffic_class: 0,
-        },
-        dlid: 0,
-        sl: 0,
-        src_path_bits: 0,
-        static_rate: 0,
-        is_global: 0,
-        port_num: 0,
-    }
 }
 
 /// A GID as eight groups of four hex digits (as `doctor` prints them).
