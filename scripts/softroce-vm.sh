@@ -38,6 +38,7 @@ CHECKS=messages,peer-lost,doctor,baseline
 BINARY=
 COMPARE_BINARY="" # --compare-binary: another build, timed beside ours in the baseline
 EVENT_LOOP_COST="" # the baseline check's examples/event_loop_cost (built in prepare_binary)
+QP_PINGPONG=""     # the qp-pingpong check's verbs-sys example (built in prepare_binary)
 GUEST_ARCH=amd64 # --arch: amd64 (x86_64) or arm64 (aarch64; scripts/softroce-vm/host-aarch64.sh)
 CHECKS_GIVEN=
 OCI=${SOFTROCE_VM_OCI:-}
@@ -105,6 +106,11 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               ends under valgrind's callgrind, instructions per round trip and the functions
               that take them (needs valgrind on the host). Not in the default set, nor in
               .ci/run: a diagnostic to run by hand
+  qp-pingpong a 2 B ping-pong over one queue pair per end and over one each way
+              (verbs-sys's examples/qp_pingpong.rs, built here), ib_send_lat and bench lat,
+              alternated over 5 rounds: does bench lat's second queue pair per end cost
+              latency on rxe? Not in the default set, nor in .ci/run: a diagnostic to run
+              by hand
   container   the roce image (scripts/container-test.sh) under podman in the guest, with the
               flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),
               RDMA_CONTAINER_STRICT=1, --transport verbs: 10,000 messages in order over rxe,
@@ -136,7 +142,7 @@ Options:
                      container (the arm64 image: scripts/container-test.sh --arch arm64)
                      (default messages,peer-lost); the kernel: the newest of the suite
   --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,paths,doctor,baseline,
-                     event-loop-cost,lat-profile,container,rnr,suite,transport
+                     event-loop-cost,lat-profile,qp-pingpong,container,rnr,suite,transport
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
@@ -254,7 +260,7 @@ parse_args() {
 		done
 	fi
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | lat-profile | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | lat-profile | qp-pingpong | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -n "$COMPARE_BINARY" ] && ! want_check baseline && ! want_check lat-profile; then
 		usage_error "--compare-binary is timed by the baseline and lat-profile checks; --checks has neither"
@@ -350,6 +356,13 @@ prepare_binary() {
 		(cd "$REPO_ROOT" && cargo build --release --locked --quiet --example event_loop_cost) ||
 			die "cargo build --example event_loop_cost failed"
 		EVENT_LOOP_COST=$target/release/examples/event_loop_cost
+	fi
+	if want_check qp-pingpong; then
+		local target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+		log "building the queue-pair ping-pong example (cargo build --release -p verbs-sys --example qp_pingpong)"
+		(cd "$REPO_ROOT" && cargo build --release --locked --quiet -p verbs-sys --example qp_pingpong) ||
+			die "cargo build --example qp_pingpong failed"
+		QP_PINGPONG=$target/release/examples/qp_pingpong
 	fi
 	local transports
 	transports=$({ "$BINARY" --version 2>/dev/null || true; } | awk -F': *' '/^transports:/ { print $2 }')
@@ -772,6 +785,10 @@ build_initramfs() {
 	if [ -n "$COMPARE_BINARY" ]; then
 		put_elf "$COMPARE_BINARY" /usr/local/bin/rdma-container-compare
 		strip --strip-debug "$ROOT/usr/local/bin/rdma-container-compare" 2>/dev/null || true
+	fi
+	if [ -n "$QP_PINGPONG" ]; then
+		put_elf "$QP_PINGPONG" /usr/local/bin/qp-pingpong
+		strip --strip-debug "$ROOT/usr/local/bin/qp-pingpong" 2>/dev/null || true
 	fi
 	if [ -n "$EVENT_LOOP_COST" ]; then
 		put_elf "$EVENT_LOOP_COST" /usr/local/bin/event-loop-cost

@@ -43,6 +43,7 @@ declare -gA CHECK_RESULTS=(
 	[baseline]="baseline_perftest baseline_ours bench_syscalls"
 	[event-loop-cost]="event_loop_cost"
 	[lat-profile]="lat_profile"
+	[qp-pingpong]="qp_pingpong"
 	[container]="container_load container_session container_nodev container_nonroot container_kube"
 	[rnr]="rnr_strict"
 	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule suite_event_loop suite_tokio"
@@ -1108,6 +1109,11 @@ ratio() { # a b
 	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'
 }
 
+# The median of the numbers given, two decimals.
+median() { # number...
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.2f", v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 # Field FIELD of the result row (the first numeric line after "#bytes") of FILE.
 result_field() { # file field
 	awk -v f="$2" '/#bytes/ { h = 1; next } h && $1 ~ /^[0-9]+$/ { print $f; exit }' "$1"
@@ -1236,7 +1242,6 @@ check_baseline() {
 			lat_c+=("$(result_field "/tmp/lat_compare$round.client.out" 5)")
 		fi
 	done
-	median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%.2f", v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 	[ "${#lat_p[@]}" -eq "$LAT_ROUNDS" ] && p_lat=$(median "${lat_p[@]}")
 	[ "${#lat_o[@]}" -eq "$LAT_ROUNDS" ] && o_lat=$(median "${lat_o[@]}")
 
@@ -1464,8 +1469,7 @@ callgrind_top() { # lo-file hi-file round-trips top [calls]
 	local of=callgrind_self
 	[ "${5:-}" = calls ] && of=callgrind_calls
 	awk -F'\t' -v d="$3" '
-		FNR == 1 { f++ }
-		f == 1 { lo[$2] = $1; next }
+		FILENAME == ARGV[1] { lo[$2] = $1; next }
 		{ per = ($1 - lo[$2]) / d; if (per >= 0.5) printf "%10.1f  %s\n", per, $2 }
 	' <("$of" "$1") <("$of" "$2") | sort -rn | head -n "$4"
 }
@@ -1481,22 +1485,29 @@ kernel_events() { # -> "ctxt N HI N TIMER N ..." (one line)
 	}
 	echo
 }
+LAT_EVENTS_FAIL=''
 lat_kernel_events() {
 	local tool n lo=${LAT_EVENT_COUNTS[0]} hi=${LAT_EVENT_COUNTS[1]}
-	declare -A BEFORE AFTER
+	declare -A BEFORE AFTER FAILED
+	LAT_EVENTS_FAIL=''
 	for n in "$lo" "$hi"; do
 		for tool in "$@"; do
 			BEFORE[$tool.$n]=$(kernel_events)
+			local ok=0
 			case $tool in
-			perftest) perftest "lev$tool$n" ib_send_lat -s "$LAT_SIZE" -n "$n" >/dev/null || echo "lat events: ib_send_lat -n $n failed" ;;
-			ours) bench_pair "lev$tool$n" "" --mode lat -s "$LAT_SIZE" -n "$n" >/dev/null || echo "lat events: bench -n $n: $BENCH_FAIL" ;;
-			compare) BIN=rdma-container-compare bench_pair "lev$tool$n" "" --mode lat -s "$LAT_SIZE" -n "$n" >/dev/null ||
-				echo "lat events: compare bench -n $n: $BENCH_FAIL" ;;
+			perftest) perftest "lev$tool$n" ib_send_lat -s "$LAT_SIZE" -n "$n" >/dev/null && ok=1 ;;
+			ours) bench_pair "lev$tool$n" "" --mode lat -s "$LAT_SIZE" -n "$n" >/dev/null && ok=1 ;;
+			compare) BIN=rdma-container-compare bench_pair "lev$tool$n" "" --mode lat -s "$LAT_SIZE" -n "$n" >/dev/null && ok=1 ;;
 			esac
+			if [ "$ok" = 0 ]; then
+				FAILED[$tool]=1
+				LAT_EVENTS_FAIL="$LAT_EVENTS_FAIL $tool -n $n (natively);"
+			fi
 			AFTER[$tool.$n]=$(kernel_events)
 		done
 	done
 	for tool in "$@"; do
+		[ -z "${FAILED[$tool]:-}" ] || continue
 		echo "SOFTROCE-LAT-EVENTS $tool per round trip: $(awk -v d=$((hi - lo)) -v a="${BEFORE[$tool.$lo]}" -v b="${AFTER[$tool.$lo]}" \
 			-v c="${BEFORE[$tool.$hi]}" -v e="${AFTER[$tool.$hi]}" 'BEGIN {
 				n = split(a, A, " "); split(b, B, " "); split(c, C, " "); split(e, E, " ")
@@ -1519,6 +1530,7 @@ check_lat_profile() {
 	local tools=(ours perftest) compare=''
 	command -v rdma-container-compare >/dev/null && compare=rdma-container-compare && tools+=(compare)
 	lat_kernel_events "${tools[@]}"
+	fail=$LAT_EVENTS_FAIL
 	for n in "$lo" "$hi"; do
 		bench_pair "lprof$n" "${CALLGRIND[*]} --callgrind-out-file=/tmp/lprof$n.@SIDE@.cg" --mode lat \
 			-s "$LAT_SIZE" -n "$n" --handshake-timeout 240 --connect-timeout 120 ||
@@ -1559,5 +1571,78 @@ check_lat_profile() {
 		result lat_profile FAIL "$fail"
 	else
 		result lat_profile PASS "Ir per round trip:$summary"
+	fi
+}
+
+# The qp-pingpong check (by hand, not in .ci/run): does a round trip through four queue pairs
+# (bench lat's duplex session: a sink and a src on each end) cost more on rxe than one through
+# two (ib_send_lat's one queue pair per end)? verbs-sys's examples/qp_pingpong.rs (built on the
+# host) ping-pongs 2 B over one queue pair per end (--qps 1) and over one each way (--qps 2),
+# nothing else; ib_send_lat and bench lat run in the same rounds for reference. Each round runs
+# all four, alternated, pinned as in the baseline; the medians of the averages (t_avg, half a
+# round trip) of QPP_ROUNDS rounds, and the ratios. A measurement: PASS when every run gave one.
+QPP_ROUNDS=5 QPP_COUNT=2000
+qp_pingpong_run() { # name qps -> QPP_AVG
+	local spid crc
+	QPP_AVG=''
+	next_port
+	timeout "$T_RUN" ip netns exec "$NS_B" "${PIN_SERVER[@]}" qp-pingpong --device "$RXE_B" --gid-index "$IDX_B" \
+		--server "$IP_B:$PORT" --qps "$2" --iters "$QPP_COUNT" >"/tmp/$1.server.out" 2>&1 &
+	spid=$!
+	if ! wait_listening "$NS_B" "$PORT" "$spid"; then
+		wait_pid "$spid" 1
+		show "/tmp/$1.server.out"
+		return 1
+	fi
+	timeout "$T_RUN" ip netns exec "$NS_A" "${PIN_CLIENT[@]}" qp-pingpong --device "$RXE_A" --gid-index "$IDX_A" \
+		--client "$IP_B:$PORT" --qps "$2" --iters "$QPP_COUNT" >"/tmp/$1.client.out" 2>&1
+	crc=$?
+	wait_pid "$spid" "$T_STEP"
+	if [ "$crc" != 0 ] || [ "$WAIT_RC" != 0 ]; then
+		show "/tmp/$1.client.out" "/tmp/$1.server.out"
+		return 1
+	fi
+	QPP_AVG=$(sed -n 's/.*avg_half_rtt_us=\([0-9.]*\).*/\1/p' "/tmp/$1.client.out")
+	[ -n "$QPP_AVG" ]
+}
+
+check_qp_pingpong() {
+	local round fail='' one=() two=() perf=() ours=()
+	if ! command -v qp-pingpong >/dev/null 2>&1; then
+		result qp_pingpong FAIL "qp-pingpong is not in the guest"
+		return
+	fi
+	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	local q
+	for ((round = 1; round <= QPP_ROUNDS; round++)); do
+		# one before two in odd rounds, two before one in even ones
+		for q in $([ $((round % 2)) = 1 ] && echo 1 2 || echo 2 1); do
+			if ! qp_pingpong_run "qpp${q}_$round" "$q"; then
+				fail="$fail qp_pingpong --qps $q (round $round);"
+			elif [ "$q" = 1 ]; then
+				one+=("$QPP_AVG")
+			else
+				two+=("$QPP_AVG")
+			fi
+		done
+		if perftest_measure "qppp_$round" 6 ib_send_lat -s "$LAT_SIZE" -n "$QPP_COUNT"; then
+			perf+=("$PERF_VALUE")
+		else
+			fail="$fail ib_send_lat (round $round);"
+		fi
+		if bench_pair "qppo_$round" "" --mode lat -s "$LAT_SIZE" -n "$QPP_COUNT"; then
+			ours+=("$(result_field "/tmp/qppo_$round.client.out" 6)")
+		else
+			fail="$fail bench lat (round $round): $BENCH_FAIL;"
+		fi
+	done
+	PIN_SERVER=() PIN_CLIENT=()
+	local m1 m2 mp mo
+	m1=$(median "${one[@]:-0}") m2=$(median "${two[@]:-0}") mp=$(median "${perf[@]:-0}") mo=$(median "${ours[@]:-0}")
+	echo "SOFTROCE-BENCH-NOTE qp-pingpong: t_avg (half a round trip) of $QPP_COUNT x $LAT_SIZE B, medians of $QPP_ROUNDS alternated rounds: one queue pair per end $m1 us (${one[*]:-}), one each way $m2 us (${two[*]:-}), ib_send_lat $mp us (${perf[*]:-}), bench lat $mo us (${ours[*]:-}); two / one $(ratio "$m2" "$m1"), ib_send_lat / one $(ratio "$mp" "$m1"), bench lat / two $(ratio "$mo" "$m2"), bench lat / ib_send_lat $(ratio "$mo" "$mp")"
+	if [ -n "$fail" ]; then
+		result qp_pingpong FAIL "$fail"
+	else
+		result qp_pingpong PASS "t_avg: one QP per end $m1 us, one each way $m2 us (ratio $(ratio "$m2" "$m1")); ib_send_lat $mp us, bench lat $mo us"
 	fi
 }
