@@ -1494,6 +1494,7 @@ lat_kernel_events() {
 		for tool in "$@"; do
 			BEFORE[$tool.$n]=$(kernel_events)
 			local ok=0
+			BENCH_FAIL=''
 			case $tool in
 			perftest) perftest "lev$tool$n" ib_send_lat -s "$LAT_SIZE" -n "$n" >/dev/null && ok=1 ;;
 			ours) bench_pair "lev$tool$n" "" --mode lat -s "$LAT_SIZE" -n "$n" >/dev/null && ok=1 ;;
@@ -1501,7 +1502,7 @@ lat_kernel_events() {
 			esac
 			if [ "$ok" = 0 ]; then
 				FAILED[$tool]=1
-				LAT_EVENTS_FAIL="$LAT_EVENTS_FAIL $tool -n $n (natively);"
+				LAT_EVENTS_FAIL="$LAT_EVENTS_FAIL $tool -n $n (natively)${BENCH_FAIL:+: $BENCH_FAIL};"
 			fi
 			AFTER[$tool.$n]=$(kernel_events)
 		done

@@ -34,6 +34,8 @@ const SLOT: usize = 64;
 const SIGNAL_EVERY: u64 = 16;
 /// Round trips before the timed ones.
 const WARM_UP: u64 = 100;
+/// How long an end waits for a message before it gives up.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
 type Error = Box<dyn std::error::Error>;
 
@@ -270,7 +272,17 @@ impl End {
     /// and (with a lane each way) drains the sending lane's CQ once: the spin polls one CQ
     /// either way.
     fn recv(&mut self) -> Result<(), Error> {
-        while !self.poll(self.recv_lane)? {}
+        let mut polls = 0u32;
+        let mut since = None;
+        while !self.poll(self.recv_lane)? {
+            // A peer gone mid-run must not leave this end spinning for ever.
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(65_536)
+                && since.get_or_insert_with(Instant::now).elapsed() > PATIENCE
+            {
+                return Err(format!("nothing arrived for {} s", PATIENCE.as_secs()).into());
+            }
+        }
         if self.send_lane != self.recv_lane && self.poll(self.send_lane)? {
             return Err("a message arrived on the sending lane".into());
         }
@@ -309,16 +321,14 @@ fn main() -> Result<(), Error> {
         (_, Some(addr)) => TcpStream::connect(addr)?,
         _ => unreachable!("args() checks"),
     };
-    // Both ends must run the same way: the lane count first.
-    stream.write_all(&[a.qps as u8])?;
-    let mut theirs = [0u8; 1];
+    // Both ends must run the same way: the lane count and the round trips first.
+    let mut mine = vec![a.qps as u8];
+    mine.extend_from_slice(&a.iters.to_be_bytes());
+    stream.write_all(&mine)?;
+    let mut theirs = [0u8; 9];
     stream.read_exact(&mut theirs)?;
-    if usize::from(theirs[0]) != a.qps {
-        return Err(format!(
-            "the peer runs --qps {}, this end --qps {}",
-            theirs[0], a.qps
-        )
-        .into());
+    if theirs[..] != mine[..] {
+        return Err("the peer runs another --qps or --iters".into());
     }
     for lane in &lanes {
         stream.write_all(&encode(lane, gid, mtu))?;
