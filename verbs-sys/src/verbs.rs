@@ -846,7 +846,6 @@ work_request!(ibv_send_wr, ibv_recv_wr);
 
 /// Links `wrs` into one list, request `i` pointing at entry `i` of `sges` (those with an
 /// entry); returns the head. [`SendList`] and [`RecvList`] keep one entry per request.
-#[inline]
 fn link<W: WorkRequest>(wrs: &mut [W], sges: &mut [ibv_sge]) -> *mut W {
     debug_assert_eq!(wrs.len(), sges.len());
     let n = wrs.len();

@@ -404,11 +404,10 @@ impl VerbsQp {
     /// Takes every completion off the CQ and drops it (a resume, after the QP they belong to
     /// was destroyed).
     fn discard_cq(&mut self) -> Result<()> {
-        let mut wcs = [ibv_wc::default(); POLL_BATCH];
         loop {
             let n = self
                 .cq
-                .poll(&mut wcs)
+                .poll(&mut self.wcs)
                 .map_err(|e| verb("ibv_poll_cq", e, None))?;
             if n == 0 {
                 return Ok(());
