@@ -323,6 +323,11 @@ impl<P: RolePath + ?Sized> Session<P> {
             });
         }
         let control = Interest::read(self.control.fd());
+        if watch.data {
+            if let Some(pause) = self.transport.pause_before_sleep() {
+                std::thread::sleep(pause.min(slice));
+            }
+        }
         if watch.data && self.transport.before_wait()? {
             // Completions came in while the transport armed its notification: no sleep.
             let control = watch.control && wait_any([control], Duration::ZERO)? == [true];

@@ -14,13 +14,19 @@
 //!   receiver handled the last ones), and that has at least `MIN_ROOM` receive slots posted,
 //!   first pauses for `HOLD`, so that the sender's next messages gather into a few large
 //!   segments and one read takes them all.
-//! - `MIN_ROOM` keeps the pause to deep queues: the sender can go on writing for the whole pause
-//!   without running out of credit (the default of 2 credits, and `bench`'s 16 or 64, never
-//!   pause: a pause there would leave the sender waiting for credit instead).
+//! - The room keeps the pause to queues deep enough for the sender to go on writing for the
+//!   whole pause without running out of credit: as many slots as it could fill in `HOLD` at
+//!   the fastest rate we plan for, in messages (`MIN_ROOM`, small messages) or in bytes
+//!   (`MIN_ROOM_BYTES` over the batch's mean message length, large ones), whichever is fewer.
+//!   So a stream of 64 B messages pauses with 256 slots and not with `bench`'s 16 or 64, and a
+//!   stream of 64 KiB messages pauses with 16 or more; the default of 2 credits never pauses
+//!   (a pause there would leave the sender waiting for credit instead).
 //! - A read that finds nothing, or that brings fewer messages, ends the stream: a ping-pong (one
 //!   message per wake-up), a lone message and a busy-polling receiver (whose last read before it
 //!   sleeps found nothing) never pause.
 //! - One pause per sleep: the read after it decides again.
+//! - A session striped over several connections in use never pauses (`striped.rs` says what
+//!   was measured): only a lone connection does.
 //!
 //! What it costs: a message that arrives during a pause waits for it (at most `HOLD` plus the
 //! kernel's timer slack, 50 µs by default), only while a stream runs into a queue of at least
@@ -30,8 +36,12 @@ use std::time::Duration;
 
 /// Messages one draining read must bring to count as a running stream.
 pub(crate) const STREAM_BATCH: usize = 2;
-/// Receive slots that must be posted (room for the sender) before the receiver pauses.
+/// Receive slots that must be posted (room for the sender) before the receiver pauses: what a
+/// sender of small messages could write in `HOLD` (5 million messages a second), with room.
 pub(crate) const MIN_ROOM: usize = 256;
+/// The same room in bytes, for large messages: what a sender could write in `HOLD` at 20 GB/s
+/// (beyond one tcp connection's rate on loopback or a 100G NIC).
+pub(crate) const MIN_ROOM_BYTES: usize = 1024 * 1024;
 /// How long the receiver pauses before it sleeps while a stream runs.
 pub(crate) const HOLD: Duration = Duration::from_micros(50);
 
@@ -40,33 +50,47 @@ pub(crate) const HOLD: Duration = Duration::from_micros(50);
 pub(crate) struct ReceiveCoalescing {
     /// Messages completed by the reads since the last one that emptied the socket.
     since_drain: usize,
+    /// Their bytes.
+    since_drain_bytes: usize,
     /// Messages the last draining read cycle brought (0 after a read that found nothing).
     last_batch: usize,
+    /// Their bytes.
+    last_batch_bytes: usize,
 }
 
 impl ReceiveCoalescing {
-    /// `n` messages completed from what a read brought.
-    pub(crate) fn on_messages(&mut self, n: usize) {
+    /// `n` messages of `bytes` bytes in all completed from what a read brought.
+    pub(crate) fn on_messages(&mut self, n: usize, bytes: usize) {
         self.since_drain += n;
+        self.since_drain_bytes = self.since_drain_bytes.saturating_add(bytes);
     }
 
     /// A read emptied the socket: the messages since the previous one are this cycle's batch.
     pub(crate) fn on_drained(&mut self) {
         self.last_batch = std::mem::take(&mut self.since_drain);
+        self.last_batch_bytes = std::mem::take(&mut self.since_drain_bytes);
     }
 
     /// A read found the socket empty: whatever ran has paused.
     pub(crate) fn on_empty_read(&mut self) {
-        self.since_drain = 0;
-        self.last_batch = 0;
+        *self = Self::default();
     }
 
     /// The receiver is about to sleep with `posted` receive slots posted: how long to pause
     /// first, if at all. Forgets the batch, so the next sleep pauses only after another.
     pub(crate) fn before_sleep(&mut self, posted: usize) -> Option<Duration> {
         let batch = std::mem::take(&mut self.last_batch);
-        (batch >= STREAM_BATCH && posted >= MIN_ROOM).then_some(HOLD)
+        let bytes = std::mem::take(&mut self.last_batch_bytes);
+        (batch >= STREAM_BATCH && posted >= room_needed(batch, bytes)).then_some(HOLD)
     }
+}
+
+/// Slots the sender must have for a pause, for a stream whose batch brought `batch` messages
+/// (at least one) of `bytes` bytes: `MIN_ROOM` messages, or fewer when `MIN_ROOM_BYTES` of
+/// messages of the batch's mean length fill it first (at least one slot).
+fn room_needed(batch: usize, bytes: usize) -> usize {
+    let mean_len = (bytes / batch.max(1)).max(1);
+    MIN_ROOM.min(MIN_ROOM_BYTES.div_ceil(mean_len))
 }
 
 #[cfg(test)]
@@ -74,8 +98,12 @@ mod tests {
     use super::*;
 
     fn after_a_draining_read_of(messages: usize) -> ReceiveCoalescing {
+        after_a_draining_read_of_messages_of(messages, 64)
+    }
+
+    fn after_a_draining_read_of_messages_of(messages: usize, len: usize) -> ReceiveCoalescing {
         let mut c = ReceiveCoalescing::default();
-        c.on_messages(messages);
+        c.on_messages(messages, messages * len);
         c.on_drained();
         c
     }
@@ -114,7 +142,7 @@ mod tests {
         let mut c = after_a_draining_read_of(50);
         assert_eq!(c.before_sleep(1024), Some(HOLD));
         assert_eq!(c.before_sleep(1024), None);
-        c.on_messages(3);
+        c.on_messages(3, 3 * 64);
         assert_eq!(
             c.before_sleep(1024),
             None,
@@ -127,9 +155,49 @@ mod tests {
     #[test]
     fn messages_of_several_reads_before_a_drain_count_as_one_batch() {
         let mut c = ReceiveCoalescing::default();
-        c.on_messages(1);
-        c.on_messages(1);
+        c.on_messages(1, 64);
+        c.on_messages(1, 64);
         c.on_drained();
+        assert_eq!(c.before_sleep(MIN_ROOM), Some(HOLD));
+    }
+
+    #[test]
+    fn a_stream_of_64_kib_messages_pauses_with_16_slots_posted_not_15() {
+        // 16 x 64 KiB = 1 MiB: what the sender could write during the pause at 20 GB/s.
+        let mut c = after_a_draining_read_of_messages_of(2, 64 * 1024);
+        assert_eq!(c.before_sleep(15), None);
+        let mut c = after_a_draining_read_of_messages_of(2, 64 * 1024);
+        assert_eq!(c.before_sleep(16), Some(HOLD));
+    }
+
+    #[test]
+    fn the_room_counts_the_mean_message_of_the_batch_not_its_largest() {
+        // One 64 KiB message among 99 of 64 B: the stream is one of small messages.
+        let mut c = ReceiveCoalescing::default();
+        c.on_messages(99, 99 * 64);
+        c.on_messages(1, 64 * 1024);
+        c.on_drained();
+        assert_eq!(c.before_sleep(MIN_ROOM / 2), None);
+        let mut c = after_a_draining_read_of_messages_of(100, 64);
+        assert_eq!(c.before_sleep(MIN_ROOM), Some(HOLD));
+    }
+
+    #[test]
+    fn messages_of_a_few_kib_need_the_full_room_in_messages() {
+        // 4 KiB x 256 = 1 MiB: the two bounds meet; smaller messages need MIN_ROOM slots.
+        let mut c = after_a_draining_read_of_messages_of(10, 4096);
+        assert_eq!(c.before_sleep(MIN_ROOM - 1), None);
+        let mut c = after_a_draining_read_of_messages_of(10, 1024);
+        assert_eq!(c.before_sleep(MIN_ROOM - 1), None);
+        let mut c = after_a_draining_read_of_messages_of(10, 8192);
+        assert_eq!(c.before_sleep(MIN_ROOM / 2), Some(HOLD));
+    }
+
+    #[test]
+    fn empty_messages_count_as_one_byte_and_never_divide_by_zero() {
+        let mut c = after_a_draining_read_of_messages_of(10, 0);
+        assert_eq!(c.before_sleep(MIN_ROOM - 1), None);
+        let mut c = after_a_draining_read_of_messages_of(10, 0);
         assert_eq!(c.before_sleep(MIN_ROOM), Some(HOLD));
     }
 }

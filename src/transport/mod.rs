@@ -14,7 +14,7 @@
 use std::marker::PhantomData;
 use std::net::Ipv4Addr;
 use std::os::fd::BorrowedFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::proto::{QpSettings, Role, TransportKind};
 use crate::roce::DeviceChoice;
@@ -261,18 +261,27 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
     /// The descriptor to sleep on after an empty poll (`None` before connect).
     fn wait_handle(&self) -> Option<WaitHandle<'_>>;
 
+    /// Before the caller sleeps (and before [`DataPath::before_wait`]): how long it should
+    /// pause first, if at all, so that what comes next arrives together (the tcp receiver
+    /// while a stream runs into a deep queue: `coalescing`). Asking uses the pause up: the
+    /// next sleep pauses only if what arrives meanwhile makes another due. The caller pauses
+    /// once per sleep, however many lanes a path has; a caller that does not sleep itself (a
+    /// `try_` call) does not ask.
+    fn pause_before_sleep(&mut self) -> Option<Duration> {
+        None
+    }
+
     /// Right before the caller sleeps on [`DataPath::wait_handle`]: a transport whose
     /// descriptor must be armed arms it here (once per sleep) and collects what completed
-    /// meanwhile, and the tcp receiver may pause first while a stream runs
-    /// (`coalescing`). `Ok(true)`: completions are waiting, poll instead of sleeping.
+    /// meanwhile. `Ok(true)`: completions are waiting, poll instead of sleeping.
     fn before_wait(&mut self) -> Result<bool> {
         Ok(false)
     }
 
     /// Instead of [`DataPath::before_wait`], when the caller does not sleep itself but
     /// returns to an application that waits on the session's readiness descriptor (a `try_`
-    /// call): arms the notification the same way, and never pauses. `Ok(true)`: completions
-    /// are waiting, poll instead of returning.
+    /// call): arms the notification the same way. `Ok(true)`: completions are waiting, poll
+    /// instead of returning.
     fn arm_for_readiness(&mut self) -> Result<bool> {
         self.before_wait()
     }

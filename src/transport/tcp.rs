@@ -300,7 +300,9 @@ the oldest goes",
         loop {
             let before = out.len();
             self.consume_buffered(out)?;
-            self.coalescing.on_messages(out.len() - before);
+            let arrived = &out[before..];
+            let bytes: usize = arrived.iter().map(|a| a.len).sum();
+            self.coalescing.on_messages(arrived.len(), bytes);
             if drained && !self.peer_closed {
                 self.ack_now();
                 self.drained = true;
@@ -510,20 +512,15 @@ impl DataPath for TcpTransport {
         })
     }
 
-    /// A receiver in a running stream with a deep queue pauses here before it sleeps, so that
-    /// the sender's next messages gather into a few segments (`coalescing` has the rules).
-    fn before_wait(&mut self) -> Result<bool> {
+    /// A receiver in a running stream with a deep queue pauses before it sleeps, so that the
+    /// sender's next messages gather into a few segments (`coalescing` has the rules). Nothing
+    /// to arm before a wait: a socket is ready by itself.
+    fn pause_before_sleep(&mut self) -> Option<Duration> {
         if self.role == Role::Receiver && !self.peer_closed {
-            if let Some(pause) = self.coalescing.before_sleep(self.posted.len()) {
-                std::thread::sleep(pause);
-            }
+            self.coalescing.before_sleep(self.posted.len())
+        } else {
+            None
         }
-        Ok(false)
-    }
-
-    /// Nothing to arm (a socket is ready by itself), and no pause: the caller does not sleep.
-    fn arm_for_readiness(&mut self) -> Result<bool> {
-        Ok(false)
     }
 
     fn on_wakeup(&mut self) {
@@ -937,7 +934,18 @@ mod tests {
     /// Writes `count` small messages at once into a receiver with `slots` posted, takes them,
     /// and asks whether the receiver would pause before its next sleep.
     fn pause_after(t: &mut TcpTransport, w: &mut TcpStream, count: usize) -> Option<Duration> {
-        w.write_all(&frames(count, 16)).unwrap();
+        pause_after_messages_of(t, w, count, 16)
+    }
+
+    /// The same with messages of `len` bytes (all of them within one loopback segment, so that
+    /// one read takes them).
+    fn pause_after_messages_of(
+        t: &mut TcpTransport,
+        w: &mut TcpStream,
+        count: usize,
+        len: usize,
+    ) -> Option<Duration> {
+        w.write_all(&frames(count, len)).unwrap();
         assert_eq!(arrivals(t, count).len(), count);
         let posted = t.posted.len();
         t.coalescing.before_sleep(posted)
@@ -956,6 +964,19 @@ mod tests {
     fn a_burst_into_a_shallow_queue_never_makes_the_receiver_pause() {
         let (mut t, mut w) = receiver(8, 16);
         assert_eq!(pause_after(&mut t, &mut w, 3), None);
+    }
+
+    #[test]
+    fn a_burst_of_large_messages_pauses_with_a_megabyte_of_room_posted() {
+        use super::super::coalescing::{HOLD, MIN_ROOM_BYTES};
+        let len = 16 * 1024;
+        let room = MIN_ROOM_BYTES / len;
+        // After the burst of 3, `room` slots are still posted: the sender could write a
+        // megabyte during the pause.
+        let (mut t, mut w) = receiver(room + 3, len);
+        assert_eq!(pause_after_messages_of(&mut t, &mut w, 3, len), Some(HOLD));
+        let (mut t, mut w) = receiver(room + 2, len);
+        assert_eq!(pause_after_messages_of(&mut t, &mut w, 3, len), None);
     }
 
     /// Data framing torture for a bounded time: valid streams (within the credit) arrive

@@ -26,6 +26,8 @@ struct HandLane {
     closed: bool,
     /// This lane broke: its polls fail (after what they report).
     broken: bool,
+    /// The pause this lane asks for before the next sleep (asking uses it up).
+    pause: Option<Duration>,
 }
 
 impl HandLane {
@@ -81,6 +83,9 @@ impl DataPath for HandLane {
     }
     fn wait_handle(&self) -> Option<WaitHandle<'_>> {
         None
+    }
+    fn pause_before_sleep(&mut self) -> Option<Duration> {
+        self.pause.take()
     }
     fn close(&mut self) {}
     fn can_resume(&self) -> bool {
@@ -463,6 +468,23 @@ fn one_closed_lane_does_not_end_the_stream_while_another_still_delivers() {
     r.lanes[1].closed = true;
     let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
     assert!(matches!(e, Error::TransportClosed { .. }), "{e}");
+}
+
+#[test]
+fn several_lanes_in_use_never_pause_and_each_uses_its_own_pause_up() {
+    let mut r = receiver_of(3);
+    r.lanes[0].pause = Some(Duration::from_micros(50));
+    r.lanes[2].pause = Some(Duration::from_micros(50));
+    assert_eq!(r.pause_before_sleep(), None);
+    assert!(r.lanes.iter().all(|lane| lane.pause.is_none()));
+}
+
+#[test]
+fn a_lone_lane_in_use_pauses_as_it_asks() {
+    let mut r = receiver_of(1);
+    r.lanes[0].pause = Some(Duration::from_micros(50));
+    assert_eq!(r.pause_before_sleep(), Some(Duration::from_micros(50)));
+    assert_eq!(r.pause_before_sleep(), None, "used up");
 }
 
 #[test]
