@@ -22,7 +22,7 @@
 # our tcp receiver coalesces a running stream (docs/design.md, "tcp"); 1024 slots of 64 B are
 # 64 KiB, about one loopback segment.
 #   the CLI            `--server --quiet` / `--client --size` at 64 KiB and 64 B against bench bw
-#                      at the same size, count and credits, run back to back twice (the means;
+#                      at the same size, count and credits, run back to back three times (the medians;
 #                      the CLI's figure is the receiving server's own rate)
 # Servers are pinned to CPU 1 and clients to CPU 0 (when the machine has two), for ours and the
 # reference alike. Only 127.0.0.1 is used. Ratios are printed, not judged.
@@ -207,8 +207,9 @@ row "64 B message rate (bench bw vs sockperf tp)" "msg/s" "$ours_rate" "$ref_rat
 # --- the CLI against bench, same sizes, back to back: --server --quiet / --client --size ------
 # Each figure swings by tens of percent from one moment to the next on a shared machine, so the
 # CLI is not compared with the bench figure of the rows above: bench and the CLI run back to
-# back, twice (bench, CLI, bench, CLI), with the same count and credits, and the row compares
-# the two means.
+# back, three times (bench, CLI, bench, CLI, bench, CLI), with the same count and credits, and
+# the row compares the two medians (a run's figure is bimodal here: one slow run moved a mean
+# of two by 20%).
 # cli_rate SIZE COUNT CREDITS FIELD: the server's "received ..." line, FIELD "msg/s" or "MiB/s"
 cli_rate() {
 	local size=$1 count=$2 cr=$3 field=$4 max=$1
@@ -234,16 +235,19 @@ bench_rate() {
 		-s "$size" -n "$count" --credits "$cr" --json 2>"$work/bench-pair-$size.log" |
 		jq -r --arg f "$field" 'if $f == "msg/s" then .results[0].msg_rate_mpps * 1000000 else .results[0].bw_average end' 2>/dev/null || true
 }
-# cli_pair SIZE COUNT CREDITS FIELD: "CLI_MEAN BENCH_MEAN" over two back-to-back rounds
+# median_of N...: the middle of three numbers
+median_of() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+# cli_pair SIZE COUNT CREDITS FIELD: "CLI_MEDIAN BENCH_MEDIAN" over three back-to-back rounds
 cli_pair() {
-	local c1 b1 c2 b2
-	b1=$(bench_rate "$@")
-	c1=$(cli_rate "$@")
-	b2=$(bench_rate "$@")
-	c2=$(cli_rate "$@")
-	if [ -n "$b1" ] && [ -n "$c1" ] && [ -n "$b2" ] && [ -n "$c2" ]; then
-		awk -v c1="$c1" -v c2="$c2" -v b1="$b1" -v b2="$b2" 'BEGIN { printf "%.2f %.2f\n", (c1 + c2) / 2, (b1 + b2) / 2 }'
-	fi
+	local cli=() bench=() b c i
+	for i in 1 2 3; do
+		b=$(bench_rate "$@")
+		c=$(cli_rate "$@")
+		[ -n "$b" ] && [ -n "$c" ] || return 0
+		bench+=("$b")
+		cli+=("$c")
+	done
+	printf '%s %s\n' "$(median_of "${cli[@]}")" "$(median_of "${bench[@]}")"
 }
 read -r cli_bw pair_bw <<<"$(cli_pair 65536 $((seconds * 10000)) "$credits" MiB/s)" || true
 row "64 KiB bandwidth (CLI vs bench bw, target 0.95)" "MiB/s" "${cli_bw:-}" "${pair_bw:-}" higher
