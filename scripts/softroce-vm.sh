@@ -106,11 +106,17 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               ends under valgrind's callgrind, instructions per round trip and the functions
               that take them (needs valgrind on the host). Not in the default set, nor in
               .ci/run: a diagnostic to run by hand
-  qp-pingpong a 2 B ping-pong over one queue pair per end and over one each way
-              (verbs-sys's examples/qp_pingpong.rs, built here), ib_send_lat and bench lat,
-              alternated over 5 rounds: does bench lat's second queue pair per end cost
+  qp-pingpong a 2 B ping-pong over one queue pair per end, over one each way, and over one
+              per end touching 256 pages per round trip (verbs-sys's examples/qp_pingpong.rs,
+              built here), ib_send_lat and bench lat, alternated over 5 rounds: does bench
+              lat's second queue pair per end, or the memory a round trip touches, cost
               latency on rxe? Not in the default set, nor in .ci/run: a diagnostic to run
               by hand
+  lat-perf    where the guest's time goes during a ping-pong: qp_pingpong (one queue pair each
+              way), ib_send_lat and bench lat, 20,000 round trips each under a system-wide
+              perf record (the host's perf, copied in: apt-get install linux-perf), the
+              shares by CPU, program and library, and the top symbols. Not in the default
+              set, nor in .ci/run: a diagnostic to run by hand
   container   the roce image (scripts/container-test.sh) under podman in the guest, with the
               flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),
               RDMA_CONTAINER_STRICT=1, --transport verbs: 10,000 messages in order over rxe,
@@ -142,7 +148,8 @@ Options:
                      container (the arm64 image: scripts/container-test.sh --arch arm64)
                      (default messages,peer-lost); the kernel: the newest of the suite
   --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,paths,doctor,baseline,
-                     event-loop-cost,lat-profile,qp-pingpong,container,rnr,suite,transport
+                     event-loop-cost,lat-profile,qp-pingpong,lat-perf,container,rnr,suite,
+                     transport
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
@@ -260,7 +267,7 @@ parse_args() {
 		done
 	fi
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | lat-profile | qp-pingpong | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | lat-profile | qp-pingpong | lat-perf | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -n "$COMPARE_BINARY" ] && ! want_check baseline && ! want_check lat-profile; then
 		usage_error "--compare-binary is timed by the baseline and lat-profile checks; --checks has neither"
@@ -357,7 +364,7 @@ prepare_binary() {
 			die "cargo build --example event_loop_cost failed"
 		EVENT_LOOP_COST=$target/release/examples/event_loop_cost
 	fi
-	if want_check qp-pingpong; then
+	if want_check qp-pingpong || want_check lat-perf; then
 		local target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 		log "building the queue-pair ping-pong example (cargo build --release -p verbs-sys --example qp_pingpong)"
 		(cd "$REPO_ROOT" && cargo build --release --locked --quiet -p verbs-sys --example qp_pingpong) ||
@@ -770,6 +777,10 @@ build_initramfs() {
 	cp "$KERNEL_DIR"/modules/*.ko "$KERNEL_DIR/modules.order" "$ROOT/usr/lib/modules/$KERNEL_RELEASE/"
 	if want_check container; then put_container_runtime; fi
 	if want_check lat-profile; then put_callgrind; fi
+	if want_check lat-perf; then
+		[ -x /usr/bin/perf ] || die "the lat-perf check needs perf on the host (apt-get install linux-perf)"
+		put_elf /usr/bin/perf
+	fi
 	local exe suite_tests=""
 	for exe in "${SUITE_EXES[@]}"; do
 		put_elf "$exe" "$exe"

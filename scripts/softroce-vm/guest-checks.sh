@@ -44,6 +44,7 @@ declare -gA CHECK_RESULTS=(
 	[event-loop-cost]="event_loop_cost"
 	[lat-profile]="lat_profile"
 	[qp-pingpong]="qp_pingpong"
+	[lat-perf]="lat_perf"
 	[container]="container_load container_session container_nodev container_nonroot container_kube"
 	[rnr]="rnr_strict"
 	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule suite_event_loop suite_tokio"
@@ -1577,38 +1578,41 @@ check_lat_profile() {
 
 # The qp-pingpong check (by hand, not in .ci/run): does a round trip through four queue pairs
 # (bench lat's duplex session: a sink and a src on each end) cost more on rxe than one through
-# two (ib_send_lat's one queue pair per end)? verbs-sys's examples/qp_pingpong.rs (built on the
-# host) ping-pongs 2 B over one queue pair per end (--qps 1) and over one each way (--qps 2),
-# nothing else; ib_send_lat and bench lat run in the same rounds for reference. Each round runs
-# all four, alternated, pinned as in the baseline; the medians of the averages (t_avg, half a
-# round trip) of QPP_ROUNDS rounds, and the ratios. A measurement: PASS when every run gave one.
-QPP_ROUNDS=5 QPP_COUNT=2000
-qp_pingpong_run() { # name qps -> QPP_AVG
-	local spid crc
+# two (ib_send_lat's one queue pair per end)? And does the memory a round trip touches cost
+# time under TCG? verbs-sys's examples/qp_pingpong.rs (built on the host) ping-pongs 2 B over
+# one queue pair per end (--qps 1), over one each way (--qps 2), and over one per end writing
+# a byte in each of QPP_PAGES pages per round trip (--touch-pages), nothing else; ib_send_lat
+# and bench lat run in the same rounds for reference. Each round runs all five, alternated,
+# pinned as in the baseline; the medians of the averages (t_avg, half a round trip) of
+# QPP_ROUNDS rounds, and the ratios. A measurement: PASS when every run gave one.
+QPP_ROUNDS=5 QPP_COUNT=2000 QPP_PAGES=256
+qp_pingpong_run() { # name qps [more qp-pingpong args] -> QPP_AVG
+	local name=$1 qps=$2 spid crc
+	shift 2
 	QPP_AVG=''
 	next_port
 	timeout "$T_RUN" ip netns exec "$NS_B" "${PIN_SERVER[@]}" qp-pingpong --device "$RXE_B" --gid-index "$IDX_B" \
-		--server "$IP_B:$PORT" --qps "$2" --iters "$QPP_COUNT" >"/tmp/$1.server.out" 2>&1 &
+		--server "$IP_B:$PORT" --qps "$qps" --iters "$QPP_COUNT" "$@" >"/tmp/$name.server.out" 2>&1 &
 	spid=$!
 	if ! wait_listening "$NS_B" "$PORT" "$spid"; then
 		wait_pid "$spid" 1
-		show "/tmp/$1.server.out"
+		show "/tmp/$name.server.out"
 		return 1
 	fi
 	timeout "$T_RUN" ip netns exec "$NS_A" "${PIN_CLIENT[@]}" qp-pingpong --device "$RXE_A" --gid-index "$IDX_A" \
-		--client "$IP_B:$PORT" --qps "$2" --iters "$QPP_COUNT" >"/tmp/$1.client.out" 2>&1
+		--client "$IP_B:$PORT" --qps "$qps" --iters "$QPP_COUNT" "$@" >"/tmp/$name.client.out" 2>&1
 	crc=$?
 	wait_pid "$spid" "$T_STEP"
 	if [ "$crc" != 0 ] || [ "$WAIT_RC" != 0 ]; then
-		show "/tmp/$1.client.out" "/tmp/$1.server.out"
+		show "/tmp/$name.client.out" "/tmp/$name.server.out"
 		return 1
 	fi
-	QPP_AVG=$(sed -n 's/.*avg_half_rtt_us=\([0-9.]*\).*/\1/p' "/tmp/$1.client.out")
+	QPP_AVG=$(sed -n 's/.*avg_half_rtt_us=\([0-9.]*\).*/\1/p' "/tmp/$name.client.out")
 	[ -n "$QPP_AVG" ]
 }
 
 check_qp_pingpong() {
-	local round fail='' one=() two=() perf=() ours=()
+	local round fail='' one=() two=() touched=() perf=() ours=()
 	if ! command -v qp-pingpong >/dev/null 2>&1; then
 		result qp_pingpong FAIL "qp-pingpong is not in the guest"
 		return
@@ -1616,9 +1620,15 @@ check_qp_pingpong() {
 	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
 	local q
 	for ((round = 1; round <= QPP_ROUNDS; round++)); do
-		# one before two in odd rounds, two before one in even ones
-		for q in $([ $((round % 2)) = 1 ] && echo 1 2 || echo 2 1); do
-			if ! qp_pingpong_run "qpp${q}_$round" "$q"; then
+		# one, two, touched in odd rounds, the other way round in even ones
+		for q in $([ $((round % 2)) = 1 ] && echo 1 2 t || echo t 2 1); do
+			if [ "$q" = t ]; then
+				if qp_pingpong_run "qppt_$round" 1 --touch-pages "$QPP_PAGES"; then
+					touched+=("$QPP_AVG")
+				else
+					fail="$fail qp_pingpong --touch-pages $QPP_PAGES (round $round);"
+				fi
+			elif ! qp_pingpong_run "qpp${q}_$round" "$q"; then
 				fail="$fail qp_pingpong --qps $q (round $round);"
 			elif [ "$q" = 1 ]; then
 				one+=("$QPP_AVG")
@@ -1638,12 +1648,72 @@ check_qp_pingpong() {
 		fi
 	done
 	PIN_SERVER=() PIN_CLIENT=()
-	local m1 m2 mp mo
-	m1=$(median "${one[@]:-0}") m2=$(median "${two[@]:-0}") mp=$(median "${perf[@]:-0}") mo=$(median "${ours[@]:-0}")
-	echo "SOFTROCE-BENCH-NOTE qp-pingpong: t_avg (half a round trip) of $QPP_COUNT x $LAT_SIZE B, medians of $QPP_ROUNDS alternated rounds: one queue pair per end $m1 us (${one[*]:-}), one each way $m2 us (${two[*]:-}), ib_send_lat $mp us (${perf[*]:-}), bench lat $mo us (${ours[*]:-}); two / one $(ratio "$m2" "$m1"), ib_send_lat / one $(ratio "$mp" "$m1"), bench lat / two $(ratio "$mo" "$m2"), bench lat / ib_send_lat $(ratio "$mo" "$mp")"
+	local m1 m2 mt mp mo
+	m1=$(median "${one[@]:-0}") m2=$(median "${two[@]:-0}") mt=$(median "${touched[@]:-0}")
+	mp=$(median "${perf[@]:-0}") mo=$(median "${ours[@]:-0}")
+	echo "SOFTROCE-BENCH-NOTE qp-pingpong: t_avg (half a round trip) of $QPP_COUNT x $LAT_SIZE B, medians of $QPP_ROUNDS alternated rounds: one queue pair per end $m1 us (${one[*]:-}), one each way $m2 us (${two[*]:-}), one per end touching $QPP_PAGES pages $mt us (${touched[*]:-}), ib_send_lat $mp us (${perf[*]:-}), bench lat $mo us (${ours[*]:-}); two / one $(ratio "$m2" "$m1"), touched / one $(ratio "$mt" "$m1"), ib_send_lat / one $(ratio "$mp" "$m1"), bench lat / two $(ratio "$mo" "$m2"), bench lat / ib_send_lat $(ratio "$mo" "$mp")"
 	if [ -n "$fail" ]; then
 		result qp_pingpong FAIL "$fail"
 	else
-		result qp_pingpong PASS "t_avg: one QP per end $m1 us, one each way $m2 us (ratio $(ratio "$m2" "$m1")); ib_send_lat $mp us, bench lat $mo us"
+		result qp_pingpong PASS "t_avg: one QP per end $m1 us, one each way $m2 us (ratio $(ratio "$m2" "$m1")), touching $QPP_PAGES pages $mt us (ratio $(ratio "$mt" "$m1")); ib_send_lat $mp us, bench lat $mo us"
+	fi
+}
+
+# The lat-perf check (by hand, not in .ci/run): where the guest's time goes while a 2 B
+# ping-pong runs, both ends pinned as in the baseline. qp_pingpong (one queue pair each way),
+# ib_send_lat and bench lat run LAT_PERF_COUNT round trips each under a system-wide perf record
+# (the host's perf, copied in; cpu-clock sampling, TCG has no hardware counters), and the
+# shares of the samples by CPU, program and library, then by symbol, are printed on
+# SOFTROCE-LAT-PERF lines. Busy polling shows as the share of whatever each tool polls with.
+# A diagnostic: PASS when every run gave its samples.
+LAT_PERF_COUNT=20000
+lat_perf_run() { # name command... -> samples under /tmp/name.perf.data
+	local name=$1 pp rc=0
+	shift
+	perf record -a -F 4999 -q -o "/tmp/$name.perf.data" >"/tmp/$name.perf.err" 2>&1 &
+	pp=$!
+	sleep 0.2
+	"$@" || rc=1
+	kill -INT "$pp" 2>/dev/null
+	wait "$pp" || true
+	[ -s "/tmp/$name.perf.data" ] || {
+		show "/tmp/$name.perf.err"
+		return 1
+	}
+	perf report -i "/tmp/$name.perf.data" --sort cpu,comm,dso --stdio --percent-limit 0.2 2>/dev/null |
+		grep -v '^#' | grep . | head -40 | sed "s/^/SOFTROCE-LAT-PERF $name by-program /"
+	perf report -i "/tmp/$name.perf.data" --sort sym --stdio --percent-limit 0.3 2>/dev/null |
+		grep -v '^#' | grep . | head -45 | sed "s/^/SOFTROCE-LAT-PERF $name by-symbol /"
+	return "$rc"
+}
+
+check_lat_perf() {
+	local fail=''
+	if ! command -v perf >/dev/null 2>&1; then
+		result lat_perf FAIL "perf is not in the guest"
+		return
+	fi
+	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	local QPP_COUNT=$LAT_PERF_COUNT
+	if lat_perf_run qp-pingpong qp_pingpong_run lperf_qpp 2; then
+		echo "SOFTROCE-LAT-PERF qp-pingpong t_avg $QPP_AVG us"
+	else
+		fail="$fail qp_pingpong;"
+	fi
+	if lat_perf_run ib_send_lat perftest_measure lperf_pt 6 ib_send_lat -s "$LAT_SIZE" -n "$LAT_PERF_COUNT"; then
+		echo "SOFTROCE-LAT-PERF ib_send_lat t_avg $PERF_VALUE us"
+	else
+		fail="$fail ib_send_lat;"
+	fi
+	if lat_perf_run bench-lat bench_pair lperf_ours "" --mode lat -s "$LAT_SIZE" -n "$LAT_PERF_COUNT"; then
+		echo "SOFTROCE-LAT-PERF bench-lat t_avg $(result_field /tmp/lperf_ours.client.out 6) us"
+	else
+		fail="$fail bench lat: $BENCH_FAIL;"
+	fi
+	PIN_SERVER=() PIN_CLIENT=()
+	if [ -n "$fail" ]; then
+		result lat_perf FAIL "$fail"
+	else
+		result lat_perf PASS "profiles on the SOFTROCE-LAT-PERF lines"
 	fi
 }

@@ -138,6 +138,7 @@ main() {
 		baseline) check_baseline ;;
 		event-loop-cost) check_event_loop_cost ;;
 		lat-profile) check_lat_profile ;;
+		lat-perf) check_lat_perf ;;
 		qp-pingpong) check_qp_pingpong ;;
 		container) check_container; check_container_kube ;;
 		rnr) check_rnr ;;

@@ -13,8 +13,13 @@
 //! pongs over the second, each with its own completion queue (as two sessions have); either way
 //! the spin polls one CQ (the receiving lane's), and the sending lane's is drained once per
 //! arrival. Both ends must be given the same `--qps` (checked). The client
-//! prints `QP-PINGPONG qps=N iters=N avg_half_rtt_us=X` (wall clock over the timed round trips,
-//! after a warm-up; half a round trip, as perftest reports). Both ends busy-poll.
+//! prints `QP-PINGPONG qps=N iters=N touch_pages=N avg_half_rtt_us=X` (wall clock over the
+//! timed round trips, after a warm-up; half a round trip, as perftest reports). Both ends
+//! busy-poll.
+//!
+//! `--touch-pages N` asks a second question, whether the memory a round trip touches costs
+//! time under emulation: each end writes one byte in each of N distinct pages of its own
+//! right before it sends (both ends must give the same N; default 0).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -37,6 +42,10 @@ const WARM_UP: u64 = 100;
 /// How long an end waits for a message before it gives up.
 const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The most pages `--touch-pages` takes (256 MiB).
+const MAX_TOUCH_PAGES: u32 = 65_536;
+const PAGE: usize = 4096;
+
 type Error = Box<dyn std::error::Error>;
 
 struct Args {
@@ -46,6 +55,7 @@ struct Args {
     client: Option<String>,
     qps: usize,
     iters: u64,
+    touch_pages: u32,
 }
 
 fn args() -> Result<Args, Error> {
@@ -56,6 +66,7 @@ fn args() -> Result<Args, Error> {
         client: None,
         qps: 1,
         iters: 1000,
+        touch_pages: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -67,6 +78,7 @@ fn args() -> Result<Args, Error> {
             "--client" => a.client = Some(value()?),
             "--qps" => a.qps = value()?.parse()?,
             "--iters" => a.iters = value()?.parse()?,
+            "--touch-pages" => a.touch_pages = value()?.parse()?,
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -74,10 +86,11 @@ fn args() -> Result<Args, Error> {
         || a.server.is_some() == a.client.is_some()
         || !(1..=2).contains(&a.qps)
         || a.iters == 0
+        || a.touch_pages > MAX_TOUCH_PAGES
     {
         return Err(
             "usage: qp_pingpong --device D --gid-index I (--server ADDR | --client ADDR) \
-             [--qps 1|2] [--iters N]"
+             [--qps 1|2] [--iters N] [--touch-pages 0..65536]"
                 .into(),
         );
     }
@@ -321,14 +334,15 @@ fn main() -> Result<(), Error> {
         (_, Some(addr)) => TcpStream::connect(addr)?,
         _ => unreachable!("args() checks"),
     };
-    // Both ends must run the same way: the lane count and the round trips first.
+    // Both ends must run the same way: the lane count, the round trips and the pages first.
     let mut mine = vec![a.qps as u8];
     mine.extend_from_slice(&a.iters.to_be_bytes());
+    mine.extend_from_slice(&a.touch_pages.to_be_bytes());
     stream.write_all(&mine)?;
-    let mut theirs = [0u8; 9];
+    let mut theirs = [0u8; 13];
     stream.read_exact(&mut theirs)?;
     if theirs[..] != mine[..] {
-        return Err("the peer runs another --qps or --iters".into());
+        return Err("the peer runs another --qps, --iters or --touch-pages".into());
     }
     for lane in &lanes {
         stream.write_all(&encode(lane, gid, mtu))?;
@@ -372,6 +386,8 @@ fn main() -> Result<(), Error> {
     stream.write_all(b"r")?;
     stream.read_exact(&mut [0u8; 1])?;
 
+    // Written once here, so that every page is in memory before the timed round trips.
+    let mut pages = Pages(vec![1u8; a.touch_pages as usize * PAGE]);
     let total = WARM_UP + a.iters;
     let mut started = Instant::now();
     for i in 0..total {
@@ -379,19 +395,22 @@ fn main() -> Result<(), Error> {
             started = Instant::now();
         }
         if client {
+            pages.touch(i);
             end.send()?;
             end.recv()?;
         } else {
             end.recv()?;
+            pages.touch(i);
             end.send()?;
         }
     }
     let elapsed = started.elapsed();
     if client {
         println!(
-            "QP-PINGPONG qps={} iters={} avg_half_rtt_us={:.2}",
+            "QP-PINGPONG qps={} iters={} touch_pages={} avg_half_rtt_us={:.2}",
             a.qps,
             a.iters,
+            a.touch_pages,
             elapsed.as_secs_f64() * 1e6 / a.iters as f64 / 2.0
         );
     }
@@ -400,4 +419,19 @@ fn main() -> Result<(), Error> {
     let _ = stream.read(&mut [0u8; 1]);
     drop(end);
     Ok(())
+}
+
+/// `--touch-pages`: memory of N pages, one byte of each written per round trip.
+struct Pages(Vec<u8>);
+
+impl Pages {
+    /// Writes one byte in every page (a different cache line of it in each round trip), so
+    /// that a round trip touches every page and the compiler cannot drop or merge the writes.
+    fn touch(&mut self, round: u64) {
+        let line = (round % (PAGE as u64 / 64)) as usize * 64;
+        for page in self.0.chunks_exact_mut(PAGE) {
+            page[line] = page[line].wrapping_add(1);
+        }
+        std::hint::black_box(&mut self.0);
+    }
 }
