@@ -220,8 +220,11 @@ cli_rate() {
 	local spid=$!
 	pids+=("$spid")
 	sleep 0.3
+	# a client that failed leaves the --once server waiting: end it (this may run in a
+	# subshell, whose pids the cleanup does not see)
 	"${client_pin[@]}" "$binary" --client "127.0.0.1:$port" --transport tcp --size "$size" \
-		--count "$count" --credits "$cr" --max-msg-size "$max" >/dev/null 2>"$work/cli-client-$size.log" || true
+		--count "$count" --credits "$cr" --max-msg-size "$max" >/dev/null 2>"$work/cli-client-$size.log" ||
+		kill "$spid" 2>/dev/null || true
 	wait "$spid" 2>/dev/null || true
 	sed -n "s/.*end of stream: received .*(\([0-9.]*\) msg\/s, \([0-9.]*\) MiB\/s.*/\1 \2/p" \
 		"$work/cli-server-$size.log" | awk -v f="$field" '{ print (f == "msg/s") ? $1 : $2 }' | tail -n 1
@@ -234,6 +237,10 @@ bench_rate() {
 	"${client_pin[@]}" "$binary" bench --client "127.0.0.1:$port" --transport tcp \
 		-s "$size" -n "$count" --credits "$cr" --json 2>"$work/bench-pair-$size.log" |
 		jq -r --arg f "$field" 'if $f == "msg/s" then .results[0].msg_rate_mpps * 1000000 else .results[0].bw_average end' 2>/dev/null || true
+	# this runs in a subshell, whose pids the cleanup does not see: end the --once server here
+	# (done with the run, or left waiting by a client that failed)
+	kill "${pids[-1]}" 2>/dev/null || true
+	wait "${pids[-1]}" 2>/dev/null || true
 }
 # median_of N...: the middle of three numbers
 median_of() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
@@ -241,8 +248,11 @@ median_of() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 cli_pair() {
 	local cli=() bench=() b c i
 	for i in 1 2 3; do
+		# each runs in a subshell, whose next_port the parent does not see: step past its port
 		b=$(bench_rate "$@")
+		next_port
 		c=$(cli_rate "$@")
+		next_port
 		[ -n "$b" ] && [ -n "$c" ] || return 0
 		bench+=("$b")
 		cli+=("$c")

@@ -17,20 +17,23 @@
 //! - The room keeps the pause to queues deep enough for the sender to go on writing for the
 //!   whole pause without running out of credit: as many slots as it could fill in `HOLD` at
 //!   the fastest rate we plan for, in messages (`MIN_ROOM`, small messages) or in bytes
-//!   (`MIN_ROOM_BYTES` over the batch's mean message length, large ones), whichever is fewer.
-//!   So a stream of 64 B messages pauses with 256 slots and not with `bench`'s 16 or 64, and a
-//!   stream of 64 KiB messages pauses with 16 or more; the default of 2 credits never pauses
-//!   (a pause there would leave the sender waiting for credit instead).
-//! - A read that finds nothing, or that brings fewer messages, ends the stream: a ping-pong (one
-//!   message per wake-up), a lone message and a busy-polling receiver (whose last read before it
-//!   sleeps found nothing) never pause.
+//!   (`MIN_ROOM_BYTES` over the batch's mean message length, large ones), whichever is fewer,
+//!   and never fewer than `MIN_ROOM_FLOOR`. So a stream of 64 B messages pauses with 256 slots
+//!   and not with `bench`'s 16 or 64, a stream of 64 KiB messages pauses with 16 or more, and
+//!   the default of 2 credits never pauses, whatever the size (a pause there would leave the
+//!   sender waiting for credit instead).
+//! - A read that finds nothing before any other in the same poll brought something, or that
+//!   brings fewer messages, ends the stream: a ping-pong (one message per wake-up), a lone
+//!   message and a busy-polling receiver (whose last read before it sleeps found nothing) never
+//!   pause. A read that finds nothing right after others brought messages (they ended exactly
+//!   at the end of what had arrived) is a drain like a short read.
 //! - One pause per sleep: the read after it decides again.
 //! - A session striped over several connections in use never pauses (`striped.rs` says what
 //!   was measured): only a lone connection does.
 //!
 //! What it costs: a message that arrives during a pause waits for it (at most `HOLD` plus the
-//! kernel's timer slack, 50 µs by default), only while a stream runs into a queue of at least
-//! `MIN_ROOM` credits. The first message after an idle period never waits.
+//! kernel's timer slack, 50 µs by default), only while a stream runs into a queue with the room
+//! above. The first message after an idle period never waits.
 
 use std::time::Duration;
 
@@ -42,6 +45,9 @@ pub(crate) const MIN_ROOM: usize = 256;
 /// The same room in bytes, for large messages: what a sender could write in `HOLD` at 20 GB/s
 /// (beyond one tcp connection's rate on loopback or a 100G NIC).
 pub(crate) const MIN_ROOM_BYTES: usize = 1024 * 1024;
+/// Never pause with fewer slots posted than this, however large the messages: the default of
+/// 2 credits never pauses, and a pause always leaves the sender several messages to write.
+pub(crate) const MIN_ROOM_FLOOR: usize = 4;
 /// How long the receiver pauses before it sleeps while a stream runs.
 pub(crate) const HOLD: Duration = Duration::from_micros(50);
 
@@ -87,10 +93,12 @@ impl ReceiveCoalescing {
 
 /// Slots the sender must have for a pause, for a stream whose batch brought `batch` messages
 /// (at least one) of `bytes` bytes: `MIN_ROOM` messages, or fewer when `MIN_ROOM_BYTES` of
-/// messages of the batch's mean length fill it first (at least one slot).
+/// messages of the batch's mean length fill it first, and at least `MIN_ROOM_FLOOR`.
 fn room_needed(batch: usize, bytes: usize) -> usize {
     let mean_len = (bytes / batch.max(1)).max(1);
-    MIN_ROOM.min(MIN_ROOM_BYTES.div_ceil(mean_len))
+    MIN_ROOM
+        .min(MIN_ROOM_BYTES.div_ceil(mean_len))
+        .max(MIN_ROOM_FLOOR)
 }
 
 #[cfg(test)]
@@ -191,6 +199,14 @@ mod tests {
         assert_eq!(c.before_sleep(MIN_ROOM - 1), None);
         let mut c = after_a_draining_read_of_messages_of(10, 8192);
         assert_eq!(c.before_sleep(MIN_ROOM / 2), Some(HOLD));
+    }
+
+    #[test]
+    fn the_default_two_credits_never_pause_even_with_messages_of_megabytes() {
+        let mut c = after_a_draining_read_of_messages_of(2, 4 * 1024 * 1024);
+        assert_eq!(c.before_sleep(2), None);
+        let mut c = after_a_draining_read_of_messages_of(2, 4 * 1024 * 1024);
+        assert_eq!(c.before_sleep(MIN_ROOM_FLOOR), Some(HOLD));
     }
 
     #[test]

@@ -469,7 +469,8 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
     /// BENCHMARKS.md round eight): with several connections one wake-up already finds several
     /// of them with data, the receiver is busier, and a pause (even one for all lanes) took
     /// 64 KiB from 3,540-3,850 to 2,970-3,020 MiB/s and 64 B from 0.90-0.98 to 0.53-0.56
-    /// million messages a second. Every lane is asked all the same, so each uses its pause up.
+    /// million messages a second. Every lane in use is asked all the same, so each uses its
+    /// pause up (a parked lane's is forgotten at its reset).
     fn pause_before_sleep(&mut self) -> Option<Duration> {
         let mut in_use = 0;
         let mut pause = None;

@@ -297,6 +297,8 @@ the oldest goes",
             return self.consume_buffered(out);
         }
         let mut drained = false;
+        // Whether a read of this call brought bytes (an empty read after that is a drain).
+        let mut read_any = false;
         loop {
             let before = out.len();
             self.consume_buffered(out)?;
@@ -324,9 +326,11 @@ the oldest goes",
                             ReadOutcome::Bytes { n, drained: d } => {
                                 cur.got += n;
                                 drained = d;
+                                read_any = true;
                             }
                             ReadOutcome::Closed => self.peer_closed = true,
                             ReadOutcome::Again => {}
+                            ReadOutcome::Empty if read_any => drained = true,
                             ReadOutcome::Empty => {
                                 self.coalescing.on_empty_read();
                                 return Ok(());
@@ -341,9 +345,12 @@ the oldest goes",
                 ReadOutcome::Bytes { n, drained: d } => {
                     self.rx_end += n;
                     drained = d;
+                    read_any = true;
                 }
                 ReadOutcome::Closed => self.peer_closed = true,
                 ReadOutcome::Again => {}
+                // What the reads before took ended exactly where the socket did: a drain.
+                ReadOutcome::Empty if read_any => drained = true,
                 ReadOutcome::Empty => {
                     self.coalescing.on_empty_read();
                     return Ok(());
@@ -964,6 +971,27 @@ mod tests {
     fn a_burst_into_a_shallow_queue_never_makes_the_receiver_pause() {
         let (mut t, mut w) = receiver(8, 16);
         assert_eq!(pause_after(&mut t, &mut w, 3), None);
+    }
+
+    #[test]
+    fn a_body_read_that_ends_exactly_where_the_socket_does_counts_as_a_drain() {
+        let len = 20 * 1024;
+        let (mut t, mut w) = receiver(4, len);
+        let wire = frames(1, len);
+        // The header and the start of the body: taken, the message not complete yet.
+        w.write_all(&wire[..HEADER_LEN + 100]).unwrap();
+        let mut out = Vec::new();
+        t.on_wakeup();
+        t.poll_arrivals(&mut out).unwrap();
+        assert!(out.is_empty());
+        // The rest, read straight into the slot in one read of exactly its size; the read
+        // after it finds the socket empty.
+        w.write_all(&wire[HEADER_LEN + 100..]).unwrap();
+        assert_eq!(arrivals(&mut t, 1).len(), 1);
+        assert!(
+            t.drained,
+            "an empty read right after the body is a drain, not the end of a stream"
+        );
     }
 
     #[test]

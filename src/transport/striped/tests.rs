@@ -480,11 +480,19 @@ fn several_lanes_in_use_never_pause_and_each_uses_its_own_pause_up() {
 }
 
 #[test]
-fn a_lone_lane_in_use_pauses_as_it_asks() {
-    let mut r = receiver_of(1);
-    r.lanes[0].pause = Some(Duration::from_micros(50));
+fn a_lone_lane_in_use_pauses_as_it_asks_and_a_parked_one_is_not_asked() {
+    let mut r = receiver(hand_lanes(2), 2, Retries::Schedules, SLOTS).expect("receiver");
+    // The peer left out path 0 (lane 0): lane 1 is the only one in use.
+    assert_eq!(
+        r.connect(&peer_blob_parking(2, &[0]), Instant::now() + SOON)
+            .unwrap(),
+        SetupStep::Done
+    );
+    r.lanes[0].pause = Some(Duration::from_micros(80));
+    r.lanes[1].pause = Some(Duration::from_micros(50));
     assert_eq!(r.pause_before_sleep(), Some(Duration::from_micros(50)));
     assert_eq!(r.pause_before_sleep(), None, "used up");
+    assert!(r.lanes[0].pause.is_some(), "a parked lane is not asked");
 }
 
 #[test]
