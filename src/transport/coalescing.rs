@@ -11,7 +11,7 @@
 //! Rules:
 //! - A receiver that is about to sleep, whose last read that emptied the socket brought
 //!   `STREAM_BATCH` messages or more (a stream is running: the sender wrote several while the
-//!   receiver handled the last ones), and that has at least `MIN_ROOM` receive slots posted,
+//!   receiver handled the last ones), and that has the room below posted (receive slots),
 //!   first pauses for `HOLD`, so that the sender's next messages gather into a few large
 //!   segments and one read takes them all.
 //! - The room keeps the pause to queues deep enough for the sender to go on writing for the
