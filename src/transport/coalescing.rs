@@ -116,6 +116,12 @@ mod tests {
         c
     }
 
+    /// The pause before a sleep with `posted` slots after a draining read of `messages` of
+    /// `len` bytes each.
+    fn pause_after(messages: usize, len: usize, posted: usize) -> Option<Duration> {
+        after_a_draining_read_of_messages_of(messages, len).before_sleep(posted)
+    }
+
     #[test]
     fn a_running_stream_into_a_deep_queue_pauses_before_the_sleep() {
         let mut c = after_a_draining_read_of(STREAM_BATCH);
@@ -172,10 +178,8 @@ mod tests {
     #[test]
     fn a_stream_of_64_kib_messages_pauses_with_16_slots_posted_not_15() {
         // 16 x 64 KiB = 1 MiB: what the sender could write during the pause at 20 GB/s.
-        let mut c = after_a_draining_read_of_messages_of(2, 64 * 1024);
-        assert_eq!(c.before_sleep(15), None);
-        let mut c = after_a_draining_read_of_messages_of(2, 64 * 1024);
-        assert_eq!(c.before_sleep(16), Some(HOLD));
+        assert_eq!(pause_after(2, 64 * 1024, 15), None);
+        assert_eq!(pause_after(2, 64 * 1024, 16), Some(HOLD));
     }
 
     #[test]
@@ -186,34 +190,26 @@ mod tests {
         c.on_messages(1, 64 * 1024);
         c.on_drained();
         assert_eq!(c.before_sleep(MIN_ROOM / 2), None);
-        let mut c = after_a_draining_read_of_messages_of(100, 64);
-        assert_eq!(c.before_sleep(MIN_ROOM), Some(HOLD));
+        assert_eq!(pause_after(100, 64, MIN_ROOM), Some(HOLD));
     }
 
     #[test]
     fn messages_of_a_few_kib_need_the_full_room_in_messages() {
         // 4 KiB x 256 = 1 MiB: the two bounds meet; smaller messages need MIN_ROOM slots.
-        let mut c = after_a_draining_read_of_messages_of(10, 4096);
-        assert_eq!(c.before_sleep(MIN_ROOM - 1), None);
-        let mut c = after_a_draining_read_of_messages_of(10, 1024);
-        assert_eq!(c.before_sleep(MIN_ROOM - 1), None);
-        let mut c = after_a_draining_read_of_messages_of(10, 8192);
-        assert_eq!(c.before_sleep(MIN_ROOM / 2), Some(HOLD));
+        assert_eq!(pause_after(10, 4096, MIN_ROOM - 1), None);
+        assert_eq!(pause_after(10, 1024, MIN_ROOM - 1), None);
+        assert_eq!(pause_after(10, 8192, MIN_ROOM / 2), Some(HOLD));
     }
 
     #[test]
     fn the_default_two_credits_never_pause_even_with_messages_of_megabytes() {
-        let mut c = after_a_draining_read_of_messages_of(2, 4 * 1024 * 1024);
-        assert_eq!(c.before_sleep(2), None);
-        let mut c = after_a_draining_read_of_messages_of(2, 4 * 1024 * 1024);
-        assert_eq!(c.before_sleep(MIN_ROOM_FLOOR), Some(HOLD));
+        assert_eq!(pause_after(2, 4 * 1024 * 1024, 2), None);
+        assert_eq!(pause_after(2, 4 * 1024 * 1024, MIN_ROOM_FLOOR), Some(HOLD));
     }
 
     #[test]
     fn empty_messages_count_as_one_byte_and_never_divide_by_zero() {
-        let mut c = after_a_draining_read_of_messages_of(10, 0);
-        assert_eq!(c.before_sleep(MIN_ROOM - 1), None);
-        let mut c = after_a_draining_read_of_messages_of(10, 0);
-        assert_eq!(c.before_sleep(MIN_ROOM), Some(HOLD));
+        assert_eq!(pause_after(10, 0, MIN_ROOM - 1), None);
+        assert_eq!(pause_after(10, 0, MIN_ROOM), Some(HOLD));
     }
 }
