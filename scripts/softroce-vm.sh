@@ -117,6 +117,12 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               perf record (the host's perf, copied in: apt-get install linux-perf), the
               shares by CPU, program and library, and the top symbols. Not in the default
               set, nor in .ci/run: a diagnostic to run by hand
+  lat-trace   where each half of a ping-pong's round trip goes, as the guest kernel sees it:
+              kprobes on rxe_post_send, rxe_receiver and rxe_cq_post time the sender's post to
+              the responder's start, the responder's work to the completion, and the receiving
+              end's reaction to its reply's post; qp_pingpong (one queue pair each way),
+              ib_send_lat and bench lat, two rounds, medians and means on SOFTROCE-LAT-TRACE
+              lines. Not in the default set, nor in .ci/run: a diagnostic to run by hand
   container   the roce image (scripts/container-test.sh) under podman in the guest, with the
               flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),
               RDMA_CONTAINER_STRICT=1, --transport verbs: 10,000 messages in order over rxe,
@@ -148,7 +154,7 @@ Options:
                      container (the arm64 image: scripts/container-test.sh --arch arm64)
                      (default messages,peer-lost); the kernel: the newest of the suite
   --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,paths,doctor,baseline,
-                     event-loop-cost,lat-profile,qp-pingpong,lat-perf,container,rnr,suite,
+                     event-loop-cost,lat-profile,qp-pingpong,lat-perf,lat-trace,container,rnr,suite,
                      transport
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
@@ -267,7 +273,7 @@ parse_args() {
 		done
 	fi
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | lat-profile | qp-pingpong | lat-perf | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | lat-profile | qp-pingpong | lat-perf | lat-trace | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -n "$COMPARE_BINARY" ] && ! want_check baseline && ! want_check lat-profile; then
 		usage_error "--compare-binary is timed by the baseline and lat-profile checks; --checks has neither"
@@ -364,7 +370,7 @@ prepare_binary() {
 			die "cargo build --example event_loop_cost failed"
 		EVENT_LOOP_COST=$target/release/examples/event_loop_cost
 	fi
-	if want_check qp-pingpong || want_check lat-perf; then
+	if want_check qp-pingpong || want_check lat-perf || want_check lat-trace; then
 		local target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 		log "building the queue-pair ping-pong example (cargo build --release -p verbs-sys --example qp_pingpong)"
 		(cd "$REPO_ROOT" && cargo build --release --locked --quiet -p verbs-sys --example qp_pingpong) ||

@@ -45,6 +45,7 @@ declare -gA CHECK_RESULTS=(
 	[lat-profile]="lat_profile"
 	[qp-pingpong]="qp_pingpong"
 	[lat-perf]="lat_perf"
+	[lat-trace]="lat_trace"
 	[container]="container_load container_session container_nodev container_nonroot container_kube"
 	[rnr]="rnr_strict"
 	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule suite_event_loop suite_tokio"
@@ -1715,5 +1716,148 @@ check_lat_perf() {
 		result lat_perf FAIL "$fail"
 	else
 		result lat_perf PASS "profiles on the SOFTROCE-LAT-PERF lines"
+	fi
+}
+
+# The lat-trace check (by hand, not in .ci/run): where a round trip's time goes, as the guest
+# kernel sees it. Three kprobes (tracefs) time each half of a 2 B ping-pong: the sending end's
+# post (rxe_post_send, in its own system call), the receiving QP's responder starting work
+# (rxe_receiver, in an rxe kworker) and the data completion it writes (rxe_cq_post of a
+# receive with bytes). Per direction (client to server, server to client), the medians and
+# means over LAT_TRACE_COUNT round trips of qp_pingpong (one queue pair each way), ib_send_lat
+# and bench lat, pinned as in the baseline:
+#   post->resp   the sender's kernel path, the veth and the wait for a kworker to run the responder
+#   resp->cqe    the responder's work up to the completion
+#   cqe->post    the receiving end's reaction: noticing the completion, its own work, its reply's
+#                post (a credit post that comes first counts instead, 1 in 32 of bench lat's)
+#   round-trip   from one such reply post of an end to its next (a whole round trip)
+# and on which CPU the responder ran (the receiving end's own, or the other, busy, one). The
+# probes cost time too, the same for each tool. A diagnostic: PASS when every run was traced.
+LAT_TRACE_COUNT=5000 TRACEFS=/sys/kernel/tracing
+lat_trace_setup() {
+	[ -e "$TRACEFS/kprobe_events" ] || mount -t tracefs nodev "$TRACEFS" 2>/dev/null || return 1
+	echo 0 >"$TRACEFS/tracing_on" || return 1
+	: >"$TRACEFS/kprobe_events" || return 1
+	# x86_64: the first argument in %di, the second in %si; rxe_cq_post(cq, cqe, solicited),
+	# the cqe of a user CQ being a struct ib_uverbs_wc (status at 8, opcode at 12, byte_len at 20)
+	{
+		echo 'p:lt/post rxe_post_send'
+		echo 'p:lt/resp rxe_receiver'
+		echo 'p:lt/cqe rxe_cq_post op=+12(%si):u32 len=+20(%si):u32 st=+8(%si):u32'
+	} >>"$TRACEFS/kprobe_events" || return 1
+	echo 16384 >"$TRACEFS/buffer_size_kb"
+	echo 1 >"$TRACEFS/events/lt/enable"
+}
+
+lat_trace_teardown() {
+	echo 0 >"$TRACEFS/tracing_on" 2>/dev/null
+	echo 0 >"$TRACEFS/events/lt/enable" 2>/dev/null
+	: >"$TRACEFS/kprobe_events" 2>/dev/null
+}
+
+# Prints "series value" lines (microseconds) from a trace: see the check's comment.
+lat_trace_series() { # trace-file
+	awk '
+		{
+			t = -1; cpu = -1
+			for (i = 1; i <= NF; i++) {
+				if ($i ~ /^\[[0-9]+\]$/) cpu = substr($i, 2, length($i) - 2) + 0
+				if ($i ~ /^[0-9]+\.[0-9]+:$/) { t = substr($i, 1, length($i) - 1) * 1e6; ev = $(i + 1); break }
+			}
+			if (t < 0) next
+			sub(/:$/, "", ev); sub(/^.*\//, "", ev)
+			if (ev == "post") {
+				if (have_cqe && !reacted) {
+					print "cqe->post(cpu" cpu ") " t - cqe_t; reacted = 1
+					if (cpu in cycle_t) print "round-trip(cpu" cpu ") " t - cycle_t[cpu]
+					cycle_t[cpu] = t
+				}
+				post_t = t; post_cpu = cpu; resp_seen = 0
+			} else if (ev == "resp") {
+				if (post_t > 0 && !resp_seen) {
+					resp_seen = 1; resp_t = t
+					print "post->resp(from-cpu" post_cpu ") " t - post_t
+					print "resp-on-sender-cpu(from-cpu" post_cpu ") " (cpu == post_cpu)
+				}
+			} else if (ev == "cqe") {
+				op = ""; len = ""; st = ""
+				for (j = i + 2; j <= NF; j++) {
+					if ($j ~ /^op=/) op = substr($j, 4) + 0
+					if ($j ~ /^len=/) len = substr($j, 5) + 0
+					if ($j ~ /^st=/) st = substr($j, 4) + 0
+				}
+				if (op == 128 && len > 0 && st == 0 && post_t > 0) {
+					if (resp_seen) print "resp->cqe(from-cpu" post_cpu ") " t - resp_t
+					print "post->cqe(from-cpu" post_cpu ") " t - post_t
+					have_cqe = 1; cqe_t = t; reacted = 0
+				}
+			}
+		}' "$1"
+}
+
+# Prints SOFTROCE-LAT-TRACE lines: per series, the count, median, 90th and 99th percentiles, and
+# the mean of the values up to 1 ms (the set-up and the end leave a few gaps of milliseconds,
+# which would swamp a plain mean) with the count of those above.
+lat_trace_summary() { # name trace-file
+	local name=$1 series
+	lat_trace_series "$2" >"/tmp/$name.series"
+	cut -d' ' -f1 "/tmp/$name.series" | sort -u | while read -r series; do
+		grep -F "$series " "/tmp/$name.series" | cut -d' ' -f2 | sort -g |
+			awk -v n="$name" -v s="$series" '{ v[NR] = $1; if ($1 <= 1000) { sum += $1; k++ } }
+				END {
+					if (!NR) exit
+					p90 = int(NR * 0.9) + 1; if (p90 > NR) p90 = NR
+					p99 = int(NR * 0.99) + 1; if (p99 > NR) p99 = NR
+					printf "SOFTROCE-LAT-TRACE %s %s n=%d median=%.2f p90=%.2f p99=%.2f mean_under_1ms=%.2f over_1ms=%d\n",
+						n, s, NR, v[int((NR + 1) / 2)], v[p90], v[p99], (k ? sum / k : 0), NR - k
+				}'
+	done
+}
+
+lat_trace_run() { # name command...
+	local name=$1 rc=0
+	shift
+	: >"$TRACEFS/trace"
+	echo 1 >"$TRACEFS/tracing_on"
+	"$@" || rc=1
+	echo 0 >"$TRACEFS/tracing_on"
+	cp "$TRACEFS/trace" "/tmp/$name.trace"
+	echo "SOFTROCE-LAT-TRACE $name lines=$(grep -c ' lt/\| post:\| resp:\| cqe:' "/tmp/$name.trace") lost=$(grep -o 'entries-in-buffer/entries-written: [0-9/]*' "/tmp/$name.trace" | head -n 1)"
+	lat_trace_summary "$name" "/tmp/$name.trace"
+	return "$rc"
+}
+
+check_lat_trace() {
+	local fail='' round
+	if ! lat_trace_setup; then
+		result lat_trace FAIL "no kprobe events in this kernel (is tracefs at $TRACEFS, with CONFIG_KPROBE_EVENTS?)"
+		lat_trace_teardown
+		return
+	fi
+	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	local QPP_COUNT=$LAT_TRACE_COUNT
+	for round in 1 2 3; do
+		if lat_trace_run "ltrace_qpp_$round" qp_pingpong_run "ltrace_qpp_$round" 2; then
+			echo "SOFTROCE-LAT-TRACE ltrace_qpp_$round t_avg $QPP_AVG us"
+		else
+			fail="$fail qp_pingpong;"
+		fi
+		if lat_trace_run "ltrace_pt_$round" perftest_measure "ltrace_pt_$round" 6 ib_send_lat -s "$LAT_SIZE" -n "$LAT_TRACE_COUNT"; then
+			echo "SOFTROCE-LAT-TRACE ltrace_pt_$round t_avg $PERF_VALUE us"
+		else
+			fail="$fail ib_send_lat;"
+		fi
+		if lat_trace_run "ltrace_ours_$round" bench_pair "ltrace_ours_$round" "" --mode lat -s "$LAT_SIZE" -n "$LAT_TRACE_COUNT"; then
+			echo "SOFTROCE-LAT-TRACE ltrace_ours_$round t_avg $(result_field "/tmp/ltrace_ours_$round.client.out" 6) us"
+		else
+			fail="$fail bench lat: $BENCH_FAIL;"
+		fi
+	done
+	PIN_SERVER=() PIN_CLIENT=()
+	lat_trace_teardown
+	if [ -n "$fail" ]; then
+		result lat_trace FAIL "$fail"
+	else
+		result lat_trace PASS "figures on the SOFTROCE-LAT-TRACE lines"
 	fi
 }

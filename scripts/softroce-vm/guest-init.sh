@@ -139,6 +139,7 @@ main() {
 		event-loop-cost) check_event_loop_cost ;;
 		lat-profile) check_lat_profile ;;
 		lat-perf) check_lat_perf ;;
+		lat-trace) check_lat_trace ;;
 		qp-pingpong) check_qp_pingpong ;;
 		container) check_container; check_container_kube ;;
 		rnr) check_rnr ;;
