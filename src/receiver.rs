@@ -406,7 +406,10 @@ impl RdmaSrc {
     /// Whether a message is delivered (`false`: end of stream), waiting as `patience` allows.
     fn next_message(&mut self, patience: Patience) -> Result<Flow<bool>> {
         let mut polled = false;
-        let mut busy = BusyPoll::new(self.session.config.busy_poll);
+        let mut busy = BusyPoll::new(
+            self.session.config.busy_poll,
+            self.session.transport.device_work(),
+        );
         loop {
             match self.core.next()? {
                 RecvStep::Deliver => return Ok(Flow::Done(true)),
@@ -426,6 +429,10 @@ impl RdmaSrc {
             match busy.next_round() {
                 _ if !patience.may_spin() => {}
                 Spin::Again | Spin::AgainChecked(_) => continue,
+                Spin::YieldThenAgain => {
+                    std::thread::yield_now();
+                    continue;
+                }
                 Spin::AgainLookAround(_) => {
                     // Now and then, the control channel too.
                     self.control_readable = true;

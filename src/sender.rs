@@ -381,7 +381,10 @@ impl RdmaSink {
         patience: Patience,
         stalled_since: &mut Option<Instant>,
     ) -> Result<Flow<(u64, StagingSlot)>> {
-        let mut busy = BusyPoll::new(self.session.config.busy_poll);
+        let mut busy = BusyPoll::new(
+            self.session.config.busy_poll,
+            self.session.transport.device_work(),
+        );
         loop {
             // A sender that never waits looks for a path's retry every so many messages (the
             // clock is read then only while a path is left out).
@@ -403,6 +406,10 @@ impl RdmaSink {
             match busy.next_round() {
                 _ if !patience.may_spin() => {}
                 Spin::Again => continue,
+                Spin::YieldThenAgain => {
+                    std::thread::yield_now();
+                    continue;
+                }
                 Spin::AgainChecked(now) | Spin::AgainLookAround(now) => {
                     stalled_since.get_or_insert(now);
                     continue;

@@ -208,6 +208,17 @@ pub(crate) enum CreditRoute {
     InBand,
 }
 
+/// Where a data path's device does its work: whether a thread that busy-polls it competes
+/// with that work for the CPUs ([`crate::busy_poll`] gives its CPU away now and then if so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeviceWork {
+    /// On the device (a NIC), or inside the poll's own system calls (tcp).
+    Elsewhere,
+    /// In kernel threads on this host's CPUs, as a software RDMA device's (soft-RoCE's
+    /// requester, responder and completer run in kernel workers).
+    HostThreads,
+}
+
 /// What to wait on when `poll` found nothing.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WaitHandle<'a> {
@@ -260,6 +271,12 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
 
     /// The descriptor to sleep on after an empty poll (`None` before connect).
     fn wait_handle(&self) -> Option<WaitHandle<'_>>;
+
+    /// Where the device does its work ([`DeviceWork`]; a busy-polling caller asks once per
+    /// wait).
+    fn device_work(&self) -> DeviceWork {
+        DeviceWork::Elsewhere
+    }
 
     /// Before the caller sleeps (and before [`DataPath::before_wait`]): how long it should
     /// pause first, if at all, so that what comes next arrives together (the tcp receiver

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollFlags};
 
 use super::{
-    Arrived, CreditRoute, DataPath, RecvPath, RecvSlot, SendEvent, SendPath, SetupStep,
+    Arrived, CreditRoute, DataPath, DeviceWork, RecvPath, RecvSlot, SendEvent, SendPath, SetupStep,
     StagingSlot, WaitHandle,
 };
 use crate::net::wait::{epoll_events, watch_fd, Interest};
@@ -463,6 +463,20 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
                 fd: self.epoll.0.as_fd(),
                 writable: false,
             })
+    }
+
+    /// On the host's CPUs if any lane's device works there (the lanes of a path share one
+    /// device kind; paths may not).
+    fn device_work(&self) -> DeviceWork {
+        if self
+            .lanes
+            .iter()
+            .any(|l| l.device_work() == DeviceWork::HostThreads)
+        {
+            DeviceWork::HostThreads
+        } else {
+            DeviceWork::Elsewhere
+        }
     }
 
     /// A lone lane in use pauses as it asks; several never do. Measured on loopback (--qps 4,

@@ -56,8 +56,8 @@ use verbs_sys::{
 
 use super::slots::{chosen_device, SlotMemory};
 use super::{
-    Arrived, Completion, CreditRoute, DataPath, RecvSlot, SetupParams, SetupStep, StagingSlot,
-    WaitHandle,
+    Arrived, Completion, CreditRoute, DataPath, DeviceWork, RecvSlot, SetupParams, SetupStep,
+    StagingSlot, WaitHandle,
 };
 use crate::config::{DEFAULT_ACK_TIMEOUT, DEFAULT_RETRY_COUNT};
 use crate::proto::{QpSettings, Role, TransportKind};
@@ -217,6 +217,8 @@ pub(crate) struct VerbsQp {
     closed: bool,
     /// The CQ's notification was requested and no event was taken since.
     armed: bool,
+    /// Where the device does its work (a software device's runs on our CPUs).
+    device_work: DeviceWork,
 }
 
 /// The verbs implementation of [`super::SendPath`] ([`send::VerbsSender`]) and
@@ -270,6 +272,7 @@ impl VerbsQp {
         let gid_index = u8::try_from(choice.gid_index).map_err(|_| {
             Error::BadOverride(format!("GID index {} is out of range", choice.gid_index))
         })?;
+        let device_work = device_work(&context, &choice.device);
         let port_attr = context
             .query_port(port)
             .map_err(|e| verb("ibv_query_port", e, None))?;
@@ -334,11 +337,15 @@ impl VerbsQp {
         };
         let max_inline = qp.cap().max_inline_data;
         log::debug!(
-            "verbs: {} port {port} gid-index {gid_index} qpn {:#x} psn {:#x} mtu {} inline {max_inline}",
+            "verbs: {} port {port} gid-index {gid_index} qpn {:#x} psn {:#x} mtu {} inline {max_inline} ({})",
             choice.device,
             local.qpn,
             local.psn,
-            mtu_bytes(local.mtu)
+            mtu_bytes(local.mtu),
+            match device_work {
+                DeviceWork::HostThreads => "a software device: its work runs on this host's CPUs",
+                DeviceWork::Elsewhere => "a hardware device",
+            }
         );
         Ok(Self {
             qp,
@@ -365,6 +372,7 @@ impl VerbsQp {
             local,
             closed: false,
             armed: false,
+            device_work,
         })
     }
 
@@ -535,6 +543,10 @@ impl<R: VerbsRole> DataPath for VerbsTransport<R> {
 
     fn credit_route(&self) -> CreditRoute {
         CreditRoute::InBand
+    }
+
+    fn device_work(&self) -> DeviceWork {
+        self.core.device_work
     }
 
     fn on_wakeup(&mut self) {
@@ -856,6 +868,31 @@ impl<R: VerbsRole> VerbsTransport<R> {
     }
 }
 
+/// The vendor ID the kernel's soft-RoCE driver (rxe) reports.
+const RXE_VENDOR_ID: u32 = 0x00FF_FFFF;
+/// The vendor ID the kernel's soft-iWARP driver (siw) reports.
+const SIW_VENDOR_ID: u32 = 0x0062_6d74;
+
+/// Where `device` does its work: a software device (rxe, siw) in kernel workers on this host's
+/// CPUs, by the vendor ID it reports; a device that cannot be asked counts as hardware.
+fn device_work(context: &Context, device: &str) -> DeviceWork {
+    match context.query_device() {
+        Ok(attr) => work_of_vendor(attr.vendor_id),
+        Err(e) => {
+            log::debug!("verbs: ibv_query_device on {device}: {e}; taken for a hardware device");
+            DeviceWork::Elsewhere
+        }
+    }
+}
+
+/// See [`device_work`].
+fn work_of_vendor(vendor_id: u32) -> DeviceWork {
+    match vendor_id {
+        RXE_VENDOR_ID | SIW_VENDOR_ID => DeviceWork::HostThreads,
+        _ => DeviceWork::Elsewhere,
+    }
+}
+
 /// How many messages a credit announcement released: its immediate data, which must be there
 /// and not zero (the core checks the count against what was sent).
 fn announced_credits(wc: &ibv_wc) -> Result<u32> {
@@ -999,6 +1036,19 @@ mod tests {
     use std::path::Path;
 
     #[test]
+    fn software_devices_are_told_apart_from_hardware_by_their_vendor_id() {
+        assert_eq!(work_of_vendor(0x00FF_FFFF), DeviceWork::HostThreads, "rxe");
+        assert_eq!(work_of_vendor(0x0062_6d74), DeviceWork::HostThreads, "siw");
+        assert_eq!(
+            work_of_vendor(0x0000_02c9),
+            DeviceWork::Elsewhere,
+            "Mellanox"
+        );
+        assert_eq!(work_of_vendor(0x0000_15b3), DeviceWork::Elsewhere, "NVIDIA");
+        assert_eq!(work_of_vendor(0), DeviceWork::Elsewhere);
+    }
+
+    #[test]
     fn a_receive_completion_takes_its_slot_off_the_posted_list_in_order() {
         let mut posted: VecDeque<usize> = [2, 3, 0].into();
         take_posted(&mut posted, 2).unwrap();
@@ -1123,6 +1173,21 @@ mod tests {
                 return None;
             }
         };
+        if choice.device.starts_with("rxe") {
+            // soft-RoCE (the VM's devices are rxeA and rxeB): its work runs on our CPUs
+            assert_eq!(
+                rx.device_work(),
+                DeviceWork::HostThreads,
+                "{}",
+                choice.device
+            );
+            assert_eq!(
+                tx.device_work(),
+                DeviceWork::HostThreads,
+                "{}",
+                choice.device
+            );
+        }
         connect_pair(&mut rx, &mut tx);
         for slot in 0..slots {
             rx.post_recv(RecvSlot::mint(slot)).expect("post_recv");
