@@ -61,8 +61,9 @@ pub(crate) struct BusyPoll {
     rounds_left: u32,
     checks: u32,
     check_every: u32,
-    /// Rounds spun so far (wrapping), and whether a yield is ever due ([`YIELD_EVERY`]).
+    /// Rounds spun so far (wrapping).
     spun: u32,
+    /// Whether the spin gives its CPU away every [`YIELD_EVERY`]th round (a software device).
     yields: bool,
 }
 

@@ -111,7 +111,9 @@ pub struct Config {
     /// long as the peer's connections stay up.
     pub idle_timeout: Option<Duration>,
     /// Before sleeping, keep polling for this long (lowest latency, one core busy while
-    /// waiting; perftest polls all the time). `None` (the default) sleeps at once.
+    /// waiting; perftest polls all the time). `None` (the default) sleeps at once. On a
+    /// software RDMA device (soft-RoCE, soft-iWARP), whose work runs in kernel workers on this
+    /// host's CPUs, the poll gives its CPU away (`sched_yield`) every 16th round.
     pub busy_poll: Option<Duration>,
     /// Set from a signal handler to make every blocking wait return [`Error::Interrupted`].
     pub stop: Option<Arc<AtomicBool>>,

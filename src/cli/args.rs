@@ -196,7 +196,8 @@ pub struct SessionArgs {
     pub resume_timeout: SecondsOrOff,
 
     /// Poll this many microseconds before sleeping while waiting (lower latency, a busy core;
-    /// off by default).
+    /// off by default). On a software RDMA device (soft-RoCE) the poll gives its CPU away every
+    /// 16th round, so that the device's kernel workers are not kept waiting.
     #[arg(long, env = "RDMA_CONTAINER_BUSY_POLL", value_name = "USEC",
           value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     pub busy_poll: Option<u64>,
