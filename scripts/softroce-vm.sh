@@ -121,7 +121,7 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               kprobes on rxe_post_send, rxe_receiver and rxe_cq_post time the sender's post to
               the responder's start, the responder's work to the completion, and the receiving
               end's reaction to its reply's post; qp_pingpong (one queue pair each way),
-              ib_send_lat and bench lat, two rounds, medians and means on SOFTROCE-LAT-TRACE
+              ib_send_lat and bench lat, three rounds, medians and means on SOFTROCE-LAT-TRACE
               lines. Not in the default set, nor in .ci/run: a diagnostic to run by hand
   container   the roce image (scripts/container-test.sh) under podman in the guest, with the
               flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),

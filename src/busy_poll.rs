@@ -23,23 +23,13 @@ const CHECK_EVERY_MAX: u32 = 4096;
 /// under emulation a look every check was two system calls per round trip.
 const CONTROL_LOOK_EVERY: u32 = 8;
 
-/// A spin on a device whose work runs on this host's CPUs ([`DeviceWork::HostThreads`]: a
-/// software device such as soft-RoCE) gives its CPU away (`sched_yield`) every
-/// `YIELD_EVERY`th round. Soft-RoCE's requester, responder and completer run in kernel workers:
-/// one woken on a CPU where a thread spins may wait for the scheduler's next tick, a millisecond
-/// or more (in the soft-RoCE VM, about one round trip in 25 of a 2-CPU ping-pong). With nothing
-/// else runnable the call returns at once. Measured there (BENCHMARKS.md, round nine): every
-/// 1 to 16 rounds took the ping-pong's mean a quarter down and its 99th percentile three
-/// quarters, its median unchanged; yielding more rarely (every 64 or 128 rounds, or only after
-/// 256 or 1,024) gained less and cost the median up to a sixth.
-const YIELD_EVERY: u32 = 16;
-
 /// What a driver does after a polling round that found nothing (see [`BusyPoll`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Spin {
     /// Poll again at once.
     Again,
-    /// Give the CPU away (`std::thread::yield_now`), then poll again ([`YIELD_EVERY`]).
+    /// Give the CPU away (`std::thread::yield_now`), then poll again: a software device's
+    /// spin does every so many rounds ([`DeviceWork::yield_due`]).
     YieldThenAgain,
     /// Poll again at once; the clock was read (it is `now`).
     AgainChecked(Instant),
@@ -63,8 +53,8 @@ pub(crate) struct BusyPoll {
     check_every: u32,
     /// Rounds spun so far (wrapping).
     spun: u32,
-    /// Whether the spin gives its CPU away every [`YIELD_EVERY`]th round (a software device).
-    yields: bool,
+    /// Where the polled device works: whether the spin gives its CPU away now and then.
+    work: DeviceWork,
 }
 
 impl BusyPoll {
@@ -79,7 +69,7 @@ impl BusyPoll {
             checks: 0,
             check_every,
             spun: 0,
-            yields: work == DeviceWork::HostThreads,
+            work,
         }
     }
 
@@ -91,7 +81,7 @@ impl BusyPoll {
         self.rounds_left -= 1;
         self.spun = self.spun.wrapping_add(1);
         if self.rounds_left != 0 {
-            if self.yields && self.spun.is_multiple_of(YIELD_EVERY) {
+            if self.work.yield_due(self.spun) {
                 return Spin::YieldThenAgain;
             }
             return Spin::Again;
@@ -190,7 +180,10 @@ mod tests {
             yielding_rounds(&mut hard, 3 * CHECK_EVERY_MAX),
             Vec::<u32>::new()
         );
-        // nor one that does not spin at all
+    }
+
+    #[test]
+    fn a_software_device_without_busy_polling_sleeps_at_once() {
         assert_eq!(
             BusyPoll::new(None, DeviceWork::HostThreads).next_round(),
             Spin::Sleep

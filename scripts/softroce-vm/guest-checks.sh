@@ -1121,19 +1121,16 @@ result_field() { # file field
 	awk -v f="$2" '/#bytes/ { h = 1; next } h && $1 ~ /^[0-9]+$/ { print $f; exit }' "$1"
 }
 
-# The median over the baseline's latency rounds of one field of the result rows in
-# /tmp/PREFIX<round>.client.out ("?" when a round has none).
-lat_tail_medians() { # prefix field
-	local round v values=()
-	for ((round = 1; round <= LAT_ROUNDS; round++)); do
-		v=$(result_field "/tmp/$1$round.client.out" "$2" 2>/dev/null)
-		[ -n "$v" ] || {
-			echo "?"
-			return
-		}
-		values+=("$v")
-	done
-	median "${values[@]}"
+# The baseline's latency tails: a successful run's mean (t_avg, field 6 of the result row)
+# and 99th percentile (field 8), per tool, space-separated in LAT_AVG[tool] and LAT_P99[tool],
+# and its count in LAT_RUNS[tool] (a run without both is left out).
+declare -gA LAT_AVG=() LAT_P99=() LAT_RUNS=()
+lat_tail_add() { # tool client-output
+	local avg p99
+	avg=$(result_field "$2" 6) p99=$(result_field "$2" 8)
+	[ -n "$avg" ] && [ -n "$p99" ] || return 0
+	LAT_AVG[$1]="${LAT_AVG[$1]:-} $avg" LAT_P99[$1]="${LAT_P99[$1]:-} $p99"
+	LAT_RUNS[$1]=$((${LAT_RUNS[$1]:-0} + 1))
 }
 
 # Runs our bench pair (server in $NS_B with BENCH_SERVER_ARGS, client in $NS_A, both pinned),
@@ -1243,20 +1240,24 @@ check_baseline() {
 	# either tool, and the median of five alternated runs leaves a burst or two out.
 	# With --compare-binary, another build's bench lat runs in each round too, after ours.
 	local round lat_p=() lat_o=() lat_c=() compare=''
+	LAT_AVG=() LAT_P99=() LAT_RUNS=()
 	command -v rdma-container-compare >/dev/null && compare=rdma-container-compare
 	for ((round = 1; round <= LAT_ROUNDS; round++)); do
 		if perftest_measure "lat_perftest$round" 5 ib_send_lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
 			lat_p+=("$PERF_VALUE")
+			lat_tail_add perftest "/tmp/lat_perftest$round.client.out"
 		else
 			pfail+=("ib_send_lat -s $LAT_SIZE (round $round)")
 		fi
 		if bench_pair "lat_ours$round" "" --mode lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
 			lat_o+=("$(result_field "/tmp/lat_ours$round.client.out" 5)")
+			lat_tail_add ours "/tmp/lat_ours$round.client.out"
 		else
 			ofail+=("bench lat $LAT_COUNT x $LAT_SIZE B (round $round): $BENCH_FAIL")
 		fi
 		if [ -n "$compare" ] && BIN=$compare bench_pair "lat_compare$round" "" --mode lat -s "$LAT_SIZE" -n "$LAT_COUNT"; then
 			lat_c+=("$(result_field "/tmp/lat_compare$round.client.out" 5)")
+			lat_tail_add compare "/tmp/lat_compare$round.client.out"
 		fi
 	done
 	[ "${#lat_p[@]}" -eq "$LAT_ROUNDS" ] && p_lat=$(median "${lat_p[@]}")
@@ -1274,7 +1275,8 @@ check_baseline() {
 	# workers, waiting behind a spinning thread, make a tail that t_typical does not show
 	local tool tails=''
 	for tool in perftest ours $([ -n "$compare" ] && echo compare); do
-		tails="$tails $tool $(lat_tail_medians "lat_$tool" 6) / $(lat_tail_medians "lat_$tool" 8) us;"
+		# shellcheck disable=SC2086 # the runs' values, one word each
+		tails="$tails $tool $(median ${LAT_AVG[$tool]:-0}) / $(median ${LAT_P99[$tool]:-0}) us (${LAT_RUNS[$tool]:-0} runs);"
 	done
 	echo "SOFTROCE-BENCH-NOTE latency mean / 99th percentile, medians of the same runs:$tails lower is better"
 	echo "SOFTROCE-BENCH-NOTE under TCG only ratios within one boot mean anything"
@@ -1824,12 +1826,15 @@ lat_trace_summary() { # name trace-file
 	local name=$1 series
 	lat_trace_series "$2" >"/tmp/$name.series"
 	cut -d' ' -f1 "/tmp/$name.series" | sort -u | while read -r series; do
-		grep -F "$series " "/tmp/$name.series" | cut -d' ' -f2 | sort -g |
+		awk -v s="$series" '$1 == s { print $2 }' "/tmp/$name.series" | sort -g |
 			awk -v n="$name" -v s="$series" '{ v[NR] = $1; if ($1 <= 1000) { sum += $1; k++ } }
 				END {
 					if (!NR) exit
-					p90 = int(NR * 0.9) + 1; if (p90 > NR) p90 = NR
-					p99 = int(NR * 0.99) + 1; if (p99 > NR) p99 = NR
+					# the nearest rank: the smallest value with at least that share at or below it
+					p90 = int(NR * 0.9); if (p90 < NR * 0.9) p90++
+					p99 = int(NR * 0.99); if (p99 < NR * 0.99) p99++
+					if (p90 < 1) p90 = 1
+					if (p99 < 1) p99 = 1
 					printf "SOFTROCE-LAT-TRACE %s %s n=%d median=%.2f p90=%.2f p99=%.2f mean_under_1ms=%.2f over_1ms=%d\n",
 						n, s, NR, v[int((NR + 1) / 2)], v[p90], v[p99], (k ? sum / k : 0), NR - k
 				}'

@@ -219,6 +219,27 @@ pub(crate) enum DeviceWork {
     HostThreads,
 }
 
+/// A thread that polls a device whose work runs on this host's CPUs
+/// ([`DeviceWork::HostThreads`]: a software device such as soft-RoCE) gives its CPU away
+/// (`sched_yield`) every `YIELD_EVERY`th round without news. Soft-RoCE's requester, responder
+/// and completer run in kernel workers: one woken on a CPU where a thread spins may wait for
+/// the scheduler's next tick, a millisecond or more (in the soft-RoCE VM, about one round trip
+/// in 25 of a 2-CPU ping-pong). With nothing else runnable the call returns at once. Measured
+/// there (BENCHMARKS.md, round nine): yielding every 1 to 16 rounds took the ping-pong's mean a
+/// quarter down and its 99th percentile three quarters, its median unchanged; yielding every
+/// 128th round, or every 32nd after the first 256 or 64th after the first 1,024, gained less
+/// and cost the median up to a sixth.
+const YIELD_EVERY: u32 = 16;
+
+impl DeviceWork {
+    /// Whether a thread that has polled this device `rounds` times in a row without news
+    /// gives its CPU away now (`std::thread::yield_now`): every `YIELD_EVERY`th round on the
+    /// host's CPUs, never elsewhere.
+    pub(crate) fn yield_due(self, rounds: u32) -> bool {
+        self == DeviceWork::HostThreads && rounds.is_multiple_of(YIELD_EVERY)
+    }
+}
+
 /// What to wait on when `poll` found nothing.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WaitHandle<'a> {
@@ -272,8 +293,8 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
     /// The descriptor to sleep on after an empty poll (`None` before connect).
     fn wait_handle(&self) -> Option<WaitHandle<'_>>;
 
-    /// Where the device does its work ([`DeviceWork`]; a busy-polling caller asks once per
-    /// wait).
+    /// Where the device does its work ([`DeviceWork`]; a caller that may busy-poll asks once
+    /// per call).
     fn device_work(&self) -> DeviceWork {
         DeviceWork::Elsewhere
     }

@@ -465,14 +465,12 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
             })
     }
 
-    /// On the host's CPUs if any lane's device works there (the lanes of a path share one
-    /// device kind; paths may not).
+    /// On the host's CPUs if the device of any lane in use works there (the lanes of a path
+    /// share one device; paths may not). A parked lane's device is not counted.
     fn device_work(&self) -> DeviceWork {
-        if self
-            .lanes
-            .iter()
-            .any(|l| l.device_work() == DeviceWork::HostThreads)
-        {
+        if (0..self.lanes.len()).any(|i| {
+            !self.parking.is_parked(i) && self.lanes[i].device_work() == DeviceWork::HostThreads
+        }) {
             DeviceWork::HostThreads
         } else {
             DeviceWork::Elsewhere

@@ -28,6 +28,8 @@ struct HandLane {
     broken: bool,
     /// The pause this lane asks for before the next sleep (asking uses it up).
     pause: Option<Duration>,
+    /// Where this lane's device works (a software device: on the host's CPUs).
+    work: Option<DeviceWork>,
 }
 
 impl HandLane {
@@ -86,6 +88,9 @@ impl DataPath for HandLane {
     }
     fn pause_before_sleep(&mut self) -> Option<Duration> {
         self.pause.take()
+    }
+    fn device_work(&self) -> DeviceWork {
+        self.work.unwrap_or(DeviceWork::Elsewhere)
     }
     fn close(&mut self) {}
     fn can_resume(&self) -> bool {
@@ -493,6 +498,29 @@ fn a_lone_lane_in_use_pauses_as_it_asks_and_a_parked_one_is_not_asked() {
     assert_eq!(r.pause_before_sleep(), Some(Duration::from_micros(50)));
     assert_eq!(r.pause_before_sleep(), None, "used up");
     assert!(r.lanes[0].pause.is_some(), "a parked lane is not asked");
+}
+
+#[test]
+fn a_path_works_on_the_host_cpus_if_a_lane_in_use_does_and_a_parked_one_is_not_counted() {
+    let mut r = receiver(hand_lanes(2), 2, Retries::Schedules, SLOTS).expect("receiver");
+    assert_eq!(r.device_work(), DeviceWork::Elsewhere);
+    r.lanes[1].work = Some(DeviceWork::HostThreads);
+    assert_eq!(
+        r.device_work(),
+        DeviceWork::HostThreads,
+        "lane 1 is soft-RoCE"
+    );
+    // The peer left out path 1 (lane 1): only lane 0, on hardware, is in use.
+    assert_eq!(
+        r.connect(&peer_blob_parking(2, &[1]), Instant::now() + SOON)
+            .unwrap(),
+        SetupStep::Done
+    );
+    assert_eq!(
+        r.device_work(),
+        DeviceWork::Elsewhere,
+        "a parked lane is not counted"
+    );
 }
 
 #[test]

@@ -118,6 +118,7 @@ impl VerbsReceiver {
     fn wait_for_credit_room(&mut self) -> Result<()> {
         // The clock is read only when there is no room at once (the usual case has room).
         let mut deadline = None;
+        let mut rounds = 0u32;
         while self.role.credit_sends.room() == 0 {
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + CREDIT_SEND_WAIT);
             let mut pending = std::mem::take(&mut self.core.pending);
@@ -131,7 +132,13 @@ impl VerbsReceiver {
                         .to_owned(),
                 });
             }
-            std::hint::spin_loop();
+            // On soft-RoCE the completion waited for needs a kernel worker of this host.
+            rounds = rounds.wrapping_add(1);
+            if self.core.device_work.yield_due(rounds) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
         Ok(())
     }
