@@ -1123,12 +1123,13 @@ result_field() { # file field
 
 # The baseline's latency tails: a successful run's mean (t_avg, field 6 of the result row)
 # and 99th percentile (field 8), per tool, space-separated in LAT_AVG[tool] and LAT_P99[tool],
-# and its count in LAT_RUNS[tool] (a run without both is left out).
+# and its count in LAT_RUNS[tool] (a run without both as numbers above 0 is left out).
 declare -gA LAT_AVG=() LAT_P99=() LAT_RUNS=()
 lat_tail_add() { # tool client-output
 	local avg p99
 	avg=$(result_field "$2" 6) p99=$(result_field "$2" 8)
-	[ -n "$avg" ] && [ -n "$p99" ] || return 0
+	awk -v a="$avg" -v p="$p99" 'BEGIN { n = "^[0-9]+(\\.[0-9]+)?$"; exit !(a ~ n && p ~ n && a + 0 > 0 && p + 0 > 0) }' ||
+		return 0
 	LAT_AVG[$1]="${LAT_AVG[$1]:-} $avg" LAT_P99[$1]="${LAT_P99[$1]:-} $p99"
 	LAT_RUNS[$1]=$((${LAT_RUNS[$1]:-0} + 1))
 }
@@ -1275,8 +1276,12 @@ check_baseline() {
 	# workers, waiting behind a spinning thread, make a tail that t_typical does not show
 	local tool tails=''
 	for tool in perftest ours $([ -n "$compare" ] && echo compare); do
+		if [ "${LAT_RUNS[$tool]:-0}" = 0 ]; then
+			tails="$tails $tool ? (no run gave them);"
+			continue
+		fi
 		# shellcheck disable=SC2086 # the runs' values, one word each
-		tails="$tails $tool $(median ${LAT_AVG[$tool]:-0}) / $(median ${LAT_P99[$tool]:-0}) us (${LAT_RUNS[$tool]:-0} runs);"
+		tails="$tails $tool $(median ${LAT_AVG[$tool]}) / $(median ${LAT_P99[$tool]}) us (${LAT_RUNS[$tool]} runs);"
 	done
 	echo "SOFTROCE-BENCH-NOTE latency mean / 99th percentile, medians of the same runs:$tails lower is better"
 	echo "SOFTROCE-BENCH-NOTE under TCG only ratios within one boot mean anything"

@@ -209,7 +209,8 @@ pub(crate) enum CreditRoute {
 }
 
 /// Where a data path's device does its work: whether a thread that busy-polls it competes
-/// with that work for the CPUs ([`crate::busy_poll`] gives its CPU away now and then if so).
+/// with that work for the CPUs (it then gives its CPU away now and then:
+/// [`DeviceWork::yield_due`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DeviceWork {
     /// On the device (a NIC), or inside the poll's own system calls (tcp).
@@ -223,8 +224,8 @@ pub(crate) enum DeviceWork {
 /// ([`DeviceWork::HostThreads`]: a software device such as soft-RoCE) gives its CPU away
 /// (`sched_yield`) every `YIELD_EVERY`th round without news. Soft-RoCE's requester, responder
 /// and completer run in kernel workers: one woken on a CPU where a thread spins may wait for
-/// the scheduler's next tick, a millisecond or more (in the soft-RoCE VM, about one round trip
-/// in 25 of a 2-CPU ping-pong). With nothing else runnable the call returns at once. Measured
+/// the scheduler's next tick, a millisecond or more (in the soft-RoCE VM, one round trip in
+/// 21 to 27 of a 2-CPU ping-pong). With nothing else runnable the call returns at once. Measured
 /// there (BENCHMARKS.md, round nine): yielding every 1 to 16 rounds took the ping-pong's mean a
 /// quarter down and its 99th percentile three quarters, its median unchanged; yielding every
 /// 128th round, or every 32nd after the first 256 or 64th after the first 1,024, gained less
