@@ -1295,6 +1295,14 @@ check_baseline() {
 	echo "SOFTROCE-BENCH-NOTE guest clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo '?');" \
 		"meltdown: $(cat /sys/devices/system/cpu/vulnerabilities/meltdown 2>/dev/null || echo '?');" \
 		"CPU flags: $(grep -m1 -owE 'constant_tsc|nonstop_tsc|rdtscp|tsc_known_freq|pcid|invpcid' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+	# perftest turns its cycle counts into microseconds at /proc/cpuinfo's "cpu MHz" (at its own
+	# sample of the counter against gettimeofday when the two differ by over 2%); bench lat
+	# measures the counter against the clock over each block. If the two rates differ, so do the
+	# tools' units: perftest's figures are off by "cpu MHz" over the measured rate.
+	local mhz_ours
+	mhz_ours=$(sed -n 's/.*cycle counter ticked \([0-9.]*\) times.*/\1/p' /tmp/lat_ours[0-9]*.client.err 2>/dev/null | tr '\n' ' ')
+	echo "SOFTROCE-BENCH-NOTE counter rate: /proc/cpuinfo cpu MHz $(sed -n 's/^cpu MHz[[:space:]]*: //p' /proc/cpuinfo | tr '\n' ' ');" \
+		"bench lat measured ${mhz_ours:-?} (MHz, one per run)"
 
 	# the sender's copy: 64 KiB with send_in_place (bench --in-place: 8 bytes written per message)
 	# beside the copying run above, the same count and depth

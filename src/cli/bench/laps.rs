@@ -3,46 +3,83 @@
 //! Rules:
 //! - Each round trip ends with one reading of the CPU's cycle counter (`cycles_sys::read`),
 //!   as each of perftest's iterations ends with one `get_cycles`.
-//! - The clock is read once per block of [`BLOCK`] round trips. A block's clock time is shared
-//!   among its round trips in proportion to their cycles, so the round trips of a run add up
-//!   to the run's clock time exactly. The counter's rate is never assumed (a VM's counter may
-//!   tick at another rate than the guest kernel believes, and a counter that is not invariant
-//!   changes rate with the CPU's frequency); only its steadiness within one block is.
+//! - The clock is read once per block of [`BLOCK`] round trips, between two counter readings:
+//!   the one that ended the block's last round trip and one taken right after the clock. The
+//!   clock read belongs to no round trip: the next block's first round trip starts at the
+//!   counter reading after it (perftest reads no clock while it times).
+//! - A block's round trips are converted to nanoseconds at the counter's rate over that block:
+//!   the clock time between its two clock readings over the counter's ticks between them (each
+//!   clock reading placed midway between the counter readings around it). The counter's rate
+//!   is never assumed (a VM's counter may tick at another rate than the guest kernel believes,
+//!   and a counter that is not invariant changes rate with the CPU's frequency); only its
+//!   steadiness within one block is. So a run's round trips add up to its clock time less the
+//!   clock reads.
 //! - A block whose counter ran backwards or stood still (the thread moved to a CPU whose
-//!   counter is behind, or there is no counter) shares its time equally.
+//!   counter is behind, or there is no counter) shares its clock time equally.
 //! - Without a counter (not x86_64), a block is one round trip: the clock is read every round
-//!   trip, as before.
+//!   trip, as before, and each round trip is the time between two clock readings.
 //!
 //! Why: under emulation a clock read can be a system call, and the read on every round trip
 //! was the only system call `bench lat` made that `ib_send_lat` does not (the soft-RoCE VM's
-//! `SOFTROCE-LAT-SYSCALLS` lines).
+//! `SOFTROCE-LAT-SYSCALLS` lines); the read once a block, charged to the block's first round
+//! trip, still lifted one round trip in [`BLOCK`] by a system call.
 
 use std::time::Instant;
 
 /// Round trips per clock reading when there is a cycle counter.
 pub const BLOCK: usize = 16;
 
+/// A clock reading and the counter readings just before and just after it.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading {
+    /// The counter reading that ended the last round trip (or came just before the clock).
+    pub cycles_before: Option<u64>,
+    pub clock: Instant,
+    /// The counter reading right after the clock: where the next round trip starts.
+    pub cycles_after: Option<u64>,
+}
+
+impl Reading {
+    /// Where on the counter the clock reading lies: midway between the readings around it.
+    fn cycles_at_clock(&self) -> Option<u64> {
+        match (self.cycles_before, self.cycles_after) {
+            (Some(b), Some(a)) if a >= b => Some(b + (a - b) / 2),
+            _ => None,
+        }
+    }
+}
+
 /// The round trips of the block under way, and where it started.
 #[derive(Debug)]
 pub struct Laps {
-    block_start: Instant,
+    block_start: Reading,
     /// The counter at the end of the last round trip (or at the block's start).
     last_cycles: Option<u64>,
     /// Each round trip's cycles in this block; `None` for one whose counter ran backwards.
     cycles: Vec<Option<u64>>,
     /// Round trips per block: [`BLOCK`], or 1 without a counter.
     block: usize,
+    /// Over the blocks timed by the counter: their counter ticks and clock nanoseconds.
+    rated_cycles: u128,
+    rated_ns: u128,
 }
 
 impl Laps {
-    /// Starts the first block at clock reading `now` and counter reading `cycles`.
+    /// Starts the first block at clock reading `now`, the counter read right after it
+    /// (`cycles`; `None` without a counter).
     pub fn start(now: Instant, cycles: Option<u64>) -> Self {
         let block = if cycles.is_some() { BLOCK } else { 1 };
         Self {
-            block_start: now,
+            block_start: Reading {
+                cycles_before: cycles,
+                clock: now,
+                cycles_after: cycles,
+            },
             last_cycles: cycles,
             cycles: Vec::with_capacity(block),
             block,
+            rated_cycles: 0,
+            rated_ns: 0,
         }
     }
 
@@ -63,37 +100,68 @@ impl Laps {
         !self.cycles.is_empty()
     }
 
-    /// Ends the block at clock reading `now`: gives each of its round trips' durations in
-    /// nanoseconds to `each`, in order, and starts the next block at `now`.
-    pub fn close(&mut self, now: Instant, mut each: impl FnMut(u64)) {
-        let block_ns = now.saturating_duration_since(self.block_start).as_nanos();
+    /// Ends the block at clock reading `now`, with the counter read right after it
+    /// (`cycles_after`): gives each of its round trips' durations in nanoseconds to `each`, in
+    /// order, and starts the next block there.
+    pub fn close(&mut self, now: Instant, cycles_after: Option<u64>, mut each: impl FnMut(u64)) {
+        let end = Reading {
+            cycles_before: self.last_cycles,
+            clock: now,
+            cycles_after,
+        };
+        let block_ns = now
+            .saturating_duration_since(self.block_start.clock)
+            .as_nanos();
         let trips = self.cycles.len() as u128;
         let counted: Option<u128> = self
             .cycles
             .iter()
             .try_fold(0u128, |sum, c| c.map(|c| sum + u128::from(c)));
-        match counted.filter(|&total| total > 0) {
-            Some(total) => {
+        let span = match (self.block_start.cycles_at_clock(), end.cycles_at_clock()) {
+            (Some(start), Some(end)) => end.checked_sub(start).map(u128::from),
+            _ => None,
+        };
+        // Ticks between the clock readings; never fewer than the round trips' own.
+        let rate = counted
+            .filter(|&total| total > 0)
+            .map(|total| span.unwrap_or(total).max(total));
+        match (counted, rate) {
+            (Some(_), Some(ticks)) => {
+                self.rated_cycles += ticks;
+                self.rated_ns += block_ns;
                 for c in self.cycles.iter().flatten() {
-                    each(u64::try_from(block_ns * u128::from(*c) / total).unwrap_or(u64::MAX));
+                    each(u64::try_from(block_ns * u128::from(*c) / ticks).unwrap_or(u64::MAX));
                 }
             }
-            None if trips > 0 => {
+            _ if trips > 0 => {
                 let share = u64::try_from(block_ns / trips).unwrap_or(u64::MAX);
                 self.cycles.iter().for_each(|_| each(share));
             }
-            None => {}
+            _ => {}
         }
         self.cycles.clear();
-        self.block_start = now;
+        self.block_start = end;
+        self.last_cycles = cycles_after;
     }
 
-    /// Starts a new block at `now` and `cycles`, forgetting the round trips not yet closed
-    /// (time spent outside the round trips, such as printing a report row, is not theirs).
+    /// Starts a new block at `now` and `cycles` (the counter read right after it), forgetting
+    /// the round trips not yet closed (time spent outside the round trips, such as printing a
+    /// report row, is not theirs).
     pub fn restart(&mut self, now: Instant, cycles: Option<u64>) {
         self.cycles.clear();
-        self.block_start = now;
+        self.block_start = Reading {
+            cycles_before: cycles,
+            clock: now,
+            cycles_after: cycles,
+        };
         self.last_cycles = cycles;
+    }
+
+    /// The counter's ticks per microsecond of the clock over the blocks timed by it so far
+    /// (`None` before the first, or without a counter).
+    pub fn counter_mhz(&self) -> Option<f64> {
+        (self.rated_ns > 0 && self.rated_cycles > 0)
+            .then(|| self.rated_cycles as f64 * 1_000.0 / self.rated_ns as f64)
     }
 }
 
@@ -103,9 +171,16 @@ mod tests {
 
     use super::*;
 
+    /// Closes the block with a clock read that took no counter ticks.
     fn closed(laps: &mut Laps, now: Instant) -> Vec<u64> {
+        let after = laps.last_cycles;
+        closed_after(laps, now, after)
+    }
+
+    /// Closes the block with the counter read `after` right after the clock.
+    fn closed_after(laps: &mut Laps, now: Instant, after: Option<u64>) -> Vec<u64> {
         let mut out = Vec::new();
-        laps.close(now, |ns| out.push(ns));
+        laps.close(now, after, |ns| out.push(ns));
         out
     }
 
@@ -220,21 +295,55 @@ mod tests {
     }
 
     #[test]
-    fn the_round_trips_of_a_run_add_up_to_its_clock_time() {
+    fn a_clock_read_belongs_to_no_round_trip() {
+        // The counter ticks once a microsecond; every round trip takes 100 ticks, and each
+        // clock read 200, its reading taken halfway through.
         let t0 = Instant::now();
         let mut laps = Laps::start(t0, Some(0));
-        let (mut counter, mut total, mut now) = (0u64, 0u64, t0);
+        let mut counter = 0u64;
+        for block in 0..3 {
+            for _ in 0..BLOCK {
+                counter += 100;
+                laps.lap(Some(counter));
+            }
+            let before = counter;
+            counter += 200;
+            let now = t0 + Duration::from_micros(before + 100);
+            let times = closed_after(&mut laps, now, Some(counter));
+            assert_eq!(times, vec![100_000; BLOCK], "block {block}");
+            assert_eq!(laps.counter_mhz(), Some(1.0), "block {block}");
+        }
+    }
+
+    #[test]
+    fn the_round_trips_of_a_run_add_up_to_its_clock_time_less_the_clock_reads() {
+        let t0 = Instant::now();
+        let mut laps = Laps::start(t0, Some(0));
+        let (mut counter, mut total, mut reads) = (0u64, 0u64, 0u64);
+        let per_read = 40u64;
         for i in 0..(3 * BLOCK + 5) as u64 {
             counter += 97 + (i * 31) % 50;
             if laps.lap(Some(counter)) {
-                now += Duration::from_micros(1_000 + i);
-                laps.close(now, |ns| total += ns);
+                // One tick a nanosecond; the clock is read halfway through its 40 ticks.
+                let now = t0 + Duration::from_nanos(counter + per_read / 2);
+                counter += per_read;
+                reads += 1;
+                laps.close(now, Some(counter), |ns| total += ns);
             }
         }
-        now += Duration::from_micros(300);
-        laps.close(now, |ns| total += ns);
+        let now = t0 + Duration::from_nanos(counter + per_read / 2);
+        laps.close(now, Some(counter + per_read), |ns| total += ns);
         let clock = now.duration_since(t0).as_nanos() as u64;
+        let outside = reads * per_read + per_read / 2;
         // Each share rounds down by under a nanosecond.
-        assert!(clock - total < (3 * BLOCK + 5) as u64, "{total} of {clock}");
+        let trips = (3 * BLOCK + 5) as u64;
+        assert!(
+            clock - outside - total < trips,
+            "{total} of {clock} less {outside}"
+        );
+        assert!(
+            total <= clock - outside,
+            "{total} of {clock} less {outside}"
+        );
     }
 }

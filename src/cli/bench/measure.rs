@@ -212,8 +212,9 @@ pub fn ping_pong(
             continue;
         }
         let now = Instant::now();
+        let after = cycles_sys::read();
         let ticking = ticker.is_some();
-        laps.close(now, |ns| keep(ns, &mut window, ticking));
+        laps.close(now, after, |ns| keep(ns, &mut window, ticking));
         block_end = Some(now);
         if let Some(ticker) = ticker.as_mut() {
             if ticker.due(now, done).is_some() {
@@ -226,7 +227,12 @@ pub fn ping_pong(
     }
     if laps.is_pending() {
         let ticking = ticker.is_some();
-        laps.close(Instant::now(), |ns| keep(ns, &mut window, ticking));
+        laps.close(Instant::now(), cycles_sys::read(), |ns| {
+            keep(ns, &mut window, ticking)
+        });
+    }
+    if let Some(mhz) = laps.counter_mhz() {
+        log::info!("bench lat: the cycle counter ticked {mhz:.1} times a microsecond of the clock");
     }
     Ok(half_rtt_ns)
 }
