@@ -1621,13 +1621,14 @@ check_lat_profile() {
 # one queue pair per end (--qps 1), over one each way (--qps 2), and over one per end writing
 # a byte in each of QPP_PAGES pages per round trip (--touch-pages), nothing else; ib_send_lat
 # and bench lat run in the same rounds for reference. Each round runs all five, alternated,
-# pinned as in the baseline; the medians of the averages (t_avg, half a round trip) of
-# QPP_ROUNDS rounds, and the ratios. A measurement: PASS when every run gave one.
+# pinned as in the baseline; the medians over QPP_ROUNDS rounds of the averages (t_avg, half a
+# round trip) and of the medians (t_typical, perftest's; qp_pingpong times each round trip by
+# the cycle counter), and the ratios. A measurement: PASS when every run gave one.
 QPP_ROUNDS=5 QPP_COUNT=2000 QPP_PAGES=256
-qp_pingpong_run() { # name qps [more qp-pingpong args] -> QPP_AVG
+qp_pingpong_run() { # name qps [more qp-pingpong args] -> QPP_AVG, QPP_TYP
 	local name=$1 qps=$2 spid crc
 	shift 2
-	QPP_AVG=''
+	QPP_AVG='' QPP_TYP=''
 	next_port
 	timeout "$T_RUN" ip netns exec "$NS_B" "${PIN_SERVER[@]}" qp-pingpong --device "$RXE_B" --gid-index "$IDX_B" \
 		--server "$IP_B:$PORT" --qps "$qps" --iters "$QPP_COUNT" "$@" >"/tmp/$name.server.out" 2>&1 &
@@ -1646,11 +1647,13 @@ qp_pingpong_run() { # name qps [more qp-pingpong args] -> QPP_AVG
 		return 1
 	fi
 	QPP_AVG=$(sed -n 's/.*avg_half_rtt_us=\([0-9.]*\).*/\1/p' "/tmp/$name.client.out")
-	[ -n "$QPP_AVG" ]
+	QPP_TYP=$(sed -n 's/.*typical_half_rtt_us=\([0-9.]*\).*/\1/p' "/tmp/$name.client.out")
+	[ -n "$QPP_AVG" ] && [ -n "$QPP_TYP" ]
 }
 
 check_qp_pingpong() {
 	local round fail='' one=() two=() touched=() perf=() ours=()
+	local one_t=() two_t=() touched_t=() perf_t=() ours_t=()
 	if ! command -v qp-pingpong >/dev/null 2>&1; then
 		result qp_pingpong FAIL "qp-pingpong is not in the guest"
 		return
@@ -1662,25 +1665,26 @@ check_qp_pingpong() {
 		for q in $([ $((round % 2)) = 1 ] && echo 1 2 t || echo t 2 1); do
 			if [ "$q" = t ]; then
 				if qp_pingpong_run "qppt_$round" 1 --touch-pages "$QPP_PAGES"; then
-					touched+=("$QPP_AVG")
+					touched+=("$QPP_AVG") touched_t+=("$QPP_TYP")
 				else
 					fail="$fail qp_pingpong --touch-pages $QPP_PAGES (round $round);"
 				fi
 			elif ! qp_pingpong_run "qpp${q}_$round" "$q"; then
 				fail="$fail qp_pingpong --qps $q (round $round);"
 			elif [ "$q" = 1 ]; then
-				one+=("$QPP_AVG")
+				one+=("$QPP_AVG") one_t+=("$QPP_TYP")
 			else
-				two+=("$QPP_AVG")
+				two+=("$QPP_AVG") two_t+=("$QPP_TYP")
 			fi
 		done
 		if perftest_measure "qppp_$round" 6 ib_send_lat -s "$LAT_SIZE" -n "$QPP_COUNT"; then
-			perf+=("$PERF_VALUE")
+			perf+=("$PERF_VALUE") perf_t+=("$(result_field "/tmp/qppp_$round.client.out" 5)")
 		else
 			fail="$fail ib_send_lat (round $round);"
 		fi
 		if bench_pair "qppo_$round" "" --mode lat -s "$LAT_SIZE" -n "$QPP_COUNT"; then
 			ours+=("$(result_field "/tmp/qppo_$round.client.out" 6)")
+			ours_t+=("$(result_field "/tmp/qppo_$round.client.out" 5)")
 		else
 			fail="$fail bench lat (round $round): $BENCH_FAIL;"
 		fi
@@ -1689,11 +1693,15 @@ check_qp_pingpong() {
 	local m1 m2 mt mp mo
 	m1=$(median "${one[@]:-0}") m2=$(median "${two[@]:-0}") mt=$(median "${touched[@]:-0}")
 	mp=$(median "${perf[@]:-0}") mo=$(median "${ours[@]:-0}")
+	local t1 t2 tt tp to
+	t1=$(median "${one_t[@]:-0}") t2=$(median "${two_t[@]:-0}") tt=$(median "${touched_t[@]:-0}")
+	tp=$(median "${perf_t[@]:-0}") to=$(median "${ours_t[@]:-0}")
 	echo "SOFTROCE-BENCH-NOTE qp-pingpong: t_avg (half a round trip) of $QPP_COUNT x $LAT_SIZE B, medians of $QPP_ROUNDS alternated rounds: one queue pair per end $m1 us (${one[*]:-}), one each way $m2 us (${two[*]:-}), one per end touching $QPP_PAGES pages $mt us (${touched[*]:-}), ib_send_lat $mp us (${perf[*]:-}), bench lat $mo us (${ours[*]:-}); two / one $(ratio "$m2" "$m1"), touched / one $(ratio "$mt" "$m1"), ib_send_lat / one $(ratio "$mp" "$m1"), bench lat / two $(ratio "$mo" "$m2"), bench lat / ib_send_lat $(ratio "$mo" "$mp")"
+	echo "SOFTROCE-BENCH-NOTE qp-pingpong: t_typical (the median, half a round trip), the same runs: one queue pair per end $t1 us (${one_t[*]:-}), one each way $t2 us (${two_t[*]:-}), one per end touching $QPP_PAGES pages $tt us (${touched_t[*]:-}), ib_send_lat $tp us (${perf_t[*]:-}), bench lat $to us (${ours_t[*]:-}); two / one $(ratio "$t2" "$t1"), touched / one $(ratio "$tt" "$t1"), ib_send_lat / one $(ratio "$tp" "$t1"), bench lat / two $(ratio "$to" "$t2"), bench lat / ib_send_lat $(ratio "$to" "$tp")"
 	if [ -n "$fail" ]; then
 		result qp_pingpong FAIL "$fail"
 	else
-		result qp_pingpong PASS "t_avg: one QP per end $m1 us, one each way $m2 us (ratio $(ratio "$m2" "$m1")), touching $QPP_PAGES pages $mt us (ratio $(ratio "$mt" "$m1")); ib_send_lat $mp us, bench lat $mo us"
+		result qp_pingpong PASS "t_avg: one QP per end $m1 us, one each way $m2 us (ratio $(ratio "$m2" "$m1")), touching $QPP_PAGES pages $mt us (ratio $(ratio "$mt" "$m1")); ib_send_lat $mp us, bench lat $mo us; t_typical: one $t1 us, two $t2 us (ratio $(ratio "$t2" "$t1")), ib_send_lat $tp us, bench lat $to us"
 	fi
 }
 

@@ -13,9 +13,11 @@
 //! pongs over the second, each with its own completion queue (as two sessions have); either way
 //! the spin polls one CQ (the receiving lane's), and the sending lane's is drained once per
 //! arrival. Both ends must be given the same `--qps` (checked). The client
-//! prints `QP-PINGPONG qps=N iters=N touch_pages=N avg_half_rtt_us=X` (wall clock over the
-//! timed round trips, after a warm-up; half a round trip, as perftest reports). Both ends
-//! busy-poll.
+//! prints `QP-PINGPONG qps=N iters=N touch_pages=N avg_half_rtt_us=X typical_half_rtt_us=Y`:
+//! X from the wall clock over the timed round trips, after a warm-up; Y the median round trip
+//! (perftest's `t_typical`), each timed by the cycle counter at the rate it ran against the
+//! clock over the whole run (`-` without a counter); both half a round trip, as perftest
+//! reports. Both ends busy-poll.
 //!
 //! `--touch-pages N` asks a second question, whether the memory a round trip touches costs
 //! time under emulation: each end writes one byte in each of N distinct pages of its own
@@ -389,15 +391,21 @@ fn main() -> Result<(), Error> {
     // Written once here, so that every page is in memory before the timed round trips.
     let mut pages = Pages(vec![1u8; a.touch_pages as usize * PAGE]);
     let total = WARM_UP + a.iters;
+    // The counter at the end of each timed round trip (and at the start of the first).
+    let mut stamps: Vec<u64> = Vec::with_capacity(usize::try_from(a.iters).unwrap_or(0) + 1);
     let mut started = Instant::now();
     for i in 0..total {
         if i == WARM_UP {
             started = Instant::now();
+            stamps.extend(cycles_sys::read());
         }
         if client {
             pages.touch(i);
             end.send()?;
             end.recv()?;
+            if i >= WARM_UP {
+                stamps.extend(cycles_sys::read());
+            }
         } else {
             end.recv()?;
             pages.touch(i);
@@ -406,8 +414,10 @@ fn main() -> Result<(), Error> {
     }
     let elapsed = started.elapsed();
     if client {
+        let typical = median_half_us(&stamps, elapsed.as_secs_f64() * 1e6)
+            .map_or_else(|| "-".to_string(), |us| format!("{us:.2}"));
         println!(
-            "QP-PINGPONG qps={} iters={} touch_pages={} avg_half_rtt_us={:.2}",
+            "QP-PINGPONG qps={} iters={} touch_pages={} avg_half_rtt_us={:.2} typical_half_rtt_us={typical}",
             a.qps,
             a.iters,
             a.touch_pages,
@@ -419,6 +429,26 @@ fn main() -> Result<(), Error> {
     let _ = stream.read(&mut [0u8; 1]);
     drop(end);
     Ok(())
+}
+
+/// Half the median round trip in microseconds, from the counter's readings at each round
+/// trip's end (`stamps`, the first at the start) over a run of `elapsed_us` on the clock: the
+/// counter's rate is taken from the run (its ticks over its clock time), never assumed. A
+/// round trip whose counter ran backwards (a thread that moved CPUs; the check pins both ends)
+/// is left out. `None` without a counter, or when it stood still over the run.
+fn median_half_us(stamps: &[u64], elapsed_us: f64) -> Option<f64> {
+    let (first, last) = (*stamps.first()?, *stamps.last()?);
+    let ticks = last.checked_sub(first).filter(|&t| t > 0)?;
+    let mut trips: Vec<u64> = stamps
+        .windows(2)
+        .filter_map(|w| w[1].checked_sub(w[0]))
+        .collect();
+    if trips.is_empty() {
+        return None;
+    }
+    trips.sort_unstable();
+    let per_tick_us = elapsed_us / ticks as f64;
+    Some(trips[trips.len() / 2] as f64 * per_tick_us / 2.0)
 }
 
 /// `--touch-pages`: memory of N pages, one byte of each written per round trip.
