@@ -447,8 +447,15 @@ fn median_half_us(stamps: &[u64], elapsed_us: f64) -> Option<f64> {
         return None;
     }
     trips.sort_unstable();
+    // perftest's median: the mean of the two middle ones when there is an even number.
+    let mid = trips.len() / 2;
+    let median = if trips.len().is_multiple_of(2) {
+        (trips[mid - 1] as f64 + trips[mid] as f64) / 2.0
+    } else {
+        trips[mid] as f64
+    };
     let per_tick_us = elapsed_us / ticks as f64;
-    Some(trips[trips.len() / 2] as f64 * per_tick_us / 2.0)
+    Some(median * per_tick_us / 2.0)
 }
 
 /// `--touch-pages`: memory of N pages, one byte of each written per round trip.

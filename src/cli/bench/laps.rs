@@ -5,19 +5,24 @@
 //!   as each of perftest's iterations ends with one `get_cycles`.
 //! - The clock is read once per block of [`BLOCK`] round trips, between two counter readings:
 //!   the one that ended the block's last round trip and one taken right after the clock. The
-//!   clock read belongs to no round trip: the next block's first round trip starts at the
-//!   counter reading after it (perftest reads no clock while it times).
+//!   clock read, and the caller's bookkeeping after it, belong to no round trip: the next
+//!   block's first round trip starts at a counter reading taken after them ([`Laps::resume`];
+//!   perftest reads no clock while it times).
 //! - A block's round trips are converted to nanoseconds at the counter's rate over that block:
-//!   the clock time between its two clock readings over the counter's ticks between them (each
-//!   clock reading placed midway between the counter readings around it). The counter's rate
-//!   is never assumed (a VM's counter may tick at another rate than the guest kernel believes,
-//!   and a counter that is not invariant changes rate with the CPU's frequency); only its
-//!   steadiness within one block is. So a run's round trips add up to its clock time less the
-//!   clock reads.
-//! - A block whose counter ran backwards or stood still (the thread moved to a CPU whose
-//!   counter is behind, or there is no counter) shares its clock time equally.
-//! - Without a counter (not x86_64), a block is one round trip: the clock is read every round
-//!   trip, as before, and each round trip is the time between two clock readings.
+//!   the clock time between its two clock readings over the counter's ticks between them. A
+//!   clock reading is placed half the fastest clock read so far after the counter reading
+//!   before it ([`Laps::place`]). So a run's round trips add up to its clock time less the
+//!   clock reads and the bookkeeping.
+//! - The counter's rate is never assumed (a VM's counter may tick at another rate than the
+//!   guest kernel believes, and a counter that is not invariant changes rate with the CPU's
+//!   frequency); only its steadiness within one block is.
+//! - A block whose clock readings have no place on the counter (it ran backwards across a
+//!   read) shares its clock time among its round trips in proportion to their cycles; one
+//!   whose counter ran backwards or stood still within a round trip (the thread moved to a CPU
+//!   whose counter is behind) shares it equally.
+//! - Without a counter (architectures other than x86_64 and aarch64), a block is one round
+//!   trip: the clock is read every round trip, and each round trip is the time between two
+//!   clock readings.
 //!
 //! Why: under emulation a clock read can be a system call, and the read on every round trip
 //! was the only system call `bench lat` made that `ib_send_lat` does not (the soft-RoCE VM's
@@ -29,58 +34,73 @@ use std::time::Instant;
 /// Round trips per clock reading when there is a cycle counter.
 pub const BLOCK: usize = 16;
 
-/// A clock reading and the counter readings just before and just after it.
+/// A clock reading and where on the counter it lies.
 #[derive(Debug, Clone, Copy)]
-pub struct Reading {
-    /// The counter reading that ended the last round trip (or came just before the clock).
-    pub cycles_before: Option<u64>,
-    pub clock: Instant,
-    /// The counter reading right after the clock: where the next round trip starts.
-    pub cycles_after: Option<u64>,
-}
-
-impl Reading {
-    /// Where on the counter the clock reading lies: midway between the readings around it.
-    fn cycles_at_clock(&self) -> Option<u64> {
-        match (self.cycles_before, self.cycles_after) {
-            (Some(b), Some(a)) if a >= b => Some(b + (a - b) / 2),
-            _ => None,
-        }
-    }
+struct ClockMark {
+    clock: Instant,
+    /// The counter's value at the clock reading (see [`Laps::place`]); `None` without a
+    /// counter, or when the counter ran backwards across the read.
+    at: Option<u64>,
 }
 
 /// The round trips of the block under way, and where it started.
 #[derive(Debug)]
 pub struct Laps {
-    block_start: Reading,
-    /// The counter at the end of the last round trip (or at the block's start).
+    block_start: ClockMark,
+    /// The counter at the end of the last round trip (or where the next one starts).
     last_cycles: Option<u64>,
     /// Each round trip's cycles in this block; `None` for one whose counter ran backwards.
     cycles: Vec<Option<u64>>,
     /// Round trips per block: [`BLOCK`], or 1 without a counter.
     block: usize,
-    /// Over the blocks timed by the counter: their counter ticks and clock nanoseconds.
+    /// The fewest ticks a clock read has taken so far (counter before to counter after).
+    fastest_read: Option<u64>,
+    /// Over the blocks converted at a measured rate: their counter ticks and clock nanoseconds.
     rated_cycles: u128,
     rated_ns: u128,
 }
 
 impl Laps {
-    /// Starts the first block at clock reading `now`, the counter read right after it
-    /// (`cycles`; `None` without a counter).
+    /// Starts the first block at clock reading `now`, taken at counter reading `cycles`
+    /// (`None` without a counter); the first round trip starts there too. (A run starts
+    /// between two counter readings: [`Laps::start_between`].)
+    #[cfg(test)]
     pub fn start(now: Instant, cycles: Option<u64>) -> Self {
-        let block = if cycles.is_some() { BLOCK } else { 1 };
-        Self {
-            block_start: Reading {
-                cycles_before: cycles,
+        let mut laps = Self::start_between(None, now, cycles);
+        laps.block_start.at = cycles;
+        laps
+    }
+
+    /// Starts the first block at clock reading `now`, taken between counter readings `before`
+    /// and `after`; the first round trip starts at `after`.
+    pub fn start_between(before: Option<u64>, now: Instant, after: Option<u64>) -> Self {
+        let block = if after.is_some() { BLOCK } else { 1 };
+        let mut laps = Self {
+            block_start: ClockMark {
                 clock: now,
-                cycles_after: cycles,
+                at: None,
             },
-            last_cycles: cycles,
+            last_cycles: after,
             cycles: Vec::with_capacity(block),
             block,
+            fastest_read: None,
             rated_cycles: 0,
             rated_ns: 0,
-        }
+        };
+        laps.block_start.at = laps.place(before, after);
+        laps
+    }
+
+    /// Where on the counter a clock reading taken between counter readings `before` and
+    /// `after` lies: half the fastest read so far after `before`. Not midway between the
+    /// two: a thread preempted on its way out of the clock's system call, after the clock was
+    /// sampled, would move the reading by half the stall, and a whole block's rate with it.
+    fn place(&mut self, before: Option<u64>, after: Option<u64>) -> Option<u64> {
+        let (before, after) = (before?, after?);
+        let read = after.checked_sub(before)?;
+        let fastest = self.fastest_read.map_or(read, |f| f.min(read));
+        self.fastest_read = Some(fastest);
+        Some(before + fastest / 2)
     }
 
     /// A round trip ended with counter reading `cycles`; returns whether the block is full (the
@@ -102,12 +122,12 @@ impl Laps {
 
     /// Ends the block at clock reading `now`, with the counter read right after it
     /// (`cycles_after`): gives each of its round trips' durations in nanoseconds to `each`, in
-    /// order, and starts the next block there.
+    /// order, and starts the next block there. The next round trip starts at `cycles_after`,
+    /// or where [`Laps::resume`] says.
     pub fn close(&mut self, now: Instant, cycles_after: Option<u64>, mut each: impl FnMut(u64)) {
-        let end = Reading {
-            cycles_before: self.last_cycles,
+        let end = ClockMark {
             clock: now,
-            cycles_after,
+            at: self.place(self.last_cycles, cycles_after),
         };
         let block_ns = now
             .saturating_duration_since(self.block_start.clock)
@@ -116,23 +136,21 @@ impl Laps {
         let counted: Option<u128> = self
             .cycles
             .iter()
-            .try_fold(0u128, |sum, c| c.map(|c| sum + u128::from(c)));
-        let span = match (self.block_start.cycles_at_clock(), end.cycles_at_clock()) {
+            .try_fold(0u128, |sum, c| c.map(|c| sum + u128::from(c)))
+            .filter(|&total| total > 0);
+        // Ticks between the clock readings; never fewer than the round trips' own.
+        let span = match (self.block_start.at, end.at) {
             (Some(start), Some(end)) => end.checked_sub(start).map(u128::from),
             _ => None,
         };
-        // Ticks between the clock readings; never fewer than the round trips' own.
-        let rate = counted
-            .filter(|&total| total > 0)
-            .map(|total| span.unwrap_or(total).max(total));
-        match (counted, rate) {
-            (Some(_), Some(ticks)) => {
-                self.rated_cycles += ticks;
+        match (counted, span) {
+            (Some(total), Some(span)) if span >= total => {
+                self.rated_cycles += span;
                 self.rated_ns += block_ns;
-                for c in self.cycles.iter().flatten() {
-                    each(u64::try_from(block_ns * u128::from(*c) / ticks).unwrap_or(u64::MAX));
-                }
+                self.share(block_ns, span, &mut each);
             }
+            // The clock's place is unknown: the round trips share the block's clock time.
+            (Some(total), _) => self.share(block_ns, total, &mut each),
             _ if trips > 0 => {
                 let share = u64::try_from(block_ns / trips).unwrap_or(u64::MAX);
                 self.cycles.iter().for_each(|_| each(share));
@@ -144,21 +162,33 @@ impl Laps {
         self.last_cycles = cycles_after;
     }
 
+    /// Gives each round trip of the block its cycles' part of `block_ns` over `ticks`.
+    fn share(&self, block_ns: u128, ticks: u128, each: &mut impl FnMut(u64)) {
+        for c in self.cycles.iter().flatten() {
+            each(u64::try_from(block_ns * u128::from(*c) / ticks).unwrap_or(u64::MAX));
+        }
+    }
+
+    /// The next round trip starts at counter reading `cycles`: what ran since the last one
+    /// ended (the caller's bookkeeping after a [`Laps::close`]) belongs to none.
+    pub fn resume(&mut self, cycles: Option<u64>) {
+        self.last_cycles = cycles;
+    }
+
     /// Starts a new block at `now` and `cycles` (the counter read right after it), forgetting
     /// the round trips not yet closed (time spent outside the round trips, such as printing a
     /// report row, is not theirs).
     pub fn restart(&mut self, now: Instant, cycles: Option<u64>) {
         self.cycles.clear();
-        self.block_start = Reading {
-            cycles_before: cycles,
+        self.block_start = ClockMark {
             clock: now,
-            cycles_after: cycles,
+            at: cycles,
         };
         self.last_cycles = cycles;
     }
 
-    /// The counter's ticks per microsecond of the clock over the blocks timed by it so far
-    /// (`None` before the first, or without a counter).
+    /// The counter's ticks per microsecond of the clock over the blocks converted at a
+    /// measured rate so far (`None` before the first, or without a counter).
     pub fn counter_mhz(&self) -> Option<f64> {
         (self.rated_ns > 0 && self.rated_cycles > 0)
             .then(|| self.rated_cycles as f64 * 1_000.0 / self.rated_ns as f64)
@@ -313,6 +343,65 @@ mod tests {
             assert_eq!(times, vec![100_000; BLOCK], "block {block}");
             assert_eq!(laps.counter_mhz(), Some(1.0), "block {block}");
         }
+    }
+
+    #[test]
+    fn a_stall_after_the_clock_was_read_moves_no_round_trip() {
+        // One tick a microsecond; round trips of 100 ticks; clock reads of 200, the clock
+        // sampled halfway, except the second read, whose thread then waited 10,000 ticks
+        // before it could leave the system call.
+        let t0 = Instant::now();
+        let mut laps = Laps::start(t0, Some(0));
+        let mut counter = 0u64;
+        for stall in [0, 10_000, 0] {
+            for _ in 0..BLOCK {
+                counter += 100;
+                laps.lap(Some(counter));
+            }
+            let now = t0 + Duration::from_micros(counter + 100);
+            counter += 200 + stall;
+            let times = closed_after(&mut laps, now, Some(counter));
+            assert_eq!(
+                times,
+                vec![100_000; BLOCK],
+                "the block before stall {stall}"
+            );
+        }
+        assert_eq!(laps.counter_mhz(), Some(1.0));
+    }
+
+    #[test]
+    fn what_the_caller_does_after_the_clock_read_belongs_to_no_round_trip() {
+        let t0 = Instant::now();
+        let mut laps = Laps::start(t0, Some(0));
+        let mut counter = 0u64;
+        for _ in 0..2 {
+            for _ in 0..BLOCK {
+                counter += 100;
+                laps.lap(Some(counter));
+            }
+            let now = t0 + Duration::from_micros(counter + 100);
+            counter += 200;
+            let times = closed_after(&mut laps, now, Some(counter));
+            assert_eq!(times, vec![100_000; BLOCK]);
+            // Bookkeeping: 500 ticks before the next round trip starts.
+            counter += 500;
+            laps.resume(Some(counter));
+        }
+    }
+
+    #[test]
+    fn a_counter_that_runs_backwards_across_the_clock_read_shares_by_cycles_and_rates_nothing() {
+        let t0 = Instant::now();
+        let mut laps = Laps::start(t0, Some(0));
+        for i in 1..=BLOCK as u64 {
+            laps.lap(Some(if i == 1 { 300 } else { 300 + 100 * (i - 1) }));
+        }
+        // 1,800 ticks of round trips, 3.6 ms on the clock; the read after is behind.
+        let times = closed_after(&mut laps, t0 + Duration::from_micros(3_600), Some(5));
+        assert_eq!(times[0], 600_000);
+        assert!(times[1..].iter().all(|&t| t == 200_000), "{times:?}");
+        assert_eq!(laps.counter_mhz(), None);
     }
 
     #[test]

@@ -184,7 +184,9 @@ pub fn ping_pong(
     // One cycle-counter reading per round trip, as perftest's get_cycles per iteration, and a
     // clock reading per block of them (Laps: a clock read is a system call under emulation);
     // the run's length and the interval rows use the block's clock reading.
+    let before = cycles_sys::read();
     let started = Instant::now();
+    let mut laps = Laps::start_between(before, started, cycles_sys::read());
     let budget = Budget::start(h, started, run.stop);
     let mut ticker = run
         .interval
@@ -203,8 +205,9 @@ pub fn ping_pong(
         }
     };
     let mut done = 0u64;
-    let mut laps = Laps::start(started, cycles_sys::read());
     let mut block_end = None;
+    // The setting up above is not part of the first round trip.
+    laps.resume(cycles_sys::read());
     while !budget.spent(done, block_end.take()) {
         ping()?;
         done += 1;
@@ -224,6 +227,8 @@ pub fn ping_pong(
                 laps.restart(Instant::now(), cycles_sys::read());
             }
         }
+        // Nor is this bookkeeping after the clock read.
+        laps.resume(cycles_sys::read());
     }
     if laps.is_pending() {
         let ticking = ticker.is_some();
