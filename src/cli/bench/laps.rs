@@ -324,22 +324,26 @@ mod tests {
         );
     }
 
+    /// One tick a microsecond: a block of round trips of 100 ticks from `counter`, then a
+    /// clock read of 200 ticks sampled halfway through, after which the thread waits `stall`
+    /// ticks more before it leaves the read; returns the block's round trips.
+    fn block_then_read(laps: &mut Laps, t0: Instant, counter: &mut u64, stall: u64) -> Vec<u64> {
+        for _ in 0..BLOCK {
+            *counter += 100;
+            laps.lap(Some(*counter));
+        }
+        let now = t0 + Duration::from_micros(*counter + 100);
+        *counter += 200 + stall;
+        closed_after(laps, now, Some(*counter))
+    }
+
     #[test]
     fn a_clock_read_belongs_to_no_round_trip() {
-        // The counter ticks once a microsecond; every round trip takes 100 ticks, and each
-        // clock read 200, its reading taken halfway through.
         let t0 = Instant::now();
         let mut laps = Laps::start(t0, Some(0));
         let mut counter = 0u64;
         for block in 0..3 {
-            for _ in 0..BLOCK {
-                counter += 100;
-                laps.lap(Some(counter));
-            }
-            let before = counter;
-            counter += 200;
-            let now = t0 + Duration::from_micros(before + 100);
-            let times = closed_after(&mut laps, now, Some(counter));
+            let times = block_then_read(&mut laps, t0, &mut counter, 0);
             assert_eq!(times, vec![100_000; BLOCK], "block {block}");
             assert_eq!(laps.counter_mhz(), Some(1.0), "block {block}");
         }
@@ -347,25 +351,13 @@ mod tests {
 
     #[test]
     fn a_stall_after_the_clock_was_read_moves_no_round_trip() {
-        // One tick a microsecond; round trips of 100 ticks; clock reads of 200, the clock
-        // sampled halfway, except the second read, whose thread then waited 10,000 ticks
-        // before it could leave the system call.
+        // The second read's thread waits 10,000 ticks before it can leave the system call.
         let t0 = Instant::now();
         let mut laps = Laps::start(t0, Some(0));
         let mut counter = 0u64;
         for stall in [0, 10_000, 0] {
-            for _ in 0..BLOCK {
-                counter += 100;
-                laps.lap(Some(counter));
-            }
-            let now = t0 + Duration::from_micros(counter + 100);
-            counter += 200 + stall;
-            let times = closed_after(&mut laps, now, Some(counter));
-            assert_eq!(
-                times,
-                vec![100_000; BLOCK],
-                "the block before stall {stall}"
-            );
+            let times = block_then_read(&mut laps, t0, &mut counter, stall);
+            assert_eq!(times, vec![100_000; BLOCK], "the block before {stall}");
         }
         assert_eq!(laps.counter_mhz(), Some(1.0));
     }
@@ -376,13 +368,7 @@ mod tests {
         let mut laps = Laps::start(t0, Some(0));
         let mut counter = 0u64;
         for _ in 0..2 {
-            for _ in 0..BLOCK {
-                counter += 100;
-                laps.lap(Some(counter));
-            }
-            let now = t0 + Duration::from_micros(counter + 100);
-            counter += 200;
-            let times = closed_after(&mut laps, now, Some(counter));
+            let times = block_then_read(&mut laps, t0, &mut counter, 0);
             assert_eq!(times, vec![100_000; BLOCK]);
             // Bookkeeping: 500 ticks before the next round trip starts.
             counter += 500;
