@@ -2,8 +2,8 @@
 //! system call, whatever the machine's clocksource.
 //!
 //! The count's rate is not known here and not assumed: callers time with it only between two
-//! readings of the clock (`bench lat` shares a clock-timed block of round trips among them in
-//! proportion to their cycles). Nor is the counter assumed to agree between CPUs: a caller must
+//! readings of the clock (`bench lat` converts a block of round trips at the rate the counter
+//! ran against the clock over that block). Nor is the counter assumed to agree between CPUs: a caller must
 //! cope with a reading lower than the one before (a thread moved to another CPU).
 //!
 //! This is a crate of its own because reading the counter goes through an `unsafe` intrinsic,

@@ -3,7 +3,8 @@
 //! Rules:
 //! - Each round trip ends with one reading of the CPU's cycle counter (`cycles_sys::read`),
 //!   as each of perftest's iterations ends with one `get_cycles`.
-//! - The clock is read once per block of [`BLOCK`] round trips, between two counter readings:
+//! - With a counter, the clock is read once per block of [`BLOCK`] round trips, between two
+//!   counter readings:
 //!   the one that ended the block's last round trip and one taken right after the clock. The
 //!   clock read, and the caller's bookkeeping after it, belong to no round trip: the next
 //!   block's first round trip starts at a counter reading taken after them ([`Laps::resume`];
@@ -18,8 +19,8 @@
 //!   frequency); only its steadiness within one block is.
 //! - A block whose clock readings have no place on the counter (it ran backwards across a
 //!   read) shares its clock time among its round trips in proportion to their cycles; one
-//!   whose counter ran backwards or stood still within a round trip (the thread moved to a CPU
-//!   whose counter is behind) shares it equally.
+//!   whose counter ran backwards within a round trip (the thread moved to a CPU whose counter
+//!   is behind), or stood still over the whole block, shares it equally.
 //! - Without a counter (architectures other than x86_64 and aarch64), a block is one round
 //!   trip: the clock is read every round trip, and each round trip is the time between two
 //!   clock readings.
@@ -175,16 +176,16 @@ impl Laps {
         self.last_cycles = cycles;
     }
 
-    /// Starts a new block at `now` and `cycles` (the counter read right after it), forgetting
-    /// the round trips not yet closed (time spent outside the round trips, such as printing a
-    /// report row, is not theirs).
-    pub fn restart(&mut self, now: Instant, cycles: Option<u64>) {
+    /// Starts a new block at clock reading `now`, taken between counter readings `before` and
+    /// `after`, forgetting the round trips not yet closed (time spent outside the round trips,
+    /// such as printing a report row, is not theirs); the next round trip starts at `after`.
+    pub fn restart(&mut self, before: Option<u64>, now: Instant, after: Option<u64>) {
         self.cycles.clear();
         self.block_start = ClockMark {
             clock: now,
-            at: cycles,
+            at: self.place(before, after),
         };
-        self.last_cycles = cycles;
+        self.last_cycles = after;
     }
 
     /// The counter's ticks per microsecond of the clock over the blocks converted at a
@@ -291,6 +292,7 @@ mod tests {
             closed(&mut laps, t0 + Duration::from_micros(12)),
             vec![7_000]
         );
+        assert_eq!(laps.counter_mhz(), None);
     }
 
     #[test]
@@ -315,7 +317,7 @@ mod tests {
         laps.lap(Some(100));
         // A report row is printed; the block starts again after it.
         let t1 = t0 + Duration::from_millis(50);
-        laps.restart(t1, Some(1_000_000));
+        laps.restart(Some(1_000_000), t1, Some(1_000_000));
         assert!(!laps.is_pending());
         laps.lap(Some(1_000_100));
         assert_eq!(
@@ -347,6 +349,33 @@ mod tests {
             assert_eq!(times, vec![100_000; BLOCK], "block {block}");
             assert_eq!(laps.counter_mhz(), Some(1.0), "block {block}");
         }
+    }
+
+    #[test]
+    fn a_run_starts_where_its_first_clock_reading_lies_between_two_counter_readings() {
+        // The first clock read takes 200 ticks (a microsecond each), sampled halfway.
+        let t0 = Instant::now();
+        let mut laps = Laps::start_between(Some(0), t0, Some(200));
+        let mut counter = 200u64;
+        let times = block_then_read(&mut laps, t0 - Duration::from_micros(100), &mut counter, 0);
+        assert_eq!(times, vec![100_000; BLOCK]);
+    }
+
+    #[test]
+    fn a_restart_stalled_after_its_clock_read_moves_no_round_trip() {
+        let t0 = Instant::now();
+        let mut laps = Laps::start(t0, Some(0));
+        let mut counter = 0u64;
+        block_then_read(&mut laps, t0, &mut counter, 0);
+        // A report row takes 5,000 ticks; then the restart's clock read, sampled 100 ticks in,
+        // whose thread waits 10,000 ticks more before it leaves the system call.
+        counter += 5_000;
+        let before = counter;
+        let now = t0 + Duration::from_micros(before + 100);
+        counter += 200 + 10_000;
+        laps.restart(Some(before), now, Some(counter));
+        let times = block_then_read(&mut laps, t0, &mut counter, 0);
+        assert_eq!(times, vec![100_000; BLOCK]);
     }
 
     #[test]
@@ -413,11 +442,11 @@ mod tests {
         // Each share rounds down by under a nanosecond.
         let trips = (3 * BLOCK + 5) as u64;
         assert!(
-            clock - outside - total < trips,
+            total <= clock - outside,
             "{total} of {clock} less {outside}"
         );
         assert!(
-            total <= clock - outside,
+            clock - outside - total < trips,
             "{total} of {clock} less {outside}"
         );
     }

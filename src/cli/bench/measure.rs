@@ -224,10 +224,13 @@ pub fn ping_pong(
                 ticker.print_lat(&mut window);
                 window.clear();
                 // The printing is not part of the next round trip.
-                laps.restart(Instant::now(), cycles_sys::read());
+                let before = cycles_sys::read();
+                let now = Instant::now();
+                laps.restart(before, now, cycles_sys::read());
             }
         }
-        // Nor is this bookkeeping after the clock read.
+        // Nor is this bookkeeping after the clock read (only the budget's check, a comparison
+        // at the loop's head, falls in the next round trip).
         laps.resume(cycles_sys::read());
     }
     if laps.is_pending() {
