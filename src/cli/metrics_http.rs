@@ -7,7 +7,7 @@
 //!   and take the whole answer; past it, it is closed (a slow or idle one never delays another:
 //!   nothing here blocks on one connection);
 //! - a head longer than [`MAX_REQUEST`] is answered 431 without reading on; the answer is the
-//!   one [`super::metrics::answer_for`] gives, then the connection closes.
+//!   one `metrics::answer_for` gives, then the connection closes.
 //!
 //! Time is an argument of every step ([`Connections::step`]), so the rules are tested without
 //! sleeping.

@@ -4,14 +4,14 @@
 //! the pod's. What the pod was given is read from its environment and files, mode by mode, in
 //! this order; a PCI function is described once, by the first mode that names it:
 //!
-//! 1. **DRA SR-IOV driver** ([`dra`]): through CDI, per allocated VF `<dev>` (its PCI address
+//! 1. **DRA SR-IOV driver** (`dra`): through CDI, per allocated VF `<dev>` (its PCI address
 //!    with `:` and `.` as `_`), `SRIOVNETWORK_VF_DEVICE_<dev>=<pci>` and, when the VF is an
 //!    RDMA one, `SRIOVNETWORK_<dev>_RDMA_DEVICE=mlx5_4` with `SRIOVNETWORK_<dev>_RDMA_UVERB=
 //!    /dev/infiniband/uverbs4` and `SRIOVNETWORK_<dev>_RDMA_CM`; `SRIOVNETWORK_PCI_ADDRESSES`
 //!    lists every VF of the pod. Source: k8snetworkplumbingwg/dra-driver-sriov,
 //!    `pkg/devicestate/state.go` and `pkg/cdi/cdi.go` (the variables are in its code, not in its
 //!    README). Each RDMA VF is a resource; a VF without the RDMA variables is not an RDMA one.
-//! 2. **SR-IOV device plugin** ([`sriov`]): `PCIDEVICE_<PREFIX>_<RESOURCE>=<pci>,<pci>` and
+//! 2. **SR-IOV device plugin** (`sriov`): `PCIDEVICE_<PREFIX>_<RESOURCE>=<pci>,<pci>` and
 //!    `PCIDEVICE_<PREFIX>_<RESOURCE>_INFO`, JSON keyed by PCI address with a `generic` member
 //!    and, for an `isRdma` resource, an `rdma` member. Source:
 //!    k8snetworkplumbingwg/sriov-network-device-plugin, README.md "Pod device information" and
@@ -25,7 +25,7 @@
 //!
 //!    A plain list without `_INFO` (plugins before v3.6.0) is mapped the same way, the
 //!    device-info file first, then sysfs. Each variable is a resource.
-//! 3. **Device-info files** ([`devinfo`], Device Information Spec 1.1.0,
+//! 3. **Device-info files** (`devinfo`, Device Information Spec 1.1.0,
 //!    k8snetworkplumbingwg/device-info-spec `SPEC.md`), under `RDMA_CONTAINER_DEVINFO_ROOT`
 //!    (default [`DEFAULT_DEVINFO_ROOT`], the node's directory, mounted into the pod read-only):
 //!    `dp/<resource>-<deviceID>-device.json`, the device plugin's copy for every device of its
@@ -35,7 +35,7 @@
 //!    (`<sysfs>/bus/pci/devices/<pci>/net/`). `pci.rdma-device` names the device (older
 //!    device plugins, before v3.7.0, leave it out: then sysfs maps the PCI address). Each CNI
 //!    copy is a resource.
-//! 4. **Multus network-status** ([`multus`]): the `k8s.v1.cni.cncf.io/network-status`
+//! 4. **Multus network-status** (`multus`): the `k8s.v1.cni.cncf.io/network-status`
 //!    annotation in the downward API file `RDMA_CONTAINER_NETWORK_STATUS` (default
 //!    [`DEFAULT_NETWORK_STATUS`]); each network's `device-info` of type `pci` (Device
 //!    Information Spec 1.1.0, section 6) names its PCI address and perhaps `rdma-device`, else
