@@ -8,25 +8,26 @@ mod common;
 
 use std::os::unix::process::CommandExt;
 
-use common::{free_port, validate_json, Proc, LONG, SHORT};
+use common::{free_port, listening_on_free_port, validate_json, Proc, LONG, SHORT};
 use nix::sys::signal::Signal;
 
 /// The schema every `bench --json` line matches.
 const SCHEMA: &str = "docs/bench-result.schema.json";
 
 /// A bench server for one client's run (`--once`), once it listens.
-fn server(port: u16) -> Proc {
-    server_with(port, &["--once"])
+fn server() -> (Proc, u16) {
+    server_with(&["--once"])
 }
 
-/// A bench server with `extra`, once it listens.
-fn server_with(port: u16, extra: &[&str]) -> Proc {
-    let addr = format!("127.0.0.1:{port}");
-    let mut args = vec!["bench", "--server", addr.as_str(), "--transport", "tcp"];
-    args.extend_from_slice(extra);
-    let mut p = common::start("bench-server", &args);
-    p.wait_for_stderr("bench server listening", SHORT);
-    p
+/// A bench server with `extra` on a free port, once it listens, and its port.
+fn server_with(extra: &[&str]) -> (Proc, u16) {
+    let start = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        let mut args = vec!["bench", "--server", addr.as_str(), "--transport", "tcp"];
+        args.extend_from_slice(extra);
+        common::start("bench-server", &args)
+    };
+    listening_on_free_port(start, "bench server listening", SHORT)
 }
 
 /// The one JSON object of a `--json` run's stdout, checked against the schema.
@@ -45,8 +46,7 @@ fn client(port: u16, extra: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn bw_prints_perftest_columns_and_a_once_server_exits_after_the_last_size() {
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let (code, out, err) = client(port, &["-s", "1024", "-n", "300", "--credits", "8"]);
     assert_eq!(code, 0, "{err}");
     for header in [
@@ -75,8 +75,7 @@ fn bw_prints_perftest_columns_and_a_once_server_exits_after_the_last_size() {
 /// and a run without it says 1.
 #[test]
 fn a_striped_run_says_its_queue_pairs_in_the_header_and_the_json() {
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let (code, out, err) = client(
         port,
         &["-s", "4096", "-n", "300", "--credits", "8", "--qps", "3"],
@@ -84,14 +83,12 @@ fn a_striped_run_says_its_queue_pairs_in_the_header_and_the_json() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Number of qps   : 3"), "{out}");
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let (code, out, err) = client(port, &["-s", "64", "-n", "100", "--qps", "2", "--json"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(report(&out)["qps"], 2, "{out}");
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let (code, out, err) = client(port, &["-s", "64", "-n", "100", "--json"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(report(&out)["qps"], 1, "{out}");
@@ -100,8 +97,7 @@ fn a_striped_run_says_its_queue_pairs_in_the_header_and_the_json() {
 
 #[test]
 fn lat_and_json_report_the_same_kind_of_figures() {
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let (code, out, err) = client(
         port,
         &[
@@ -131,8 +127,7 @@ fn lat_and_json_report_the_same_kind_of_figures() {
 
 #[test]
 fn all_sizes_run_one_session_each_and_write_the_json_file() {
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bench.json");
     let (code, out, err) = client(
@@ -178,8 +173,7 @@ fn bench_refuses_nonsense_with_a_clear_error() {
 
 /// Runs a client with `extra` against a fresh server and checks that the server exits 0.
 fn against_server(extra: &[&str]) -> (i32, String, String) {
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let result = client(port, extra);
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
     result
@@ -224,8 +218,7 @@ fn a_duration_with_an_interval_prints_interval_rows_then_the_final_one() {
 
 #[test]
 fn run_infinitely_runs_until_ctrl_c_and_then_reports_the_whole_run() {
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let addr = format!("127.0.0.1:{port}");
     let mut c = common::start(
         "bench-client",
@@ -330,14 +323,12 @@ fn lat_histogram_has_percentiles_and_buckets_that_hold_every_round_trip() {
 
 #[test]
 fn the_server_polls_as_its_client_does() {
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let (code, _, err) = client(port, &["--mode", "lat", "-s", "2", "-n", "50"]);
     assert_eq!(code, 0, "{err}");
     s.wait_for_stderr("polls 1000000 us before sleeping, as the client", SHORT);
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let (code, _, err) = client(port, &["-s", "64", "-n", "50"]);
     assert_eq!(code, 0, "{err}");
     s.wait_for_stderr("sleeps when idle", SHORT);
@@ -365,8 +356,7 @@ fn json_output_is_one_object_per_line() {
 /// CLI's `--server` does.
 #[test]
 fn the_server_serves_clients_one_after_another_until_ctrl_c() {
-    let port = free_port();
-    let mut s = server_with(port, &[]);
+    let (mut s, port) = server_with(&[]);
     let runs: [&[&str]; 3] = [
         &["-s", "1024", "-n", "200"],
         &["--mode", "lat", "-s", "64", "-n", "100"],
@@ -391,8 +381,7 @@ fn the_server_serves_clients_one_after_another_until_ctrl_c() {
 /// `--once`: one client's run (all its sizes), then the server exits with that run's status.
 #[test]
 fn once_serves_one_run_and_exits_with_its_status() {
-    let port = free_port();
-    let mut s = server_with(port, &["--once"]);
+    let (mut s, port) = server_with(&["--once"]);
     let (code, _, err) = client(port, &["-a", "--max-msg-size", "64", "-n", "20"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
@@ -405,8 +394,7 @@ fn once_serves_one_run_and_exits_with_its_status() {
 
     // A run that fails ends a --once server with the failure's status (not 0), and the client
     // says why.
-    let port = free_port();
-    let mut s = server_with(port, &["--once", "--max-msg-size", "1024"]);
+    let (mut s, port) = server_with(&["--once", "--max-msg-size", "1024"]);
     let (code, _, err) = client(port, &["-s", "65536", "-n", "10"]);
     assert_ne!(code, 0, "{err}");
     assert!(err.contains("takes messages up to 1024 bytes"), "{err}");
@@ -541,8 +529,7 @@ fn messages_above_10_mib_are_measured() {
 #[test]
 fn a_1_gib_message_is_accepted_and_refused_for_memory_without_a_panic() {
     let gib = (1u64 << 30).to_string();
-    let port = free_port();
-    let mut s = server_with(port, &["--once", "--max-msg-size", &gib]);
+    let (mut s, port) = server_with(&["--once", "--max-msg-size", &gib]);
     let addr = format!("127.0.0.1:{port}");
     let mut cmd = common::command(&[
         "bench",
@@ -624,8 +611,7 @@ fn flags_that_do_not_apply_to_the_mode_are_refused_with_status_2() {
 /// goes on serving: a bench client after the probe runs as usual.
 #[test]
 fn a_probe_against_the_bench_server_passes_and_the_server_serves_on() {
-    let port = free_port();
-    let mut s = server_with(port, &[]);
+    let (mut s, port) = server_with(&[]);
     let addr = format!("127.0.0.1:{port}");
     let (code, out, err) = common::run(
         &["doctor", "--json", "--probe", &addr, "--transport", "tcp"],

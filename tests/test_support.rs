@@ -5,9 +5,10 @@ use std::fs;
 use std::panic::catch_unwind;
 
 use rdma_test_support::{
-    free_port, skip_or_fail, skip_unless_strict_allows, strict, Allowed, FakeSysfs, FE80_A, GID_V2,
-    STRICT_ENV, ZERO_GID,
+    free_port, listening_on_free_port, skip_or_fail, skip_unless_strict_allows, strict, Allowed,
+    FakeSysfs, FE80_A, GID_V2, STRICT_ENV, ZERO_GID,
 };
+use rdma_test_support::{target_command, Proc, SHORT};
 
 /// One test for every case: they change the process environment, which tests running in
 /// parallel would see.
@@ -101,4 +102,49 @@ fn free_ports_are_free_and_differ() {
         assert!((20_000..32_000).contains(&p), "{p}");
         std::net::TcpListener::bind(("127.0.0.1", p)).expect("free");
     }
+}
+
+#[test]
+fn a_server_whose_port_was_taken_in_between_starts_again_on_another_port() {
+    let mut held = Vec::new();
+    let mut tried = Vec::new();
+    let start = |port: u16| {
+        if tried.is_empty() {
+            // Someone else binds the port between the check and the server's bind.
+            held.push(std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind"));
+        }
+        tried.push(port);
+        let addr = format!("127.0.0.1:{port}");
+        let mut cmd = target_command(env!("CARGO_BIN_EXE_rdma-container"));
+        cmd.args(["bench", "--server", &addr, "--transport", "tcp", "--once"]);
+        Proc::spawn("bench-server", cmd)
+    };
+    let (mut server, port) = listening_on_free_port(start, "bench server listening", SHORT);
+    assert_eq!(tried.len(), 2, "{tried:?}");
+    assert_eq!(port, tried[1]);
+    assert_ne!(tried[0], tried[1]);
+    server.kill();
+}
+
+#[test]
+fn a_server_that_fails_for_another_reason_fails_the_test() {
+    let start = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        let mut cmd = target_command(env!("CARGO_BIN_EXE_rdma-container"));
+        cmd.args([
+            "bench",
+            "--server",
+            &addr,
+            "--transport",
+            "no-such-transport",
+        ]);
+        Proc::spawn("bench-server", cmd)
+    };
+    let failed = catch_unwind(std::panic::AssertUnwindSafe(|| {
+        listening_on_free_port(start, "bench server listening", SHORT)
+    }));
+    assert!(
+        failed.is_err(),
+        "a bad command line must not be retried as a taken port"
+    );
 }

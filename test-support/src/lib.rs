@@ -7,7 +7,8 @@
 //! - [`Proc`]: a child process with its output captured, bounded waits, killed on drop;
 //!   [`run_command`] runs one to the end. The binary under test is not known here (Cargo only
 //!   tells integration tests its path): pass `env!("CARGO_BIN_EXE_rdma-container")` in.
-//! - [`free_port`] and [`test_ip`]: addresses for the process tests.
+//! - [`free_port`] and [`test_ip`]: addresses for the process tests; [`listening_on_free_port`]
+//!   starts a server again on another port when its port was taken in between.
 //! - [`skip_or_fail`] and [`skip_unless_strict_allows`]: a test that cannot run says so, and
 //!   fails instead when `RDMA_TEST_STRICT=1` (CI sets it), so no skip passes silently in CI.
 //!
@@ -24,7 +25,7 @@ mod sysfs;
 pub mod wire;
 
 pub use host::{FakeHost, CAPS_DOCKER_DEFAULT, CAPS_WITH_IPC_LOCK};
-pub use net::{free_port, test_ip};
+pub use net::{free_port, listening_on_free_port, test_ip};
 pub use output::{check_counting, lost_after, messages_after};
 pub use process::{
     long, on_path, run_command, scaled, scaled_secs, short, target_command, time_scale, Finished,

@@ -2,6 +2,9 @@
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::Proc;
 
 /// The address the process tests use: `RDMA_TEST_ADDR` (a RoCE-network address of this host,
 /// for running them over a real RDMA NIC) or 127.0.0.1.
@@ -25,4 +28,28 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port found");
+}
+
+/// Starts a listening child with `start` on a [`free_port`] and waits until its stderr says
+/// `ready`; returns it and its port. A port checked free can still be bound by someone else
+/// before the child binds it: a child that exits saying its port "is taken" (the binary's
+/// words) is started again on another port, up to five ports. Any other exit fails the test.
+pub fn listening_on_free_port(
+    mut start: impl FnMut(u16) -> Proc,
+    ready: &str,
+    timeout: Duration,
+) -> (Proc, u16) {
+    let mut taken = Vec::new();
+    while taken.len() < 5 {
+        let port = free_port();
+        let mut child = start(port);
+        if child.wait_for_stderr_or_exit(ready, timeout) {
+            return (child, port);
+        }
+        if !child.stderr().contains("is taken") {
+            panic!("exited before saying {ready:?}\n{}", child.report());
+        }
+        taken.push(port);
+    }
+    panic!("ports {taken:?} were each taken before the child could bind them");
 }

@@ -213,21 +213,44 @@ impl Proc {
         });
     }
 
+    /// Waits at most `timeout` until stderr contains `pattern` and says so, or says the
+    /// child exited without having printed it; fails the test with the child's output at
+    /// the timeout.
+    pub fn wait_for_stderr_or_exit(&mut self, pattern: &str, timeout: Duration) -> bool {
+        self.wait_or_exit(timeout, &format!("stderr containing {pattern:?}"), |p| {
+            p.stderr().contains(pattern)
+        })
+    }
+
     fn wait_until(&mut self, timeout: Duration, what: &str, done: impl Fn(&Proc) -> bool) {
+        if !self.wait_or_exit(timeout, what, done) {
+            panic!(
+                "{}: exited waiting for {what}\n{}",
+                self.name,
+                self.report()
+            );
+        }
+    }
+
+    /// True once `done`, false if the child exits before; panics at the timeout.
+    fn wait_or_exit(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        done: impl Fn(&Proc) -> bool,
+    ) -> bool {
         let timeout = scaled(timeout);
         let deadline = Instant::now() + timeout;
         loop {
             if done(self) {
-                return;
+                return true;
             }
-            let exited = self.try_status().is_some();
-            if exited && done(self) {
-                return;
+            if self.try_status().is_some() {
+                return done(self);
             }
-            if exited || Instant::now() >= deadline {
-                let why = if exited { "exited" } else { "timed out" };
+            if Instant::now() >= deadline {
                 panic!(
-                    "{}: {why} waiting for {what} ({timeout:?})\n{}",
+                    "{}: timed out waiting for {what} ({timeout:?})\n{}",
                     self.name,
                     self.report()
                 );
