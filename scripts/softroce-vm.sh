@@ -110,7 +110,8 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               per end touching 256 pages per round trip (verbs-sys's examples/qp_pingpong.rs,
               built here), ib_send_lat and bench lat, alternated over 5 rounds: does bench
               lat's second queue pair per end, or the memory a round trip touches, cost
-              latency on rxe? Medians of t_avg and t_typical. Not in the default set, nor
+              latency on rxe? Medians of t_avg, t_typical and t_min, and the client's
+              send call against the rest of its round trip. Not in the default set, nor
               in .ci/run: a diagnostic to run by hand
   lat-perf    where the guest's time goes during a ping-pong: qp_pingpong (one queue pair each
               way), ib_send_lat and bench lat, 20,000 round trips each under a system-wide

@@ -1625,10 +1625,10 @@ check_lat_profile() {
 # round trip) and of the medians (t_typical, perftest's; qp_pingpong times each round trip by
 # the cycle counter), and the ratios. A measurement: PASS when every run gave one.
 QPP_ROUNDS=5 QPP_COUNT=2000 QPP_PAGES=256
-qp_pingpong_run() { # name qps [more qp-pingpong args] -> QPP_AVG, QPP_TYP
+qp_pingpong_run() { # name qps [more qp-pingpong args] -> QPP_AVG, QPP_TYP, QPP_MIN, QPP_PARTS
 	local name=$1 qps=$2 spid crc
 	shift 2
-	QPP_AVG='' QPP_TYP=''
+	QPP_AVG='' QPP_TYP='' QPP_MIN='' QPP_PARTS=''
 	next_port
 	timeout "$T_RUN" ip netns exec "$NS_B" "${PIN_SERVER[@]}" qp-pingpong --device "$RXE_B" --gid-index "$IDX_B" \
 		--server "$IP_B:$PORT" --qps "$qps" --iters "$QPP_COUNT" "$@" >"/tmp/$name.server.out" 2>&1 &
@@ -1648,12 +1648,15 @@ qp_pingpong_run() { # name qps [more qp-pingpong args] -> QPP_AVG, QPP_TYP
 	fi
 	QPP_AVG=$(sed -n 's/.*avg_half_rtt_us=\([0-9.]*\).*/\1/p' "/tmp/$name.client.out")
 	QPP_TYP=$(sed -n 's/.*typical_half_rtt_us=\([0-9.]*\).*/\1/p' "/tmp/$name.client.out")
+	QPP_MIN=$(sed -n 's/.*min_half_rtt_us=\([0-9.]*\).*/\1/p' "/tmp/$name.client.out")
+	QPP_PARTS=$(sed -n 's/.*send_call_us=\([0-9.-]*\) after_send_us=\([0-9.-]*\).*/\1\/\2/p' "/tmp/$name.client.out")
 	[ -n "$QPP_AVG" ] && [ -n "$QPP_TYP" ]
 }
 
 check_qp_pingpong() {
 	local round fail='' one=() two=() touched=() perf=() ours=()
 	local one_t=() two_t=() touched_t=() perf_t=() ours_t=()
+	local one_m=() two_m=() perf_m=() ours_m=() one_p=() two_p=()
 	if ! command -v qp-pingpong >/dev/null 2>&1; then
 		result qp_pingpong FAIL "qp-pingpong is not in the guest"
 		return
@@ -1672,19 +1675,21 @@ check_qp_pingpong() {
 			elif ! qp_pingpong_run "qpp${q}_$round" "$q"; then
 				fail="$fail qp_pingpong --qps $q (round $round);"
 			elif [ "$q" = 1 ]; then
-				one+=("$QPP_AVG") one_t+=("$QPP_TYP")
+				one+=("$QPP_AVG") one_t+=("$QPP_TYP") one_m+=("$QPP_MIN") one_p+=("$QPP_PARTS")
 			else
-				two+=("$QPP_AVG") two_t+=("$QPP_TYP")
+				two+=("$QPP_AVG") two_t+=("$QPP_TYP") two_m+=("$QPP_MIN") two_p+=("$QPP_PARTS")
 			fi
 		done
 		if perftest_measure "qppp_$round" 6 ib_send_lat -s "$LAT_SIZE" -n "$QPP_COUNT"; then
 			perf+=("$PERF_VALUE") perf_t+=("$(result_field "/tmp/qppp_$round.client.out" 5)")
+			perf_m+=("$(result_field "/tmp/qppp_$round.client.out" 3)")
 		else
 			fail="$fail ib_send_lat (round $round);"
 		fi
 		if bench_pair "qppo_$round" "" --mode lat -s "$LAT_SIZE" -n "$QPP_COUNT"; then
 			ours+=("$(result_field "/tmp/qppo_$round.client.out" 6)")
 			ours_t+=("$(result_field "/tmp/qppo_$round.client.out" 5)")
+			ours_m+=("$(result_field "/tmp/qppo_$round.client.out" 3)")
 		else
 			fail="$fail bench lat (round $round): $BENCH_FAIL;"
 		fi
@@ -1698,6 +1703,11 @@ check_qp_pingpong() {
 	tp=$(median "${perf_t[@]:-0}") to=$(median "${ours_t[@]:-0}")
 	echo "SOFTROCE-BENCH-NOTE qp-pingpong: t_avg (half a round trip) of $QPP_COUNT x $LAT_SIZE B, medians of $QPP_ROUNDS alternated rounds: one queue pair per end $m1 us (${one[*]:-}), one each way $m2 us (${two[*]:-}), one per end touching $QPP_PAGES pages $mt us (${touched[*]:-}), ib_send_lat $mp us (${perf[*]:-}), bench lat $mo us (${ours[*]:-}); two / one $(ratio "$m2" "$m1"), touched / one $(ratio "$mt" "$m1"), ib_send_lat / one $(ratio "$mp" "$m1"), bench lat / two $(ratio "$mo" "$m2"), bench lat / ib_send_lat $(ratio "$mo" "$mp")"
 	echo "SOFTROCE-BENCH-NOTE qp-pingpong: t_typical (the median, half a round trip), the same runs: one queue pair per end $t1 us (${one_t[*]:-}), one each way $t2 us (${two_t[*]:-}), one per end touching $QPP_PAGES pages $tt us (${touched_t[*]:-}), ib_send_lat $tp us (${perf_t[*]:-}), bench lat $to us (${ours_t[*]:-}); two / one $(ratio "$t2" "$t1"), touched / one $(ratio "$tt" "$t1"), ib_send_lat / one $(ratio "$tp" "$t1"), bench lat / two $(ratio "$to" "$t2"), bench lat / ib_send_lat $(ratio "$to" "$tp")"
+	# the shortest round trip (t_min): whether a tool ever gets a faster path than its usual one
+	echo "SOFTROCE-BENCH-NOTE qp-pingpong: t_min (the shortest, half a round trip), medians of the same runs: one queue pair per end $(median "${one_m[@]:-0}") us (${one_m[*]:-}), one each way $(median "${two_m[@]:-0}") us (${two_m[*]:-}), ib_send_lat $(median "${perf_m[@]:-0}") us (${perf_m[*]:-}), bench lat $(median "${ours_m[@]:-0}") us (${ours_m[*]:-})"
+	# where the client's round trip goes: its send (the post call, where rxe does the kernel's
+	# work) and the rest, until the reply is taken (medians per run, µs of a whole round trip)
+	echo "SOFTROCE-BENCH-NOTE qp-pingpong: the client's send call / the rest of the round trip (us, per run): one queue pair per end ${one_p[*]:-}; one each way ${two_p[*]:-}"
 	if [ -n "$fail" ]; then
 		result qp_pingpong FAIL "$fail"
 	else

@@ -13,7 +13,9 @@
 //! pongs over the second, each with its own completion queue (as two sessions have); either way
 //! the spin polls one CQ (the receiving lane's), and the sending lane's is drained once per
 //! arrival. Both ends must be given the same `--qps` (checked). The client
-//! prints `QP-PINGPONG qps=N iters=N touch_pages=N avg_half_rtt_us=X typical_half_rtt_us=Y`:
+//! prints `QP-PINGPONG qps=N iters=N touch_pages=N avg_half_rtt_us=X typical_half_rtt_us=Y
+//! min_half_rtt_us=Z send_call_us=S after_send_us=A` (S and A: the medians of a round trip's
+//! two parts, the client's send, which is the post call, and the rest until the reply is taken):
 //! X from the wall clock over the timed round trips, after a warm-up; Y the median round trip
 //! (perftest's `t_typical`), each timed by the cycle counter at the rate it ran against the
 //! clock over the whole run (`-` without a counter); both half a round trip, as perftest
@@ -393,6 +395,7 @@ fn main() -> Result<(), Error> {
     let total = WARM_UP + a.iters;
     // The counter at the end of each timed round trip (and at the start of the first).
     let mut stamps: Vec<u64> = Vec::with_capacity(usize::try_from(a.iters).unwrap_or(0) + 1);
+    let mut parts: Vec<(u64, u64)> = Vec::with_capacity(stamps.capacity());
     let mut started = Instant::now();
     for i in 0..total {
         if i == WARM_UP {
@@ -401,10 +404,16 @@ fn main() -> Result<(), Error> {
         }
         if client {
             pages.touch(i);
+            let before_send = cycles_sys::read();
             end.send()?;
+            let after_send = cycles_sys::read();
             end.recv()?;
             if i >= WARM_UP {
                 stamps.extend(cycles_sys::read());
+                if let (Some(a), Some(b), Some(&c)) = (before_send, after_send, stamps.last()) {
+                    // the send (its post call, a system call on rxe), then the rest of the trip
+                    parts.push((b.wrapping_sub(a), c.wrapping_sub(b)));
+                }
             }
         } else {
             end.recv()?;
@@ -414,14 +423,23 @@ fn main() -> Result<(), Error> {
     }
     let elapsed = started.elapsed();
     if client {
-        let typical = median_half_us(&stamps, elapsed.as_secs_f64() * 1e6)
-            .map_or_else(|| "-".to_string(), |us| format!("{us:.2}"));
+        let halves = half_rtt_us(&stamps, elapsed.as_secs_f64() * 1e6);
+        let show = |us: Option<f64>| us.map_or_else(|| "-".to_string(), |us| format!("{us:.2}"));
+        let (min, typical) = (show(halves.map(|h| h.min)), show(halves.map(|h| h.typical)));
+        let per_tick = halves.map(|h| h.per_tick_us);
+        let part = |pick: fn(&(u64, u64)) -> u64| {
+            let mut v: Vec<u64> = parts.iter().map(pick).collect();
+            v.sort_unstable();
+            show(per_tick.zip(v.get(v.len() / 2)).map(|(t, &m)| m as f64 * t))
+        };
         println!(
-            "QP-PINGPONG qps={} iters={} touch_pages={} avg_half_rtt_us={:.2} typical_half_rtt_us={typical}",
+            "QP-PINGPONG qps={} iters={} touch_pages={} avg_half_rtt_us={:.2} typical_half_rtt_us={typical} min_half_rtt_us={min} send_call_us={} after_send_us={}",
             a.qps,
             a.iters,
             a.touch_pages,
-            elapsed.as_secs_f64() * 1e6 / a.iters as f64 / 2.0
+            elapsed.as_secs_f64() * 1e6 / a.iters as f64 / 2.0,
+            part(|p| p.0),
+            part(|p| p.1),
         );
     }
     // The server's last pong may still be unacknowledged: wait for the client to be done.
@@ -431,12 +449,12 @@ fn main() -> Result<(), Error> {
     Ok(())
 }
 
-/// Half the median round trip in microseconds, from the counter's readings at each round
+/// Half the median and the shortest round trip in microseconds, from the counter's readings at each round
 /// trip's end (`stamps`, the first at the start) over a run of `elapsed_us` on the clock: the
 /// counter's rate is taken from the run (its ticks over its clock time), never assumed. A
 /// round trip whose counter ran backwards (a thread that moved CPUs; the check pins both ends)
 /// is left out. `None` without a counter, or when it stood still over the run.
-fn median_half_us(stamps: &[u64], elapsed_us: f64) -> Option<f64> {
+fn half_rtt_us(stamps: &[u64], elapsed_us: f64) -> Option<HalfRtt> {
     let (first, last) = (*stamps.first()?, *stamps.last()?);
     let ticks = last.checked_sub(first).filter(|&t| t > 0)?;
     let mut trips: Vec<u64> = stamps
@@ -455,7 +473,20 @@ fn median_half_us(stamps: &[u64], elapsed_us: f64) -> Option<f64> {
         trips[mid] as f64
     };
     let per_tick_us = elapsed_us / ticks as f64;
-    Some(median * per_tick_us / 2.0)
+    Some(HalfRtt {
+        min: trips[0] as f64 * per_tick_us / 2.0,
+        typical: median * per_tick_us / 2.0,
+        per_tick_us,
+    })
+}
+
+/// perftest's t_min and t_typical: half the shortest and half the median round trip (µs),
+/// and the counter's period over the run (µs a tick).
+#[derive(Debug, Clone, Copy)]
+struct HalfRtt {
+    min: f64,
+    typical: f64,
+    per_tick_us: f64,
 }
 
 /// `--touch-pages`: memory of N pages, one byte of each written per round trip.
