@@ -127,8 +127,10 @@ fn a_server_whose_port_was_taken_in_between_starts_again_on_another_port() {
 }
 
 #[test]
-fn a_server_that_fails_for_another_reason_fails_the_test() {
+fn a_server_that_fails_for_another_reason_fails_the_test_without_another_start() {
+    let mut starts = 0;
     let start = |port: u16| {
+        starts += 1;
         let addr = format!("127.0.0.1:{port}");
         let mut cmd = target_command(env!("CARGO_BIN_EXE_rdma-container"));
         cmd.args([
@@ -143,8 +145,13 @@ fn a_server_that_fails_for_another_reason_fails_the_test() {
     let failed = catch_unwind(std::panic::AssertUnwindSafe(|| {
         listening_on_free_port(start, "bench server listening", SHORT)
     }));
-    assert!(
-        failed.is_err(),
-        "a bad command line must not be retried as a taken port"
+    let message = failed
+        .err()
+        .and_then(|p| p.downcast_ref::<String>().cloned())
+        .expect("a failing server must fail the test with a message");
+    assert!(message.contains("exited before saying"), "{message}");
+    assert_eq!(
+        starts, 1,
+        "a bad command line is not a taken port: {message}"
     );
 }

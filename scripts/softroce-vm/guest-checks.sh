@@ -1623,7 +1623,10 @@ check_lat_profile() {
 # and bench lat run in the same rounds for reference. Each round runs all five, alternated,
 # pinned as in the baseline; the medians over QPP_ROUNDS rounds of the averages (t_avg, half a
 # round trip) and of the medians (t_typical, perftest's; qp_pingpong times each round trip by
-# the cycle counter), and the ratios. A measurement: PASS when every run gave one.
+# the cycle counter), with the ratios, and of the shortest round trips (t_min: does a tool ever
+# get rxe's faster path?); and per run, the qp_pingpong client's send call (where rxe does the
+# kernel's work) against the rest of its round trip. A measurement: PASS when every run gave
+# one.
 QPP_ROUNDS=5 QPP_COUNT=2000 QPP_PAGES=256
 qp_pingpong_run() { # name qps [more qp-pingpong args] -> QPP_AVG, QPP_TYP, QPP_MIN, QPP_PARTS
 	local name=$1 qps=$2 spid crc

@@ -32,8 +32,8 @@ pub fn free_port() -> u16 {
 
 /// Starts a listening child with `start` on a [`free_port`] and waits until its stderr says
 /// `ready`; returns it and its port. A port checked free can still be bound by someone else
-/// before the child binds it: a child that exits saying its port "is taken" (the binary's
-/// words) is started again on another port, up to five ports. Any other exit fails the test.
+/// before the child binds it: a child that exits saying "port N is taken" (the binary's words)
+/// is started again on another port, up to five ports. Any other exit fails the test.
 pub fn listening_on_free_port(
     mut start: impl FnMut(u16) -> Proc,
     ready: &str,
@@ -46,7 +46,8 @@ pub fn listening_on_free_port(
         if child.wait_for_stderr_or_exit(ready, timeout) {
             return (child, port);
         }
-        if !child.stderr().contains("is taken") {
+        // The binary's words for its own port (not "receive memory is taken" and the like).
+        if !child.stderr().contains(&format!("port {port} is taken")) {
             panic!("exited before saying {ready:?}\n{}", child.report());
         }
         taken.push(port);

@@ -14,12 +14,13 @@
 //! the spin polls one CQ (the receiving lane's), and the sending lane's is drained once per
 //! arrival. Both ends must be given the same `--qps` (checked). The client
 //! prints `QP-PINGPONG qps=N iters=N touch_pages=N avg_half_rtt_us=X typical_half_rtt_us=Y
-//! min_half_rtt_us=Z send_call_us=S after_send_us=A` (S and A: the medians of a round trip's
-//! two parts, the client's send, which is the post call, and the rest until the reply is taken):
-//! X from the wall clock over the timed round trips, after a warm-up; Y the median round trip
-//! (perftest's `t_typical`), each timed by the cycle counter at the rate it ran against the
-//! clock over the whole run (`-` without a counter); both half a round trip, as perftest
-//! reports. Both ends busy-poll.
+//! min_half_rtt_us=Z send_call_us=S after_send_us=A`: X from the wall clock over the timed
+//! round trips, after a warm-up; Y the median round trip (perftest's `t_typical`) and Z the
+//! shortest (`t_min`), each timed by the cycle counter at the rate it ran against the clock over
+//! the whole run (`-` without a counter); X, Y and Z are half a round trip, as perftest reports.
+//! S and A are the medians of a whole round trip's two parts on the client: its send (the post
+//! call, where rxe does the kernel's work) and the rest, until the reply is taken. Both ends
+//! busy-poll.
 //!
 //! `--touch-pages N` asks a second question, whether the memory a round trip touches costs
 //! time under emulation: each end writes one byte in each of N distinct pages of its own
@@ -411,8 +412,11 @@ fn main() -> Result<(), Error> {
             if i >= WARM_UP {
                 stamps.extend(cycles_sys::read());
                 if let (Some(a), Some(b), Some(&c)) = (before_send, after_send, stamps.last()) {
-                    // the send (its post call, a system call on rxe), then the rest of the trip
-                    parts.push((b.wrapping_sub(a), c.wrapping_sub(b)));
+                    // the send (its post call, a system call on rxe), then the rest of the trip;
+                    // a counter that ran backwards (a thread that moved CPUs) times neither
+                    if let (Some(send), Some(rest)) = (b.checked_sub(a), c.checked_sub(b)) {
+                        parts.push((send, rest));
+                    }
                 }
             }
         } else {
