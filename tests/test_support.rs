@@ -104,6 +104,21 @@ fn free_ports_are_free_and_differ() {
     }
 }
 
+/// A `bench --server --once` on 127.0.0.1:`port` over `transport`.
+fn bench_server(port: u16, transport: &str) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let mut cmd = target_command(env!("CARGO_BIN_EXE_rdma-container"));
+    cmd.args([
+        "bench",
+        "--server",
+        &addr,
+        "--transport",
+        transport,
+        "--once",
+    ]);
+    Proc::spawn("bench-server", cmd)
+}
+
 #[test]
 fn a_server_whose_port_was_taken_in_between_starts_again_on_another_port() {
     let mut held = Vec::new();
@@ -114,10 +129,7 @@ fn a_server_whose_port_was_taken_in_between_starts_again_on_another_port() {
             held.push(std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind"));
         }
         tried.push(port);
-        let addr = format!("127.0.0.1:{port}");
-        let mut cmd = target_command(env!("CARGO_BIN_EXE_rdma-container"));
-        cmd.args(["bench", "--server", &addr, "--transport", "tcp", "--once"]);
-        Proc::spawn("bench-server", cmd)
+        bench_server(port, "tcp")
     };
     let (mut server, port) = listening_on_free_port(start, "bench server listening", SHORT);
     assert_eq!(tried.len(), 2, "{tried:?}");
@@ -131,16 +143,7 @@ fn a_server_that_fails_for_another_reason_fails_the_test_without_another_start()
     let mut starts = 0;
     let start = |port: u16| {
         starts += 1;
-        let addr = format!("127.0.0.1:{port}");
-        let mut cmd = target_command(env!("CARGO_BIN_EXE_rdma-container"));
-        cmd.args([
-            "bench",
-            "--server",
-            &addr,
-            "--transport",
-            "no-such-transport",
-        ]);
-        Proc::spawn("bench-server", cmd)
+        bench_server(port, "no-such-transport")
     };
     let failed = catch_unwind(std::panic::AssertUnwindSafe(|| {
         listening_on_free_port(start, "bench server listening", SHORT)

@@ -453,11 +453,12 @@ fn main() -> Result<(), Error> {
     Ok(())
 }
 
-/// Half the median and the shortest round trip in microseconds, from the counter's readings at each round
-/// trip's end (`stamps`, the first at the start) over a run of `elapsed_us` on the clock: the
-/// counter's rate is taken from the run (its ticks over its clock time), never assumed. A
-/// round trip whose counter ran backwards (a thread that moved CPUs; the check pins both ends)
-/// is left out. `None` without a counter, or when it stood still over the run.
+/// Half the median and half the shortest round trip in microseconds, from the counter's
+/// readings at each round trip's end (`stamps`, the first at the start) over a run of
+/// `elapsed_us` on the clock: the counter's rate is taken from the run (its ticks over its clock
+/// time), never assumed. A round trip whose counter ran backwards (a thread that moved CPUs;
+/// the check pins both ends) is left out. `None` without a counter, or when it stood still over
+/// the run.
 fn half_rtt_us(stamps: &[u64], elapsed_us: f64) -> Option<HalfRtt> {
     let (first, last) = (*stamps.first()?, *stamps.last()?);
     let ticks = last.checked_sub(first).filter(|&t| t > 0)?;
