@@ -6,12 +6,11 @@
 
 mod common;
 
-use common::{assert_fails_saying, client, free_port, server, SHORT};
+use common::{assert_fails_saying, client, server, SHORT};
 
 #[test]
 fn both_ends_checking_carry_ten_thousand_messages_and_say_so() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once", "--checksum", "crc32c"]);
+    let (mut s, port) = server("server", &["--once", "--checksum", "crc32c"]);
     let mut c = client("client", port, &["--checksum", "crc32c", "--size", "300"]);
     assert_eq!(c.wait_code(common::LONG), 0, "{}", c.report());
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
@@ -41,8 +40,7 @@ fn a_check_on_one_end_only_is_refused_on_both_with_the_reason() {
         (&["--once", "--checksum", "crc32c"][..], &[][..]),
         (&["--once"][..], &["--checksum", "crc32c"][..]),
     ] {
-        let port = free_port();
-        let mut s = server("server", port, server_args);
+        let (mut s, port) = server("server", server_args);
         let mut c = client("client", port, client_args);
         assert_fails_saying(
             &mut c,
@@ -62,7 +60,6 @@ fn a_check_on_one_end_only_is_refused_on_both_with_the_reason() {
 #[test]
 fn checksummed_messages_at_the_maximum_size_arrive_whole() {
     const SIZE: &str = "262144";
-    let port = free_port();
     let both = [
         "--checksum",
         "crc32c",
@@ -73,7 +70,7 @@ fn checksummed_messages_at_the_maximum_size_arrive_whole() {
     ];
     let mut server_args = vec!["--once"];
     server_args.extend_from_slice(&both);
-    let mut s = server("server", port, &server_args);
+    let (mut s, port) = server("server", &server_args);
     let mut client_args = vec!["--size", SIZE, "--count", "300"];
     client_args.extend_from_slice(&both);
     let mut c = client("client", port, &client_args);
@@ -99,8 +96,7 @@ fn checksummed_messages_at_the_maximum_size_arrive_whole() {
 #[cfg(feature = "test-hooks")]
 #[test]
 fn a_corrupted_message_is_caught_named_and_never_printed() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once", "--checksum", "crc32c"]);
+    let (mut s, port) = server("server", &["--once", "--checksum", "crc32c"]);
     let addr = format!("{}:{port}", common::test_ip());
     let transport = common::transport_args(&[]);
     let mut args = vec![

@@ -24,10 +24,9 @@ fn credits_of(p: &Proc) -> u64 {
 
 /// A session of 1000 messages; the credits both ends report and the two logs.
 fn session(server_args: &[&str], client_args: &[&str]) -> (u64, u64, Proc, Proc) {
-    let port = free_port();
     let mut args = vec!["--quiet", "--once", "--json"];
     args.extend_from_slice(server_args);
-    let mut s = server("server", port, &args);
+    let (mut s, port) = server("server", &args);
     // Small slots: 64 credits of the default 10 MiB would be 640 MiB to set up (the DOCA
     // simulator registers them within the handshake timeout).
     let mut args = vec!["--count", "1000", "--json", "--max-msg-size", "65536"];
@@ -123,12 +122,7 @@ fn credits_from_the_environment_count_as_given() {
 
 #[test]
 fn a_client_asking_for_more_slot_memory_than_the_servers_limit_is_refused_with_the_figures() {
-    let port = free_port();
-    let mut s = server(
-        "server",
-        port,
-        &["--quiet", "--max-receive-memory", "1048576"],
-    );
+    let (mut s, port) = server("server", &["--quiet", "--max-receive-memory", "1048576"]);
     // 64 credits of 64 KiB: 4 MiB of slots against a 1 MiB limit.
     let mut c = client(
         "client",

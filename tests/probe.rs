@@ -44,9 +44,8 @@ fn an_auto_probe_without_rdma_says_why_and_exits_5() {
     if std::env::var("RDMA_TEST_TRANSPORT").is_ok_and(|t| !t.is_empty() && t != "auto") {
         return;
     }
-    let port = free_port();
+    let (_s, port) = server("server", &["--quiet"]);
     let addr = format!("127.0.0.1:{port}");
-    let _s = server("server", port, &["--quiet"]);
     let (code, p) = probe(&["--probe", &addr]);
     assert_eq!(code, 5, "{p}");
     assert_eq!(p["ok"], false, "{p}");

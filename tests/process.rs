@@ -13,8 +13,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_fails_saying, assert_running, check_counting, client, free_port, messages_after, run,
-    server, server_logging, test_ip, FakeSysfs, Proc, LONG, SHORT,
+    assert_fails_saying, assert_running, check_counting, client, messages_after, run, server,
+    server_logging, test_ip, FakeSysfs, Proc, LONG, SHORT,
 };
 use nix::sys::signal::Signal;
 use rdma_test_support::wire;
@@ -133,8 +133,7 @@ fn random_bytes() -> Vec<u8> {
 
 #[test]
 fn ten_thousand_messages_in_order_over_loopback() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once"]);
+    let (mut s, port) = server("server", &["--once"]);
     let mut c = client("client", port, &[]);
     let client_code = c.wait_code(LONG);
     let server_code = s.wait_code(LONG);
@@ -183,11 +182,10 @@ fn messages_striped_over_several_queue_pairs_arrive_in_order_with_every_byte() {
             &["--credits", "8", "--checksum", "crc32c"][..],
         ),
     ] {
-        let port = free_port();
         let size_s = size.map(|s: usize| s.to_string());
         let mut server_args = vec!["--once"];
         server_args.extend_from_slice(extra);
-        let mut s = server("server", port, &server_args);
+        let (mut s, port) = server("server", &server_args);
         let count_s = count.to_string();
         let mut client_args = vec!["--qps", qps, "--count", &count_s];
         if let Some(size) = &size_s {
@@ -228,10 +226,9 @@ fn messages_striped_over_several_queue_pairs_arrive_in_order_with_every_byte() {
 
 #[test]
 fn killed_client_is_detected_and_the_server_keeps_serving() {
-    let port = free_port();
     // A killed client cannot resume: the server waits 2 s for it (--resume-timeout), then
     // reports it lost.
-    let mut s = server("server", port, &["--resume-timeout", "2"]);
+    let (mut s, port) = server("server", &["--resume-timeout", "2"]);
     let mut c1 = client(
         "killed client",
         port,
@@ -281,8 +278,7 @@ fn killed_client_is_detected_and_the_server_keeps_serving() {
 /// "peer lost" and how many of its messages had been received, at least what the server printed.
 #[test]
 fn killed_server_is_reported_by_the_client_with_the_count() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once"]);
+    let (mut s, port) = server("server", &["--once"]);
     // The client tries to resume for 2 s (nobody answers), then reports the loss.
     let mut c = client(
         "client",
@@ -317,16 +313,14 @@ fn killed_server_is_reported_by_the_client_with_the_count() {
 
 #[test]
 fn garbage_gets_a_reject_or_a_close_and_the_server_keeps_serving() {
-    let port = free_port();
     // A handshake timeout below SHORT, so that garbage the server waits on (a random frame
     // length under the limit) is closed within the test's wait, and above a verbs set-up of a
     // debug build on an emulated host (2 s was not: the VM's suite saw the good client's
     // handshake time out).
     // Debug level: every ignored connection is logged there (at warning level, one line a
     // second with a count: stranger floods are rate-limited).
-    let mut s = server_logging(
+    let (mut s, port) = server_logging(
         "server",
-        port,
         &["--once", "--handshake-timeout", &common::scaled_secs(6)],
         "debug",
     );
@@ -348,16 +342,10 @@ fn garbage_gets_a_reject_or_a_close_and_the_server_keeps_serving() {
 
 #[test]
 fn silent_connection_does_not_block_a_real_client_and_times_out() {
-    let port = free_port();
     // Debug level, to see when the server has accepted the silent connection. The handshake
     // timeout leaves the real client room even on an emulated machine (the VM's suite).
     let handshake = common::scaled_secs(8);
-    let mut s = server_logging(
-        "server",
-        port,
-        &["--handshake-timeout", &handshake],
-        "debug",
-    );
+    let (mut s, port) = server_logging("server", &["--handshake-timeout", &handshake], "debug");
 
     let mut silent = connect(port);
     let local = silent.local_addr().expect("local addr");
@@ -389,8 +377,7 @@ fn silent_connection_does_not_block_a_real_client_and_times_out() {
 
 #[test]
 fn truncated_hello_does_not_hurt_the_server() {
-    let port = free_port();
-    let mut s = server_logging("server", port, &["--once"], "debug");
+    let (mut s, port) = server_logging("server", &["--once"], "debug");
     let frame = hello_frame();
     assert!(frame.len() > 10);
     let mut t = connect(port);
@@ -404,8 +391,7 @@ fn truncated_hello_does_not_hurt_the_server() {
 
 #[test]
 fn oversize_message_fails_before_anything_is_sent() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once", "--max-msg-size", "100"]);
+    let (mut s, port) = server("server", &["--once", "--max-msg-size", "100"]);
     let mut c = client("client", port, &["--size", "200", "--count", "10"]);
     let code = c.wait_code(SHORT);
     // README: 1 with one clear error line for any failure.
@@ -425,8 +411,7 @@ fn oversize_message_fails_before_anything_is_sent() {
 
 #[test]
 fn zero_length_messages_arrive() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once"]);
+    let (mut s, port) = server("server", &["--once"]);
     let mut c = client("client", port, &["--size", "0", "--count", "5"]);
     assert_eq!(c.wait_code(SHORT), 0, "{}", c.report());
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
@@ -435,8 +420,7 @@ fn zero_length_messages_arrive() {
 
 #[test]
 fn ctrl_c_on_the_client_ends_the_stream_cleanly() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once"]);
+    let (mut s, port) = server("server", &["--once"]);
     let mut c = client("client", port, &["--count", ENDLESS]);
     s.wait_for_stdout_lines(100, SHORT);
     std::thread::sleep(MID_STREAM);
@@ -457,8 +441,7 @@ fn ctrl_c_on_the_client_ends_the_stream_cleanly() {
 
 #[test]
 fn ctrl_c_on_the_server_mid_session() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once"]);
+    let (mut s, port) = server("server", &["--once"]);
     let mut c = client("client", port, &["--count", ENDLESS]);
     s.wait_for_stdout_lines(100, SHORT);
     std::thread::sleep(MID_STREAM);
@@ -488,8 +471,7 @@ fn ctrl_c_on_the_server_mid_session() {
 
 #[test]
 fn second_client_during_a_session_is_told_busy() {
-    let port = free_port();
-    let mut s = server("server", port, &[]);
+    let (mut s, port) = server("server", &[]);
     let mut first = client("first client", port, &["--count", ENDLESS]);
     s.wait_for_stdout_lines(100, SHORT);
     let mut second = client(

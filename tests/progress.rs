@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{client, free_port, on_path, server, skip_or_fail, validate_json, Proc, LONG, SHORT};
+use common::{client, on_path, server, skip_or_fail, validate_json, Proc, LONG, SHORT};
 use nix::sys::signal::Signal;
 
 /// The interval lines of a log: (from, to, messages, total) each.
@@ -58,8 +58,7 @@ fn assert_consistent(lines: &[(f64, f64, u64, u64)], at_most: u64, who: &Proc) {
 
 #[test]
 fn with_interval_both_ends_print_a_line_per_interval_in_the_summarys_shape() {
-    let port = free_port();
-    let mut s = server("server", port, &["--quiet", "--interval", "0.5", "--once"]);
+    let (mut s, port) = server("server", &["--quiet", "--interval", "0.5", "--once"]);
     let count = 40_000;
     let mut c = client(
         "client",
@@ -94,8 +93,7 @@ fn with_interval_both_ends_print_a_line_per_interval_in_the_summarys_shape() {
 
 #[test]
 fn with_interval_and_json_each_interval_is_a_json_line_that_matches_its_schema() {
-    let port = free_port();
-    let mut s = server("server", port, &["--quiet", "--once"]);
+    let (mut s, port) = server("server", &["--quiet", "--once"]);
     let mut c = client(
         "client",
         port,
@@ -127,8 +125,7 @@ fn with_interval_and_json_each_interval_is_a_json_line_that_matches_its_schema()
 
 #[test]
 fn into_a_pipe_without_interval_nothing_periodic_is_printed() {
-    let port = free_port();
-    let mut s = server("server", port, &["--quiet", "--once"]);
+    let (mut s, port) = server("server", &["--quiet", "--once"]);
     let mut c = client("client", port, &["--count", "40000"]);
     assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
     assert_eq!(s.wait_code(SHORT), 0, "{}", s.report());
@@ -160,8 +157,7 @@ fn on_a_terminal_a_line_a_second_by_default_and_none_with_quiet() {
         return;
     }
     for (extra, wanted) in [("", true), ("--quiet", false)] {
-        let port = free_port();
-        let mut s = server("server", port, &["--quiet", "--transport", "tcp"]);
+        let (mut s, port) = server("server", &["--quiet", "--transport", "tcp"]);
         let out = client_on_a_terminal(port, extra);
         let lines = out.lines().filter(|l| l.contains("cli::progress")).count();
         if wanted {

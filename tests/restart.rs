@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::ss::{have_ss_kill, kill, Conn};
-use common::{client, free_port, scaled, server, short, Proc, LONG, SHORT};
+use common::{client, scaled, server, server_on_port, short, Proc, LONG, SHORT};
 use nix::sys::signal::Signal;
 
 const ENDLESS: &str = "100000000";
@@ -64,13 +64,12 @@ fn assert_counting(p: &Proc, count: usize) {
 /// must be served within 2 s (scaled) and finish; the parked session ends as lost, its rate
 /// counted over the time data moved.
 fn restarted_client_takes_the_parked_sessions_place(extra: &[&str], once: bool) {
-    let port = free_port();
     let mut server_args = vec!["--quiet", "--json"];
     server_args.extend_from_slice(extra);
     if once {
         server_args.push("--once");
     }
-    let mut s = server("server", port, &server_args);
+    let (mut s, port) = server("server", &server_args);
     let mut crashed_args = vec!["--count", ENDLESS];
     crashed_args.extend_from_slice(extra);
     let mut crashed = client("client that crashes", port, &crashed_args);
@@ -188,12 +187,10 @@ fn a_stranger_without_the_key_cannot_end_a_parked_keyed_session_which_then_resum
         "another-key-entirely-0123456789abcdef\n",
     );
     let (key, wrong) = (key.to_str().expect("utf-8"), wrong.to_str().expect("utf-8"));
-    let port = free_port();
     let count = 200_000;
     let count_s = count.to_string();
-    let mut s = server(
+    let (mut s, port) = server(
         "server",
-        port,
         &["--auth-key-file", key, "--once", "--resume-timeout", "30"],
     );
     let mut owner = client(
@@ -249,8 +246,7 @@ fn a_stranger_without_the_key_cannot_end_a_parked_keyed_session_which_then_resum
 
 #[test]
 fn a_client_told_busy_retries_within_its_connect_timeout_and_is_served_when_the_place_frees() {
-    let port = free_port();
-    let mut s = server("server", port, &["--quiet"]);
+    let (mut s, port) = server("server", &["--quiet"]);
     let mut first = client("first client", port, &["--count", ENDLESS]);
     s.wait_for_stderr("session established", SHORT);
     let mut second = client(
@@ -273,8 +269,7 @@ fn a_client_told_busy_retries_within_its_connect_timeout_and_is_served_when_the_
 
 #[test]
 fn a_client_whose_server_restarted_ends_at_once_on_no_session_with_that_id() {
-    let port = free_port();
-    let mut first = server("first server", port, &["--quiet"]);
+    let (mut first, port) = server("first server", &["--quiet"]);
     let mut c = client(
         "client",
         port,
@@ -285,7 +280,7 @@ fn a_client_whose_server_restarted_ends_at_once_on_no_session_with_that_id() {
     first.signal(Signal::SIGKILL);
     first.wait(SHORT);
     let restarted = Instant::now();
-    let mut second = server("restarted server", port, &["--quiet"]);
+    let mut second = server_on_port("restarted server", port, &["--quiet"]);
     assert_eq!(c.wait_code(LONG), 3, "{}", c.report());
     let ended_after = restarted.elapsed();
     assert!(

@@ -43,11 +43,10 @@ fn read_lines(path: &Path) -> Vec<Value> {
 
 #[test]
 fn finished_session_result_on_both_ends_matches_the_schema() {
-    let port = free_port();
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("server.jsonl");
     let out_arg = out.to_str().expect("utf-8");
-    let mut s = server("server", port, &["--once", "--out-json", out_arg]);
+    let (mut s, port) = server("server", &["--once", "--out-json", out_arg]);
     let mut c = client("client", port, &["--json", "-n", "20", "--size", "100"]);
     assert_eq!(c.wait_code(LONG), 0, "{}", c.report());
     assert_eq!(s.wait_code(LONG), 0, "{}", s.report());
@@ -76,11 +75,9 @@ fn finished_session_result_on_both_ends_matches_the_schema() {
 
 #[test]
 fn killed_client_ends_the_once_server_with_peer_lost_and_status_3() {
-    let port = free_port();
     // A killed client cannot resume: the server waits 2 s for it (--resume-timeout).
-    let mut s = server(
+    let (mut s, port) = server(
         "server",
-        port,
         &["--once", "--json", "--quiet", "--resume-timeout", "2"],
     );
     let c = client("client", port, &["-n", "100000000"]);
@@ -96,8 +93,7 @@ fn killed_client_ends_the_once_server_with_peer_lost_and_status_3() {
 
 #[test]
 fn busy_server_rejects_the_second_client_with_status_4() {
-    let port = free_port();
-    let _s = server("server", port, &["--quiet"]);
+    let (_s, port) = server("server", &["--quiet"]);
     let mut first = client("first", port, &["-n", "100000000"]);
     std::thread::sleep(Duration::from_millis(300));
     let mut second = client("second", port, &["--json", "--connect-timeout", "1"]);
@@ -117,8 +113,7 @@ fn busy_server_rejects_the_second_client_with_status_4() {
 
 #[test]
 fn ctrl_c_on_the_client_reports_interrupted_and_130() {
-    let port = free_port();
-    let _s = server("server", port, &["--quiet"]);
+    let (_s, port) = server("server", &["--quiet"]);
     let mut c = client("client", port, &["--json", "-n", "100000000"]);
     c.wait_for_stderr("session established", SHORT);
     std::thread::sleep(Duration::from_millis(200));
@@ -135,8 +130,7 @@ fn require_rdma_refuses_the_tcp_fallback_with_the_reason_and_status_5() {
         // The transport under test is named: --require-rdma is about auto.
         return;
     }
-    let port = free_port();
-    let mut s = server("server", port, &["--quiet"]);
+    let (mut s, port) = server("server", &["--quiet"]);
     // The client on its own requires RDMA; loopback has no RoCE GID.
     let mut c = client("client", port, &["--json", "--require-rdma"]);
     assert_eq!(c.wait_code(SHORT), 5, "{}", c.report());
@@ -152,8 +146,7 @@ fn require_rdma_refuses_the_tcp_fallback_with_the_reason_and_status_5() {
     assert!(v["transport"].is_null(), "{v}");
     // A server that requires RDMA refuses the session too, and keeps serving.
     s.kill();
-    let port = free_port();
-    let mut s = server("server", port, &["--require-rdma", "--once", "--json"]);
+    let (mut s, port) = server("server", &["--require-rdma", "--once", "--json"]);
     let mut c = client("client", port, &[]);
     assert_ne!(c.wait_code(SHORT), 0, "{}", c.report());
     assert_eq!(s.wait_code(SHORT), 5, "{}", s.report());
@@ -213,10 +206,9 @@ fn queue_pair_settings_are_in_the_session_result() {
         );
         return;
     }
-    let port = free_port();
     let mut args = vec!["--once", "--json", "--quiet"];
     args.extend_from_slice(flags);
-    let mut s = server("server", port, &args);
+    let (mut s, port) = server("server", &args);
     let mut args = vec!["--json", "-n", "20"];
     args.extend_from_slice(flags);
     let mut c = client("client", port, &args);

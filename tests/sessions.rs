@@ -88,8 +88,7 @@ fn wait_until_sessions_print(s: &mut Proc, sessions: usize) {
 /// A `--max-sessions 3` server with 3 clients that send until they are stopped, once each
 /// session has printed: the port, the server, the clients.
 fn three_sessions_running() -> (u16, Proc, Vec<Proc>) {
-    let port = free_port();
-    let mut s = server("server", port, &["--max-sessions", "3"]);
+    let (mut s, port) = server("server", &["--max-sessions", "3"]);
     let running = (1..=3)
         .map(|k| client(&format!("client {k}"), port, &["--count", ENDLESS]))
         .collect();
@@ -99,8 +98,7 @@ fn three_sessions_running() -> (u16, Proc, Vec<Proc>) {
 
 #[test]
 fn four_senders_at_once_each_stream_arrives_complete_and_in_order() {
-    let port = free_port();
-    let mut s = server("server", port, &["--max-sessions", "4"]);
+    let (mut s, port) = server("server", &["--max-sessions", "4"]);
     let mut clients: Vec<Proc> = (1..=4)
         .map(|k| client(&format!("client {k}"), port, &[]))
         .collect();
@@ -209,7 +207,6 @@ fn ctrl_c_ends_every_running_session_with_the_interrupted_reason() {
 
 #[test]
 fn a_session_beyond_the_receive_memory_limit_is_refused_and_small_slots_fit() {
-    let port = free_port();
     // Each session takes 2 slots of at most 1000 bytes: two of 1000 would be 4000 > 3000.
     let limits = [
         "--max-sessions",
@@ -221,7 +218,7 @@ fn a_session_beyond_the_receive_memory_limit_is_refused_and_small_slots_fit() {
         "--max-receive-memory",
         "3000",
     ];
-    let mut s = server("server", port, &limits);
+    let (mut s, port) = server("server", &limits);
     let mut first = client("first client", port, &["--count", ENDLESS]);
     wait_until_sessions_print(&mut s, 1);
 

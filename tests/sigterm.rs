@@ -10,9 +10,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{
-    assert_exits_saying, check_counting, client, free_port, messages_after, server, Proc, SHORT,
-};
+use common::{assert_exits_saying, check_counting, client, messages_after, server, Proc, SHORT};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
@@ -30,9 +28,8 @@ fn results(p: &Proc) -> Vec<Value> {
 
 #[test]
 fn sigterm_on_the_server_mid_session_stops_it_cleanly_with_143() {
-    let port = free_port();
     // No --once: the server of a pod, serving until it is stopped.
-    let mut s = server("server", port, &["--json"]);
+    let (mut s, port) = server("server", &["--json"]);
     let mut c = client("client", port, &["--count", ENDLESS]);
     s.wait_for_stdout_lines(100, SHORT);
     s.signal(Signal::SIGTERM);
@@ -71,8 +68,7 @@ fn sigterm_on_the_server_mid_session_stops_it_cleanly_with_143() {
 
 #[test]
 fn sigterm_on_the_client_finishes_the_stream_and_exits_143() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once"]);
+    let (mut s, port) = server("server", &["--once"]);
     let mut c = client("client", port, &["--json", "--count", ENDLESS]);
     s.wait_for_stdout_lines(100, SHORT);
     c.signal(Signal::SIGTERM);
@@ -109,8 +105,7 @@ fn an_idle_server_says_which_signal_stopped_it() {
         (Signal::SIGTERM, 143, "stopped (SIGTERM) after 0 session(s)"),
         (Signal::SIGINT, 130, "interrupted after 0 session(s)"),
     ] {
-        let port = free_port();
-        let mut s = server("server", port, &[]);
+        let (mut s, _) = server("server", &[]);
         s.signal(signal);
         assert_eq!(s.wait_code(SHORT), status, "{signal}\n{}", s.report());
         assert!(s.stderr().contains(words), "{signal}\n{}", s.report());
@@ -119,8 +114,7 @@ fn an_idle_server_says_which_signal_stopped_it() {
 
 #[test]
 fn ctrl_c_on_the_server_keeps_its_words_and_130() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once"]);
+    let (mut s, port) = server("server", &["--once"]);
     let mut c = client("client", port, &["--count", ENDLESS]);
     s.wait_for_stdout_lines(100, SHORT);
     s.signal(Signal::SIGINT);
@@ -142,8 +136,7 @@ fn ctrl_c_on_the_server_keeps_its_words_and_130() {
 /// once (143), even while the peer is frozen.
 #[test]
 fn a_second_sigterm_exits_at_once_while_the_first_waits_for_a_frozen_peer() {
-    let port = free_port();
-    let mut s = server("server", port, &["--once"]);
+    let (mut s, port) = server("server", &["--once"]);
     let mut c = client("client", port, &["--count", ENDLESS]);
     s.wait_for_stdout_lines(100, SHORT);
     // Freeze the receiver: the sender's clean end (Finish, then waiting for the receiver to

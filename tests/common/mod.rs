@@ -170,13 +170,28 @@ pub fn expected_transport() -> &'static str {
     }
 }
 
-/// Starts a server on the test address and `port` and waits until it listens.
-pub fn server(name: &str, port: u16, extra: &[&str]) -> Proc {
-    server_logging(name, port, extra, "info")
+/// Starts a server on the test address and a free port, waits until it listens, and returns it
+/// with its port (started again on another port if someone took the first in between).
+pub fn server(name: &str, extra: &[&str]) -> (Proc, u16) {
+    server_logging(name, extra, "info")
 }
 
 /// [`server`] with another `RUST_LOG` level.
-pub fn server_logging(name: &str, port: u16, extra: &[&str], log: &str) -> Proc {
+pub fn server_logging(name: &str, extra: &[&str], log: &str) -> (Proc, u16) {
+    let start = |port: u16| Proc::spawn(name, server_command(port, extra, log));
+    listening_on_free_port(start, "listening on", SHORT)
+}
+
+/// Starts a server on `port` as [`server`] does, without another try if the port is taken: for
+/// a test that starts a server again where the one before it listened.
+pub fn server_on_port(name: &str, port: u16, extra: &[&str]) -> Proc {
+    let mut p = Proc::spawn(name, server_command(port, extra, "info"));
+    p.wait_for_stderr("listening on", SHORT);
+    p
+}
+
+/// `--server` on the test address and `port`, with the test transport and `extra`.
+fn server_command(port: u16, extra: &[&str], log: &str) -> Command {
     let addr = format!("{}:{port}", test_ip());
     let transport = transport_args(&[]);
     let mut args = vec!["--server", addr.as_str()];
@@ -184,9 +199,7 @@ pub fn server_logging(name: &str, port: u16, extra: &[&str], log: &str) -> Proc 
     args.extend_from_slice(extra);
     let mut cmd = command(&args);
     cmd.env("RUST_LOG", log);
-    let mut p = Proc::spawn(name, cmd);
-    p.wait_for_stderr("listening on", SHORT);
-    p
+    cmd
 }
 
 /// Starts a client toward the test address and `port` (`--connect-timeout 10`).
