@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{free_port, Proc, SHORT};
+use common::{free_port, listening_on_free_port, Proc, SHORT};
 use rdma_test_support::wire::{self, read_frame, KIND_AUTH_RESPONSE};
 
 const KEY: &str = "correct-horse-battery-staple-0123456789";
@@ -25,16 +25,17 @@ fn key_file(dir: &Path, name: &str, contents: &str, mode: u32) -> PathBuf {
     path
 }
 
-fn server(port: u16, key: Option<&Path>) -> Proc {
-    let addr = format!("127.0.0.1:{port}");
-    let mut args = vec!["--server", addr.as_str(), "--transport", "tcp"];
-    let key = key.map(|k| k.display().to_string());
-    if let Some(k) = &key {
-        args.extend(["--auth-key-file", k.as_str()]);
-    }
-    let mut p = common::start("server", &args);
-    p.wait_for_stderr("listening on", SHORT);
-    p
+fn server(key: Option<&Path>) -> (Proc, u16) {
+    let start = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        let mut args = vec!["--server", addr.as_str(), "--transport", "tcp"];
+        let key = key.map(|k| k.display().to_string());
+        if let Some(k) = &key {
+            args.extend(["--auth-key-file", k.as_str()]);
+        }
+        common::start("server", &args)
+    };
+    listening_on_free_port(start, "listening on", SHORT)
 }
 
 fn client(port: u16, key: Option<&Path>, count: &str) -> Proc {
@@ -66,8 +67,7 @@ fn stop(mut s: Proc) -> String {
 fn the_same_key_on_both_ends_carries_ten_thousand_messages_and_never_shows_the_key() {
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path(), "key", KEY, 0o600);
-    let port = free_port();
-    let mut s = server(port, Some(&key));
+    let (mut s, port) = server(Some(&key));
     let mut c = client(port, Some(&key), "10000");
     assert_eq!(c.wait_code(Duration::from_secs(60)), 0, "{}", c.report());
     s.wait_for_stdout_lines(10_000, Duration::from_secs(30));
@@ -87,8 +87,7 @@ fn the_same_key_on_both_ends_carries_ten_thousand_messages_and_never_shows_the_k
 fn a_client_without_the_key_is_refused_in_one_round_trip_and_logged() {
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path(), "key", KEY, 0o600);
-    let port = free_port();
-    let s = server(port, Some(&key));
+    let (s, port) = server(Some(&key));
     let mut c = client(port, None, "10");
     // 4: refused or rejected (docs/troubleshooting.md, exit statuses).
     assert_eq!(c.wait_code(Duration::from_secs(30)), 4, "{}", c.report());
@@ -110,8 +109,7 @@ fn another_key_is_refused_on_both_ends_without_a_session() {
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path(), "key", KEY, 0o600);
     let other = key_file(dir.path(), "other", OTHER_KEY, 0o600);
-    let port = free_port();
-    let s = server(port, Some(&key));
+    let (s, port) = server(Some(&key));
     let mut c = client(port, Some(&other), "10");
     // 4: refused or rejected (docs/troubleshooting.md, exit statuses).
     assert_eq!(c.wait_code(Duration::from_secs(30)), 4, "{}", c.report());
@@ -135,8 +133,7 @@ fn another_key_is_refused_on_both_ends_without_a_session() {
 fn a_key_on_the_client_only_is_refused_with_a_reason_that_says_so() {
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path(), "key", KEY, 0o600);
-    let port = free_port();
-    let s = server(port, None);
+    let (s, port) = server(None);
     let mut c = client(port, Some(&key), "10");
     // 4: refused or rejected (docs/troubleshooting.md, exit statuses).
     assert_eq!(c.wait_code(Duration::from_secs(30)), 4, "{}", c.report());
@@ -152,8 +149,7 @@ fn a_key_on_the_client_only_is_refused_with_a_reason_that_says_so() {
 fn a_replayed_handshake_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path(), "key", KEY, 0o600);
-    let port = free_port();
-    let s = server(port, Some(&key));
+    let (s, port) = server(Some(&key));
     let connect = || {
         let c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
         c.set_read_timeout(Some(SHORT)).expect("timeout");
@@ -249,23 +245,24 @@ fn the_listener_counts_clients_refused_for_the_key() {
 
 /// A server with a key and a handshake timeout far longer than the test; its handshakes log at
 /// debug level ("ADDR: proved the key").
-fn patient_server(port: u16, key: &Path) -> Proc {
-    let addr = format!("127.0.0.1:{port}");
-    let key = key.display().to_string();
-    let mut cmd = common::command(&[
-        "--server",
-        &addr,
-        "--transport",
-        "tcp",
-        "--auth-key-file",
-        &key,
-        "--handshake-timeout",
-        "60",
-    ]);
-    cmd.env("RUST_LOG", "info,rdma_container::session::handshake=debug");
-    let mut p = Proc::spawn("server", cmd);
-    p.wait_for_stderr("listening on", SHORT);
-    p
+fn patient_server(key: &Path) -> (Proc, u16) {
+    let start = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        let key = key.display().to_string();
+        let mut cmd = common::command(&[
+            "--server",
+            &addr,
+            "--transport",
+            "tcp",
+            "--auth-key-file",
+            &key,
+            "--handshake-timeout",
+            "60",
+        ]);
+        cmd.env("RUST_LOG", "info,rdma_container::session::handshake=debug");
+        Proc::spawn("server", cmd)
+    };
+    listening_on_free_port(start, "listening on", SHORT)
 }
 
 /// Reads until the server closes the connection (or resets it); fails after `limit`.
@@ -287,8 +284,7 @@ fn wait_closed_by_server(s: &mut TcpStream, limit: Duration) {
 fn a_silent_stranger_is_closed_after_the_authentication_window_not_the_handshake_timeout() {
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path(), "key", KEY, 0o600);
-    let port = free_port();
-    let s = patient_server(port, &key);
+    let (s, port) = patient_server(&key);
     let connected = std::time::Instant::now();
     let mut silent = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     // A stranger that sent its challenge but never its proof is held no longer either.
@@ -317,8 +313,7 @@ fn a_silent_stranger_is_closed_after_the_authentication_window_not_the_handshake
 fn a_client_that_proved_the_key_keeps_its_place_while_strangers_flood_the_table() {
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path(), "key", KEY, 0o600);
-    let port = free_port();
-    let mut s = patient_server(port, &key);
+    let (mut s, port) = patient_server(&key);
     let mut proven = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     proven.set_read_timeout(Some(SHORT)).expect("timeout");
     wire::authenticate(&mut proven, KEY.as_bytes(), &[4u8; 32], true).expect("authentication");
@@ -385,8 +380,7 @@ fn resume_fields_of_the_servers_hello(port: u16, key: Option<&[u8]>) -> ([u8; 16
 fn a_keyed_servers_hello_carries_a_session_id_but_never_the_resume_secret() {
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path(), "key", KEY, 0o600);
-    let port = free_port();
-    let s = server(port, Some(&key));
+    let (s, port) = server(Some(&key));
     let (id, secret) = resume_fields_of_the_servers_hello(port, Some(KEY.as_bytes()));
     assert_ne!(id, [0u8; 16], "a resumable session has an id");
     assert_eq!(
@@ -397,8 +391,7 @@ fn a_keyed_servers_hello_carries_a_session_id_but_never_the_resume_secret() {
     assert_ne!(id, other_id, "each session has its own id");
     stop(s);
 
-    let port = free_port();
-    let s = server(port, None);
+    let (s, port) = server(None);
     let (id, secret) = resume_fields_of_the_servers_hello(port, None);
     assert_ne!(id, [0u8; 16]);
     assert_ne!(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, Proc, LONG, SHORT};
+use common::{listening_on_free_port, Proc, LONG, SHORT};
 
 const SHORT_RUN: u64 = 200;
 const LONG_RUN: u64 = 20_200;
@@ -13,21 +13,21 @@ const LONG_RUN: u64 = 20_200;
 /// attempt, so the test takes the first attempt that agrees.
 const ATTEMPTS: usize = 3;
 
-fn server(port: u16) -> Proc {
-    let addr = format!("127.0.0.1:{port}");
-    let mut p = common::start(
-        "bench-server",
-        &["bench", "--server", &addr, "--transport", "tcp", "--once"],
-    );
-    p.wait_for_stderr("bench server listening", SHORT);
-    p
+fn server() -> (Proc, u16) {
+    let start = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        common::start(
+            "bench-server",
+            &["bench", "--server", &addr, "--transport", "tcp", "--once"],
+        )
+    };
+    listening_on_free_port(start, "bench server listening", SHORT)
 }
 
 /// One client run of `iters` round trips: the wall-clock time around the client process and
 /// the time its report accounts to round trips (twice the half round trip, times iterations).
 fn timed(iters: u64) -> (f64, f64) {
-    let port = free_port();
-    let mut s = server(port);
+    let (mut s, port) = server();
     let addr = format!("127.0.0.1:{port}");
     let n = iters.to_string();
     let started = std::time::Instant::now();

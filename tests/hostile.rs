@@ -16,7 +16,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{free_port, Proc, SHORT};
+use common::{free_port, listening_on_free_port, Proc, SHORT};
 use rdma_test_support::wire::{
     self, credit, data, finish, frame, read_frame, KIND_READY, ROLE_RECEIVER, ROLE_SENDER,
 };
@@ -65,13 +65,14 @@ fn control_connect(port: u16) -> TcpStream {
     s
 }
 
-fn server(port: u16, extra: &[&str]) -> Proc {
-    let addr = format!("127.0.0.1:{port}");
-    let mut args = vec!["--server", addr.as_str(), "--transport", "tcp", "--once"];
-    args.extend_from_slice(extra);
-    let mut p = common::start("server", &args);
-    p.wait_for_stderr("listening on", SHORT);
-    p
+fn server(extra: &[&str]) -> (Proc, u16) {
+    let start = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        let mut args = vec!["--server", addr.as_str(), "--transport", "tcp", "--once"];
+        args.extend_from_slice(extra);
+        common::start("server", &args)
+    };
+    listening_on_free_port(start, "listening on", SHORT)
 }
 
 /// CPU seconds (user + system) the process has used so far. A process whose /proc entry cannot
@@ -112,8 +113,7 @@ fn messages_after_finish_are_never_delivered_and_the_session_ends() {
     // The attack as found: Finish{1} after one message, then more messages on a data
     // connection that stays open. The session must end (at end of stream, or with a
     // violation if an extra message is seen first) and nothing past the count is printed.
-    let port = free_port();
-    let mut s = server(port, &[]);
+    let (mut s, port) = server(&[]);
     let mut peer = HostileSender::connect(port);
     peer.data.write_all(&data(b"first")).unwrap();
     peer.control.write_all(&finish(1)).unwrap();
@@ -134,8 +134,7 @@ fn messages_after_finish_are_never_delivered_and_the_session_ends() {
 #[test]
 fn a_message_past_the_finish_count_is_a_violation() {
     // Finish{1} known first, then two messages in one write: the second is past the count.
-    let port = free_port();
-    let mut s = server(port, &[]);
+    let (mut s, port) = server(&[]);
     let mut peer = HostileSender::connect(port);
     peer.control.write_all(&finish(1)).unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -156,8 +155,7 @@ fn a_message_past_the_finish_count_is_a_violation() {
 
 #[test]
 fn a_finish_below_the_arrivals_is_a_violation_and_never_wraps_the_count() {
-    let port = free_port();
-    let mut s = server(port, &[]);
+    let (mut s, port) = server(&[]);
     let mut peer = HostileSender::connect(port);
     peer.data.write_all(&data(b"a")).unwrap();
     peer.data.write_all(&data(b"b")).unwrap();
@@ -176,8 +174,7 @@ fn a_finish_below_the_arrivals_is_a_violation_and_never_wraps_the_count() {
 
 #[test]
 fn control_closed_after_finish_with_data_open_ends_without_spinning() {
-    let port = free_port();
-    let mut s = server(port, &[]);
+    let (mut s, port) = server(&[]);
     let mut peer = HostileSender::connect(port);
     peer.data.write_all(&data(b"only")).unwrap();
     peer.control.write_all(&finish(3)).unwrap();
@@ -196,8 +193,7 @@ fn control_closed_after_finish_with_data_open_ends_without_spinning() {
 
 #[test]
 fn receiver_does_not_spin_on_a_closed_data_connection() {
-    let port = free_port();
-    let mut s = server(port, &[]);
+    let (mut s, port) = server(&[]);
     let peer = HostileSender::connect(port);
     peer.data.shutdown(Shutdown::Both).unwrap();
     // The receiver now waits up to 2 s for a Finish on the still open control connection.
@@ -274,8 +270,7 @@ fn sender_does_not_spin_while_lingering_after_finish() {
 
 #[test]
 fn one_deadline_covers_the_whole_handshake() {
-    let port = free_port();
-    let mut s = server(port, &["--handshake-timeout", "2"]);
+    let (mut s, port) = server(&["--handshake-timeout", "2"]);
     let mut control = control_connect(port);
     control.write_all(&hello(ROLE_SENDER, &[])).unwrap();
     let blob = hello_blob(&read_frame(&mut control).unwrap());
@@ -306,8 +301,7 @@ fn one_deadline_covers_the_whole_handshake() {
 
 #[test]
 fn an_idle_data_connection_does_not_delay_the_real_one() {
-    let port = free_port();
-    let mut s = server(port, &["--handshake-timeout", "30"]);
+    let (mut s, port) = server(&["--handshake-timeout", "30"]);
     let mut control = control_connect(port);
     control.write_all(&hello(ROLE_SENDER, &[])).unwrap();
     let blob = hello_blob(&read_frame(&mut control).unwrap());
@@ -562,8 +556,7 @@ fn errors_do_not_repeat_their_cause() {
 
 #[test]
 fn misleading_payloads_are_printed_so_they_cannot_mislead() {
-    let port = free_port();
-    let mut s = server(port, &[]);
+    let (mut s, port) = server(&[]);
     let mut peer = HostileSender::connect(port);
     let msgs: [&[u8]; 4] = [
         "abc\u{202E}fed".as_bytes(),
@@ -594,8 +587,7 @@ fn misleading_payloads_are_printed_so_they_cannot_mislead() {
 
 #[test]
 fn finish_twice_is_a_violation() {
-    let port = free_port();
-    let mut s = server(port, &[]);
+    let (mut s, port) = server(&[]);
     let mut peer = HostileSender::connect(port);
     peer.control.write_all(&finish(1)).unwrap();
     peer.control.write_all(&finish(1)).unwrap();
@@ -606,8 +598,7 @@ fn finish_twice_is_a_violation() {
 
 #[test]
 fn finish_count_too_high_is_reported_with_what_is_missing() {
-    let port = free_port();
-    let mut s = server(port, &[]);
+    let (mut s, port) = server(&[]);
     let mut peer = HostileSender::connect(port);
     peer.data.write_all(&data(b"x")).unwrap();
     peer.control.write_all(&finish(5)).unwrap();
@@ -622,8 +613,7 @@ fn finish_count_too_high_is_reported_with_what_is_missing() {
 
 #[test]
 fn data_before_ready_is_a_violation() {
-    let port = free_port();
-    let mut s = server(port, &[]);
+    let (mut s, port) = server(&[]);
     let mut control = control_connect(port);
     control.write_all(&hello(ROLE_SENDER, &[])).unwrap();
     let blob = hello_blob(&read_frame(&mut control).unwrap());
@@ -647,8 +637,7 @@ fn wrong_messages_to_the_receiver_are_violations() {
         ("Credit", credit(0)),
         ("Hello", hello(ROLE_SENDER, &[])),
     ] {
-        let port = free_port();
-        let mut s = server(port, &[]);
+        let (mut s, port) = server(&[]);
         let mut peer = HostileSender::connect(port);
         peer.control.write_all(&msg).unwrap();
         assert_eq!(s.wait_code(SHORT), 1, "{name}: {}", s.report());
@@ -703,8 +692,7 @@ fn a_reject_mid_stream_reaches_the_sender() {
 
 #[test]
 fn idle_timeout_ends_a_frozen_session() {
-    let port = free_port();
-    let mut s = server(port, &["--idle-timeout", "1"]);
+    let (mut s, port) = server(&["--idle-timeout", "1"]);
     let peer = HostileSender::connect(port);
     assert_eq!(s.wait_code(SHORT), 1, "{}", s.report());
     assert!(s.stderr().contains("idle timeout"), "{}", s.report());

@@ -18,21 +18,32 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::ss::{have_ss_kill, kill, try_kill, Conn};
-use common::{command, free_port, Proc, SHORT};
+use common::{command, listening_on_free_port, Proc, SHORT};
 
 const COUNT: usize = 10_000;
 const LONG: Duration = Duration::from_secs(90);
 
-/// A server on 127.0.0.1:`port` over tcp, printing payloads, with `extra` options.
-fn server(port: u16, extra: &[&str], env: &[(&str, &str)]) -> Proc {
+/// A server on 127.0.0.1 and a free port (returned with it) over tcp, printing payloads, with
+/// `extra` options.
+fn server(extra: &[&str], env: &[(&str, &str)]) -> (Proc, u16) {
+    let start = |port: u16| Proc::spawn("server", server_command(port, extra, env));
+    listening_on_free_port(start, "listening on", SHORT)
+}
+
+/// [`server`] on `port`, where the one before it listened (no other port is tried).
+fn server_on_port(port: u16, extra: &[&str], env: &[(&str, &str)]) -> Proc {
+    let mut p = Proc::spawn("server", server_command(port, extra, env));
+    p.wait_for_stderr("listening on", SHORT);
+    p
+}
+
+fn server_command(port: u16, extra: &[&str], env: &[(&str, &str)]) -> Command {
     let addr = format!("127.0.0.1:{port}");
     let mut args = vec!["--server", addr.as_str(), "--transport", "tcp", "--once"];
     args.extend_from_slice(extra);
     let mut cmd = command(&args);
     cmd.envs(env.iter().copied());
-    let mut p = Proc::spawn("server", cmd);
-    p.wait_for_stderr("listening on", SHORT);
-    p
+    cmd
 }
 
 /// A client sending "0".."9999", `pace_us` microseconds apart.
@@ -136,8 +147,7 @@ fn one_kill_resumes(which: Conn) {
     if !have_ss_kill() {
         return;
     }
-    let port = free_port();
-    let mut s = server(port, &["--json"], &[]);
+    let (mut s, port) = server(&["--json"], &[]);
     let mut c = client(port, 300, &[]);
     s.wait_for_stdout_lines(2_000, LONG);
     kill(c.pid().as_raw() as u32, port, which);
@@ -159,8 +169,7 @@ fn several_kills_in_one_session_each_resume_and_nothing_is_lost_or_repeated() {
     if !have_ss_kill() {
         return;
     }
-    let port = free_port();
-    let mut s = server(port, &["--json"], &[]);
+    let (mut s, port) = server(&["--json"], &[]);
     let mut c = client(port, 300, &[]);
     let pid = c.pid().as_raw() as u32;
     for (at, which) in [
@@ -194,11 +203,10 @@ fn a_kill_while_the_sender_waits_after_finish_resumes_and_the_stream_ends_cleanl
         return;
     }
     for which in [Conn::Control, Conn::Data] {
-        let port = free_port();
         // The receiver stalls with one message to go: the sender has sent everything and its
         // Finish, and waits for the receiver to let it go.
         let stall = [("RDMA_CONTAINER_TEST_RECV_STALL", "9999:3000")];
-        let mut s = server(port, &["--json"], &stall);
+        let (mut s, port) = server(&["--json"], &stall);
         let mut c = client(port, 0, &[]);
         s.wait_for_stdout_lines(COUNT - 1, LONG);
         std::thread::sleep(Duration::from_millis(500));
@@ -218,9 +226,8 @@ fn a_stalled_server_application_still_resumes_after_many_broken_attempts() {
     if !have_ss_kill() {
         return;
     }
-    let port = free_port();
     let stall = [("RDMA_CONTAINER_TEST_RECV_STALL", "3000:6000")];
-    let mut s = server(port, &["--json", "--resume-timeout", "30"], &stall);
+    let (mut s, port) = server(&["--json", "--resume-timeout", "30"], &stall);
     let mut c = client(port, 100, &["--resume-timeout", "30"]);
     let pid = c.pid().as_raw() as u32;
     s.wait_for_stdout_lines(3_000, LONG);
@@ -250,8 +257,7 @@ fn a_stalled_server_application_still_resumes_after_many_broken_attempts() {
 /// not much later.
 #[test]
 fn the_default_resume_timeout_is_ten_seconds_measured_at_its_bound() {
-    let port = free_port();
-    let mut s = server(port, &[], &[]);
+    let (mut s, port) = server(&[], &[]);
     let mut c = client(port, 300, &[]);
     s.wait_for_stdout_lines(1_000, LONG);
     s.kill();
@@ -279,13 +285,12 @@ fn the_default_resume_timeout_is_ten_seconds_measured_at_its_bound() {
 
 #[test]
 fn a_restarted_receiver_cannot_resume_and_the_sender_ends_with_its_count_after_the_timeout() {
-    let port = free_port();
-    let mut s = server(port, &[], &[]);
+    let (mut s, port) = server(&[], &[]);
     let mut c = client(port, 300, &["--resume-timeout", "3"]);
     s.wait_for_stdout_lines(1_000, LONG);
     s.kill();
     // A new process on the same port: it knows no session to resume.
-    let mut restarted = server(port, &[], &[]);
+    let mut restarted = server_on_port(port, &[], &[]);
     let code = c.wait_code(LONG);
     assert_eq!(
         code,
@@ -323,8 +328,7 @@ fn with_resume_timeout_zero_a_killed_data_connection_ends_the_session_as_before(
     if !have_ss_kill() {
         return;
     }
-    let port = free_port();
-    let mut s = server(port, &["--resume-timeout", "0"], &[]);
+    let (mut s, port) = server(&["--resume-timeout", "0"], &[]);
     let mut c = client(port, 300, &[]);
     s.wait_for_stdout_lines(2_000, LONG);
     kill(c.pid().as_raw() as u32, port, Conn::Data);
@@ -425,8 +429,7 @@ fn a_receiving_client_resumes_a_session_whose_server_sends_and_the_library_count
 #[test]
 fn a_stranger_naming_an_unknown_session_is_refused_and_the_running_session_goes_on() {
     use std::io::Write;
-    let port = free_port();
-    let mut s = server(port, &["--json"], &[]);
+    let (mut s, port) = server(&["--json"], &[]);
     let mut c = client(port, 300, &[]);
     s.wait_for_stdout_lines(1_000, LONG);
     let mut stranger =

@@ -12,19 +12,23 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, run, start, test_config, test_ip, test_listen_addr, wire, Proc, SHORT};
+use common::{
+    free_port, listening_on_free_port, run, start, test_config, test_ip, test_listen_addr, wire,
+    Proc, SHORT,
+};
 use nix::sys::signal::Signal;
 use rdma_container::{Config, Error, Listener, RdmaSink, RdmaSrc};
 
 /// A `--transport tcp --once` server on the test address.
-fn tcp_server(port: u16) -> Proc {
-    let addr = format!("{}:{port}", test_ip());
-    let mut s = start(
-        "server",
-        &["--server", &addr, "--transport", "tcp", "--once"],
-    );
-    s.wait_for_stderr("listening on", SHORT);
-    s
+fn tcp_server() -> (Proc, u16) {
+    let start = |port: u16| {
+        let addr = format!("{}:{port}", test_ip());
+        start(
+            "server",
+            &["--server", &addr, "--transport", "tcp", "--once"],
+        )
+    };
+    listening_on_free_port(start, "listening on", SHORT)
 }
 
 /// Sends `hello` to the server and returns the reason of the Reject it answers with.
@@ -65,8 +69,7 @@ fn a_peer_on_another_transport_is_refused_naming_both() {
 #[test]
 fn a_peer_of_another_protocol_version_is_refused_naming_both_versions() {
     for theirs in [1u16, wire::VERSION + 1] {
-        let port = free_port();
-        let _s = tcp_server(port);
+        let (_s, port) = tcp_server();
         let hello = wire::hello_with(theirs, wire::ROLE_SENDER, wire::TRANSPORT_TCP, 1000, 2, &[]);
         let reason = rejection_of(port, &hello);
         assert!(
@@ -90,8 +93,7 @@ fn credits_above_1024_are_refused_on_the_command_line_in_the_library_and_on_the_
         other => panic!("expected InvalidConfig, got {other:?}"),
     }
 
-    let port = free_port();
-    let _s = tcp_server(port);
+    let (_s, port) = tcp_server();
     let hello = wire::hello_with(
         wire::VERSION,
         wire::ROLE_SENDER,

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{check_counting, free_port, long, short, Proc, LONG, SHORT};
+use common::{check_counting, free_port, listening_on_free_port, long, short, Proc, LONG, SHORT};
 use nix::sys::signal::Signal;
 use rdma_test_support::wire;
 
@@ -99,20 +99,22 @@ fn key_args(key: Option<&Path>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// A server (serving one session after another) on 127.0.0.1:`port`, listening.
-fn server(port: u16, key: Option<&Path>) -> Proc {
-    let mut args: Vec<String> = [
-        "--server",
-        &format!("127.0.0.1:{port}"),
-        "--transport",
-        "tcp",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(key_args(key));
-    let mut p = Proc::spawn("server", command(&args));
-    p.wait_for_stderr("listening on", SHORT);
-    p
+/// A server (serving one session after another) on 127.0.0.1 and a free port, listening;
+/// returned with its port.
+fn server(key: Option<&Path>) -> (Proc, u16) {
+    let start = |port: u16| {
+        let mut args: Vec<String> = [
+            "--server",
+            &format!("127.0.0.1:{port}"),
+            "--transport",
+            "tcp",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(key_args(key));
+        Proc::spawn("server", command(&args))
+    };
+    listening_on_free_port(start, "listening on", SHORT)
 }
 
 /// Runs a client that sends `count` messages to 127.0.0.1:`port` and checks that it succeeds;
@@ -420,8 +422,7 @@ fn relay_one(mut client: TcpStream, server_port: u16, shared: &Shared, hellos: &
 fn keyed_sessions_under_attack(source: Ipv4Addr) -> (String, Vec<Attack>, Vec<u16>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (key, _) = key_file(dir.path());
-    let port = free_port();
-    let mut s = server(port, Some(&key));
+    let (mut s, port) = server(Some(&key));
     let shared: Shared = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
@@ -607,8 +608,7 @@ fn stranger_text_reaches_the_server_log_escaped_and_rate_limited() {
         } else {
             "without a key"
         };
-        let port = free_port();
-        let mut s = server(port, key.map(|k| k.0));
+        let (mut s, port) = server(key.map(|k| k.0));
         let sent = flood(port, key.map(|k| k.1));
         assert_eq!(sent, FLOOD, "{what}: strangers sent\n{}", s.report());
         // The server is alive and serves a real client after the flood.
