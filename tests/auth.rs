@@ -26,7 +26,7 @@ fn key_file(dir: &Path, name: &str, contents: &str, mode: u32) -> PathBuf {
 }
 
 fn server(key: Option<&Path>) -> (Proc, u16) {
-    let start = |port: u16| {
+    let spawn = |port: u16| {
         let addr = format!("127.0.0.1:{port}");
         let mut args = vec!["--server", addr.as_str(), "--transport", "tcp"];
         let key = key.map(|k| k.display().to_string());
@@ -35,7 +35,7 @@ fn server(key: Option<&Path>) -> (Proc, u16) {
         }
         common::start("server", &args)
     };
-    listening_on_free_port(start, "listening on", SHORT)
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 fn client(port: u16, key: Option<&Path>, count: &str) -> Proc {
@@ -246,7 +246,7 @@ fn the_listener_counts_clients_refused_for_the_key() {
 /// A server with a key and a handshake timeout far longer than the test; its handshakes log at
 /// debug level ("ADDR: proved the key").
 fn patient_server(key: &Path) -> (Proc, u16) {
-    let start = |port: u16| {
+    let spawn = |port: u16| {
         let addr = format!("127.0.0.1:{port}");
         let key = key.display().to_string();
         let mut cmd = common::command(&[
@@ -262,7 +262,7 @@ fn patient_server(key: &Path) -> (Proc, u16) {
         cmd.env("RUST_LOG", "info,rdma_container::session::handshake=debug");
         Proc::spawn("server", cmd)
     };
-    listening_on_free_port(start, "listening on", SHORT)
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// Reads until the server closes the connection (or resets it); fails after `limit`.

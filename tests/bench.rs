@@ -21,13 +21,13 @@ fn server() -> (Proc, u16) {
 
 /// A bench server with `extra` on a free port, once it listens, and its port.
 fn server_with(extra: &[&str]) -> (Proc, u16) {
-    let start = |port: u16| {
+    let spawn = |port: u16| {
         let addr = format!("127.0.0.1:{port}");
         let mut args = vec!["bench", "--server", addr.as_str(), "--transport", "tcp"];
         args.extend_from_slice(extra);
         common::start("bench-server", &args)
     };
-    listening_on_free_port(start, "bench server listening", SHORT)
+    listening_on_free_port(spawn, "bench server listening", SHORT)
 }
 
 /// The one JSON object of a `--json` run's stdout, checked against the schema.

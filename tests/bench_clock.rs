@@ -14,14 +14,14 @@ const LONG_RUN: u64 = 20_200;
 const ATTEMPTS: usize = 3;
 
 fn server() -> (Proc, u16) {
-    let start = |port: u16| {
+    let spawn = |port: u16| {
         let addr = format!("127.0.0.1:{port}");
         common::start(
             "bench-server",
             &["bench", "--server", &addr, "--transport", "tcp", "--once"],
         )
     };
-    listening_on_free_port(start, "bench server listening", SHORT)
+    listening_on_free_port(spawn, "bench server listening", SHORT)
 }
 
 /// One client run of `iters` round trips: the wall-clock time around the client process and

@@ -66,13 +66,13 @@ fn control_connect(port: u16) -> TcpStream {
 }
 
 fn server(extra: &[&str]) -> (Proc, u16) {
-    let start = |port: u16| {
+    let spawn = |port: u16| {
         let addr = format!("127.0.0.1:{port}");
         let mut args = vec!["--server", addr.as_str(), "--transport", "tcp", "--once"];
         args.extend_from_slice(extra);
         common::start("server", &args)
     };
-    listening_on_free_port(start, "listening on", SHORT)
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// CPU seconds (user + system) the process has used so far. A process whose /proc entry cannot
@@ -320,20 +320,20 @@ fn an_idle_data_connection_does_not_delay_the_real_one() {
 
 #[test]
 fn a_client_that_vanishes_mid_handshake_frees_the_server_at_once() {
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut s = common::start(
-        "server",
-        &[
+    // Not `--once`: the vanished client must not count as the one session.
+    let spawn = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        let args = [
             "--server",
             &addr,
             "--transport",
             "tcp",
             "--handshake-timeout",
             "30",
-        ],
-    );
-    s.wait_for_stderr("listening on", SHORT);
+        ];
+        common::start("server", &args)
+    };
+    let (mut s, port) = listening_on_free_port(spawn, "listening on", SHORT);
     {
         let mut control = control_connect(port);
         control.write_all(&hello(ROLE_SENDER, &[])).unwrap();
@@ -360,37 +360,38 @@ fn a_client_that_vanishes_mid_handshake_frees_the_server_at_once() {
 }
 
 /// A server (not `--once`) whose descriptor limit is `nofile`.
-fn server_with_nofile(port: u16, nofile: u64) -> Proc {
-    server_with_limits(port, nofile, "4")
+fn server_with_nofile(nofile: u64) -> (Proc, u16) {
+    server_with_limits(nofile, "4")
 }
 
 /// A server (not `--once`) with a descriptor limit and a handshake timeout in seconds.
-fn server_with_limits(port: u16, nofile: u64, handshake_timeout: &str) -> Proc {
-    let addr = format!("127.0.0.1:{port}");
-    let mut cmd = common::command(&[
-        "--server",
-        &addr,
-        "--transport",
-        "tcp",
-        "--handshake-timeout",
-        handshake_timeout,
-    ]);
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the child between fork and exec and only calls setrlimit,
-    // which is async-signal-safe; it touches no memory shared with the parent.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::resource::setrlimit(
-                nix::sys::resource::Resource::RLIMIT_NOFILE,
-                nofile,
-                nofile,
-            )
-            .map_err(std::io::Error::from)
-        });
-    }
-    let mut s = Proc::spawn("server", cmd);
-    s.wait_for_stderr("listening on", SHORT);
-    s
+fn server_with_limits(nofile: u64, handshake_timeout: &str) -> (Proc, u16) {
+    let spawn = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        let mut cmd = common::command(&[
+            "--server",
+            &addr,
+            "--transport",
+            "tcp",
+            "--handshake-timeout",
+            handshake_timeout,
+        ]);
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure runs in the child between fork and exec and only calls
+        // setrlimit, which is async-signal-safe; it touches no memory shared with the parent.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::resource::setrlimit(
+                    nix::sys::resource::Resource::RLIMIT_NOFILE,
+                    nofile,
+                    nofile,
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
+        Proc::spawn("server", cmd)
+    };
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// The process's thread count; an unreadable /proc entry fails the test (never a vacuous 0).
@@ -407,8 +408,7 @@ fn thread_count(p: &Proc) -> usize {
 
 #[test]
 fn out_of_descriptors_backs_off_and_logs_at_most_once_a_second() {
-    let port = free_port();
-    let mut s = server_with_nofile(port, 40);
+    let (mut s, port) = server_with_nofile(40);
     let started = Instant::now();
     let silent: Vec<TcpStream> = (0..120)
         .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
@@ -448,9 +448,8 @@ fn rss_kib(p: &Proc) -> u64 {
 /// and memory come back to where they were.
 #[test]
 fn a_real_client_gets_through_a_flood_of_silent_connections() {
-    let port = free_port();
     // A handshake timeout far longer than the test: the silent ones stay until evicted.
-    let mut s = server_with_limits(port, 4096, "60");
+    let (mut s, port) = server_with_limits(4096, "60");
     let (threads_before, rss_before) = (thread_count(&s), rss_kib(&s));
     let silent: Vec<TcpStream> = (0..200)
         .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use common::ss::{self, Conn};
 use common::{
-    assert_schema_refuses, command, free_port, ipv4_gid, on_path, run, skip_or_fail, start,
-    validate_json, FakeHost, FakeSysfs, Proc, LONG, SHORT,
+    assert_schema_refuses, command, free_port, ipv4_gid, listening_on_free_port, on_path, run,
+    skip_or_fail, start, validate_json, FakeHost, FakeSysfs, Proc, LONG, SHORT,
 };
 use nix::sys::signal::Signal;
 use serde_json::Value;
@@ -36,13 +36,14 @@ fn addr(port: u16) -> String {
 }
 
 /// `--server 127.0.0.1:port` with `extra`, once it listens.
-fn server(port: u16, extra: &[&str]) -> Proc {
-    let a = addr(port);
-    let mut args = vec!["--server", a.as_str()];
-    args.extend_from_slice(extra);
-    let mut p = start("server", &args);
-    p.wait_for_stderr("listening on", SHORT);
-    p
+fn server(extra: &[&str]) -> (Proc, u16) {
+    let spawn = |port: u16| {
+        let a = addr(port);
+        let mut args = vec!["--server", a.as_str()];
+        args.extend_from_slice(extra);
+        start("server", &args)
+    };
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// `--client 127.0.0.1:port --connect-timeout 10` with `extra`.
@@ -123,21 +124,17 @@ fn remove(v: &mut Value, key: &str) {
 
 #[test]
 fn a_session_that_fails_on_the_server_reports_failed_with_status_1() {
-    let port = free_port();
     // The client stops (SIGSTOP) mid-stream without closing anything: the server's idle
     // timeout fails the session (not peer lost: the connections stay up).
-    let mut s = server(
-        port,
-        &[
-            "--once",
-            "--json",
-            "--quiet",
-            "--resume-timeout",
-            "0",
-            "--idle-timeout",
-            "1",
-        ],
-    );
+    let (mut s, port) = server(&[
+        "--once",
+        "--json",
+        "--quiet",
+        "--resume-timeout",
+        "0",
+        "--idle-timeout",
+        "1",
+    ]);
     let mut c = client(
         "client",
         port,
@@ -234,21 +231,17 @@ fn a_resumed_session_counts_its_resume_on_both_ends() {
         skip_or_fail("ss -K (socket destroy) needs root: the resumed session is not checked");
         return;
     }
-    let port = free_port();
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("server.jsonl");
     let out_arg = out.to_str().expect("utf-8");
-    let mut s = server(
-        port,
-        &[
-            "--once",
-            "--quiet",
-            "--out-json",
-            out_arg,
-            "--resume-timeout",
-            "10",
-        ],
-    );
+    let (mut s, port) = server(&[
+        "--once",
+        "--quiet",
+        "--out-json",
+        out_arg,
+        "--resume-timeout",
+        "10",
+    ]);
     let mut c = client(
         "client",
         port,
@@ -288,21 +281,17 @@ fn a_resumed_session_counts_its_resume_on_both_ends() {
 
 #[test]
 fn two_sessions_at_once_give_two_server_results_numbered_1_and_2() {
-    let port = free_port();
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("server.jsonl");
     let out_arg = out.to_str().expect("utf-8");
-    let mut s = server(
-        port,
-        &[
-            "--max-sessions",
-            "2",
-            "--json",
-            "--quiet",
-            "--out-json",
-            out_arg,
-        ],
-    );
+    let (mut s, port) = server(&[
+        "--max-sessions",
+        "2",
+        "--json",
+        "--quiet",
+        "--out-json",
+        out_arg,
+    ]);
     let mut a = client("first", port, &["--json", "-n", "3000"]);
     let mut b = client(
         "second",
@@ -339,11 +328,10 @@ fn two_sessions_at_once_give_two_server_results_numbered_1_and_2() {
 
 #[test]
 fn a_client_refused_as_busy_reports_rejected_on_stderr_and_in_its_file() {
-    let port = free_port();
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("second.jsonl");
     let out_arg = out.to_str().expect("utf-8");
-    let mut s = server(port, &["--quiet"]);
+    let (mut s, port) = server(&["--quiet"]);
     let mut first = client("first", port, &["-n", "100000000"]);
     s.wait_for_stderr("session established", SHORT);
     let mut second = client(
@@ -403,18 +391,20 @@ fn demo_reports_the_client_and_the_server() {
 // bench
 
 /// `bench --server 127.0.0.1:port`, once it listens.
-fn bench_server(port: u16) -> Proc {
-    let a = addr(port);
-    let mut p = start("bench server", &["bench", "--server", &a, "--once"]);
-    p.wait_for_stderr("listening on", SHORT);
-    p
+fn bench_server() -> (Proc, u16) {
+    let spawn = |port: u16| {
+        start(
+            "bench server",
+            &["bench", "--server", &addr(port), "--once"],
+        )
+    };
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// Runs `bench --client` with `args` against a fresh bench server: the client's stdout (the
 /// server, which serves one run, must end with 0).
 fn bench(args: &[&str]) -> String {
-    let port = free_port();
-    let mut s = bench_server(port);
+    let (mut s, port) = bench_server();
     let a = addr(port);
     let mut all = vec!["bench", "--client", a.as_str()];
     all.extend_from_slice(args);
@@ -835,9 +825,8 @@ fn doctor_json_in_a_kubernetes_pod_matches_the_schema() {
 #[test]
 fn doctor_json_with_a_probe_matches_the_schema() {
     // Over tcp: a real session with the server.
-    let port = free_port();
+    let (mut s, port) = server(&["--once", "--transport", "tcp", "--quiet"]);
     let a = addr(port);
-    let mut s = server(port, &["--once", "--transport", "tcp", "--quiet"]);
     let (code, v) = doctor_with(&["--probe", &a, "--transport", "tcp"], &[]);
     assert_eq!(code, 0, "{v}");
     let p = &v["probe"];
@@ -860,9 +849,8 @@ fn doctor_json_with_a_probe_matches_the_schema() {
     );
 
     // With auto on loopback: RDMA is not possible, said as a failed probe and status 5.
-    let port = free_port();
+    let (_s, port) = server(&["--quiet"]);
     let a = addr(port);
-    let _s = server(port, &["--quiet"]);
     let (code, v) = doctor_with(&["--probe", &a], &[]);
     assert_eq!(code, 5, "{v}");
     let p = &v["probe"];

@@ -19,8 +19,8 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::{
-    free_port, messages_after, run, skip_or_fail, test_config, test_ip, test_listen_addr,
-    transport_args, FakeSysfs, Proc, SHORT,
+    messages_after, run, skip_or_fail, test_config, test_ip, test_listen_addr, transport_args,
+    FakeSysfs, Proc, SHORT,
 };
 use nix::sys::signal::Signal;
 use rdma_container::{Config, Error, Listener, RdmaSink};
@@ -118,9 +118,7 @@ fn a_scrape_during_and_after_a_session_counts_its_messages_refusals_and_end() {
             "4242\n",
         );
     }
-    let port = free_port();
-    let mut server = start("server", "--server", port, &["--metrics", "127.0.0.1:0"]);
-    server.wait_for_stderr("listening on", SHORT);
+    let (mut server, port) = common::server("server", &["--metrics", "127.0.0.1:0"]);
     let server_metrics = metrics_addr(&mut server);
 
     let before = scrape(server_metrics);
@@ -208,8 +206,7 @@ fn a_scrape_during_and_after_a_session_counts_its_messages_refusals_and_end() {
 
 #[test]
 fn metrics_on_a_non_loopback_address_are_served_and_logged_as_exposed() {
-    let port = free_port();
-    let mut server = start("server", "--server", port, &["--metrics", "0.0.0.0:0"]);
+    let (mut server, _) = common::server("server", &["--metrics", "0.0.0.0:0"]);
     let addr = metrics_addr(&mut server);
     server.wait_for_stderr("exposed beyond this host", SHORT);
     let local = SocketAddr::from(([127, 0, 0, 1], addr.port()));
@@ -292,14 +289,10 @@ fn the_listener_counts_a_client_refused_because_its_queue_is_full() {
 
 #[test]
 fn concurrent_sessions_are_each_counted_active_and_ended() {
-    let port = free_port();
-    let mut server = start(
+    let (mut server, port) = common::server(
         "server",
-        "--server",
-        port,
         &["--max-sessions", "2", "--metrics", "127.0.0.1:0"],
     );
-    server.wait_for_stderr("listening on", SHORT);
     let metrics = metrics_addr(&mut server);
     let endless = ["--connect-timeout", "10", "--count", ENDLESS];
     let mut clients = [
@@ -478,9 +471,7 @@ fn listening_on(port: u16) -> Option<std::net::Ipv4Addr> {
 
 #[test]
 fn a_scrape_is_openmetrics_to_a_real_parser_with_every_series_and_the_content_type() {
-    let port = free_port();
-    let mut server = start("server", "--server", port, &["--metrics", "0"]);
-    server.wait_for_stderr("listening on", SHORT);
+    let (mut server, _) = common::server("server", &["--metrics", "0"]);
     let addr = metrics_addr(&mut server);
     // "--metrics 0" (a port alone) binds loopback: on the socket itself, not only in the log.
     assert_eq!(
@@ -515,14 +506,7 @@ fn refused_and_failed_sessions_and_errors_by_kind_are_scraped_and_parsed() {
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
         .expect("chmod");
     let key = key.to_str().expect("utf-8");
-    let port = free_port();
-    let mut server = start(
-        "server",
-        "--server",
-        port,
-        &["--metrics", "0", "--auth-key-file", key],
-    );
-    server.wait_for_stderr("listening on", SHORT);
+    let (mut server, port) = common::server("server", &["--metrics", "0", "--auth-key-file", key]);
     let addr = metrics_addr(&mut server);
 
     // A client without the key: refused for it.

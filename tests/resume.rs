@@ -26,8 +26,8 @@ const LONG: Duration = Duration::from_secs(90);
 /// A server on 127.0.0.1 and a free port (returned with it) over tcp, printing payloads, with
 /// `extra` options.
 fn server(extra: &[&str], env: &[(&str, &str)]) -> (Proc, u16) {
-    let start = |port: u16| Proc::spawn("server", server_command(port, extra, env));
-    listening_on_free_port(start, "listening on", SHORT)
+    let spawn = |port: u16| Proc::spawn("server", server_command(port, extra, env));
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// [`server`] on `port`, where the one before it listened (no other port is tried).

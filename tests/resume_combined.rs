@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::ss::{have_ss_kill, kill, Conn};
-use common::{command, free_port, long, Proc, LONG, SHORT};
+use common::{command, listening_on_free_port, long, Proc, LONG, SHORT};
 use nix::sys::signal::Signal;
 
 /// A private key file (mode 600) in `dir`.
@@ -106,8 +106,6 @@ fn keyed_checksummed_session_survives_two_breaks(size: usize, credits: u16, coun
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path());
     let key = key.to_str().expect("utf-8 path");
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
     let (size_s, credits_s, count_s) = (size.to_string(), credits.to_string(), count.to_string());
     let qps_s = qps.to_string();
     let common = [
@@ -136,13 +134,16 @@ fn keyed_checksummed_session_survives_two_breaks(size: usize, credits: u16, coun
         stall_at < 2 * count / 3,
         "the stall comes before the second break"
     );
-    let mut server_cmd = command(&["--server", &addr, "--once"]);
-    server_cmd.args(common).env(
-        "RDMA_CONTAINER_TEST_RECV_STALL",
-        format!("{stall_at}:{}", 3000 * common::time_scale()),
-    );
-    let mut s = Proc::spawn("server", server_cmd);
-    s.wait_for_stderr("listening on", SHORT);
+    let spawn = |port: u16| {
+        let mut server_cmd = command(&["--server", &format!("127.0.0.1:{port}"), "--once"]);
+        server_cmd.args(common).env(
+            "RDMA_CONTAINER_TEST_RECV_STALL",
+            format!("{stall_at}:{}", 3000 * common::time_scale()),
+        );
+        Proc::spawn("server", server_cmd)
+    };
+    let (mut s, port) = listening_on_free_port(spawn, "listening on", SHORT);
+    let addr = format!("127.0.0.1:{port}");
     let mut client_cmd = command(&["--client", &addr, "--count", &count_s, "--size", &size_s]);
     client_cmd
         .args(common)
@@ -242,8 +243,6 @@ fn four_keyed_sessions_on_one_server_resume_each_their_own_break() {
     let dir = tempfile::tempdir().expect("dir");
     let key = key_file(dir.path());
     let key = key.to_str().expect("utf-8 path");
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
     let common = [
         "--transport",
         "tcp",
@@ -252,10 +251,14 @@ fn four_keyed_sessions_on_one_server_resume_each_their_own_break() {
         "--checksum",
         "crc32c",
     ];
-    let mut server_cmd = command(&["--server", &addr, "--max-sessions", "4"]);
-    server_cmd.args(common);
-    let mut s = Proc::spawn("server", server_cmd);
-    s.wait_for_stderr("listening on", SHORT);
+    let spawn = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        let mut server_cmd = command(&["--server", &addr, "--max-sessions", "4"]);
+        server_cmd.args(common);
+        Proc::spawn("server", server_cmd)
+    };
+    let (mut s, port) = listening_on_free_port(spawn, "listening on", SHORT);
+    let addr = format!("127.0.0.1:{port}");
     let count = COUNT.to_string();
     let mut clients: Vec<Proc> = (0..4)
         .map(|i| {

@@ -21,14 +21,14 @@ use rdma_container::{Config, Error, Listener, RdmaSink, RdmaSrc};
 
 /// A `--transport tcp --once` server on the test address.
 fn tcp_server() -> (Proc, u16) {
-    let start = |port: u16| {
+    let spawn = |port: u16| {
         let addr = format!("{}:{port}", test_ip());
         start(
             "server",
             &["--server", &addr, "--transport", "tcp", "--once"],
         )
     };
-    listening_on_free_port(start, "listening on", SHORT)
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// Sends `hello` to the server and returns the reason of the Reject it answers with.
@@ -44,10 +44,11 @@ fn rejection_of(port: u16, hello: &[u8]) -> String {
 
 #[test]
 fn a_peer_on_another_transport_is_refused_naming_both() {
-    let port = free_port();
-    let addr = format!("{}:{port}", test_ip());
-    let mut s = start("server", &["--server", &addr, "--transport", "tcp"]);
-    s.wait_for_stderr("listening on", SHORT);
+    let spawn = |port: u16| {
+        let addr = format!("{}:{port}", test_ip());
+        start("server", &["--server", &addr, "--transport", "tcp"])
+    };
+    let (mut s, port) = listening_on_free_port(spawn, "listening on", SHORT);
     let hello = wire::hello_with(
         wire::VERSION,
         wire::ROLE_SENDER,
@@ -186,13 +187,8 @@ fn a_duplex_server_refuses_a_client_that_receives_first() {
 /// once (status 130), even while the peer is frozen.
 #[test]
 fn a_second_ctrl_c_exits_at_once_while_the_first_waits_for_a_frozen_peer() {
-    let port = free_port();
+    let (mut s, port) = tcp_server();
     let addr = format!("{}:{port}", test_ip());
-    let mut s = start(
-        "server",
-        &["--server", &addr, "--transport", "tcp", "--once"],
-    );
-    s.wait_for_stderr("listening on", SHORT);
     let mut c = start(
         "client",
         &[
@@ -265,13 +261,9 @@ fn an_ipv6_bootstrap_is_refused_at_once_in_one_clear_line() {
 /// naming both values, before anything is allocated: never an allocation abort or the OOM killer.
 #[test]
 fn slot_memory_beyond_the_machine_is_refused_naming_credits_and_size() {
-    let port = free_port();
+    let (mut s, port) = common::server("server", &["--once"]);
     let addr = format!("{}:{port}", test_ip());
     let transport = common::transport_args(&[]);
-    let mut server_args = vec!["--server", addr.as_str(), "--once"];
-    server_args.extend(transport.iter().map(String::as_str));
-    let mut s = start("server", &server_args);
-    s.wait_for_stderr("listening on", SHORT);
     let mut client_args = vec![
         "--client",
         addr.as_str(),

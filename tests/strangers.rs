@@ -102,7 +102,7 @@ fn key_args(key: Option<&Path>) -> Vec<String> {
 /// A server (serving one session after another) on 127.0.0.1 and a free port, listening;
 /// returned with its port.
 fn server(key: Option<&Path>) -> (Proc, u16) {
-    let start = |port: u16| {
+    let spawn = |port: u16| {
         let mut args: Vec<String> = [
             "--server",
             &format!("127.0.0.1:{port}"),
@@ -114,7 +114,7 @@ fn server(key: Option<&Path>) -> (Proc, u16) {
         args.extend(key_args(key));
         Proc::spawn("server", command(&args))
     };
-    listening_on_free_port(start, "listening on", SHORT)
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// Runs a client that sends `count` messages to 127.0.0.1:`port` and checks that it succeeds;

@@ -123,7 +123,7 @@ fn bench_server(port: u16, transport: &str) -> Proc {
 fn a_server_whose_port_was_taken_in_between_starts_again_on_another_port() {
     let mut held = Vec::new();
     let mut tried = Vec::new();
-    let start = |port: u16| {
+    let spawn = |port: u16| {
         if tried.is_empty() {
             // Someone else binds the port between the check and the server's bind.
             held.push(std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind"));
@@ -131,7 +131,7 @@ fn a_server_whose_port_was_taken_in_between_starts_again_on_another_port() {
         tried.push(port);
         bench_server(port, "tcp")
     };
-    let (mut server, port) = listening_on_free_port(start, "bench server listening", SHORT);
+    let (mut server, port) = listening_on_free_port(spawn, "bench server listening", SHORT);
     assert_eq!(tried.len(), 2, "{tried:?}");
     assert_eq!(port, tried[1]);
     assert_ne!(tried[0], tried[1]);
@@ -141,12 +141,12 @@ fn a_server_whose_port_was_taken_in_between_starts_again_on_another_port() {
 #[test]
 fn a_server_that_fails_for_another_reason_fails_the_test_without_another_start() {
     let mut starts = 0;
-    let start = |port: u16| {
+    let spawn = |port: u16| {
         starts += 1;
         bench_server(port, "no-such-transport")
     };
     let failed = catch_unwind(std::panic::AssertUnwindSafe(|| {
-        listening_on_free_port(start, "bench server listening", SHORT)
+        listening_on_free_port(spawn, "bench server listening", SHORT)
     }));
     let message = failed
         .err()

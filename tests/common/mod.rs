@@ -178,8 +178,8 @@ pub fn server(name: &str, extra: &[&str]) -> (Proc, u16) {
 
 /// [`server`] with another `RUST_LOG` level.
 pub fn server_logging(name: &str, extra: &[&str], log: &str) -> (Proc, u16) {
-    let start = |port: u16| Proc::spawn(name, server_command(port, extra, log));
-    listening_on_free_port(start, "listening on", SHORT)
+    let spawn = |port: u16| Proc::spawn(name, server_command(port, extra, log));
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// Starts a server on `port` as [`server`] does, without another try if the port is taken: for
