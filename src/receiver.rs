@@ -17,7 +17,7 @@ use crate::session::readiness::Readiness;
 use crate::session::resume::{ResumeCore, ResumeCounters};
 use crate::session::{Flow, Patience, Paused, StopFlag, Watch};
 use crate::session::{Session, SessionInfo};
-use crate::session_core::lifecycle::{Lifecycle, Trigger};
+use crate::session_core::lifecycle::{Lifecycle, OldControl, Trigger};
 use crate::session_core::receiving::{ReceiverAction, ReceiverCore, RecvStep};
 use crate::session_core::resume::ReceiverPosition;
 use crate::session_core::FINISH_GRACE;
@@ -571,8 +571,12 @@ impl ResumeCore for ReceiverCore {
         self.arrived()
     }
 
-    fn tell_peer_on_break(&self) -> bool {
-        !self.finish_known()
+    fn old_control_on_break(&self) -> OldControl {
+        if self.finish_known() {
+            OldControl::Left
+        } else {
+            OldControl::Shut
+        }
     }
 }
 

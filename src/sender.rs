@@ -19,7 +19,7 @@ use crate::session::readiness::Readiness;
 use crate::session::resume::{ResumeCore, ResumeCounters};
 use crate::session::{Flow, Patience, Paused, StopFlag, Watch};
 use crate::session::{Session, SessionInfo};
-use crate::session_core::lifecycle::Trigger;
+use crate::session_core::lifecycle::{OldControl, Trigger};
 use crate::session_core::sending::{FinishStep, SenderAction, SenderCore};
 use crate::time::{earliest, Stamp};
 use crate::transport::{SendEvent, SendPath, StagingSlot};
@@ -776,8 +776,8 @@ impl ResumeCore for SenderCore {
         self.released()
     }
 
-    fn tell_peer_on_break(&self) -> bool {
-        true
+    fn old_control_on_break(&self) -> OldControl {
+        OldControl::Shut
     }
 }
 

@@ -33,7 +33,9 @@ use crate::net::bootstrap;
 use crate::net::wait::remaining;
 use crate::net::{ControlChannel, Received};
 use crate::proto::{Counts, Hello, Role};
-use crate::session_core::lifecycle::{AfterAttempt, End, LifeStep, Lifecycle, Trigger};
+use crate::session_core::lifecycle::{
+    AfterAttempt, End, LifeStep, Lifecycle, OldControl, OldPath, Trigger,
+};
 use crate::session_core::resume::ResumeTicket;
 use crate::session_core::resume_handshake::{
     ResumeAction, ResumeFailure, ResumeHandshake, ResumeSetup, Resumed,
@@ -147,11 +149,9 @@ pub(crate) trait ResumeCore {
     /// How far the stream got, as this role counts it for a lost peer (a sender: messages
     /// released; a receiver: messages arrived).
     fn progress(&self) -> u64;
-    /// Server that found the break itself: whether to close its side of the old control
-    /// connection so that the client, which may have seen nothing (on RC only the sending
-    /// side sees its QP fail), notices and reconnects. Not while a sender lingers after
-    /// Finish: it would take the close for the receiver letting it go.
-    fn tell_peer_on_break(&self) -> bool;
+    /// Server that found the break itself: what to do with the old control connection
+    /// ([`OldControl`]).
+    fn old_control_on_break(&self) -> OldControl;
 }
 
 /// The resume timeout both hellos agree on: the shorter of the two; `None` when either end
@@ -291,7 +291,7 @@ enum AttemptEnd {
     /// Failed; with whether our old path was torn down in it (server: only after the proof).
     Failed {
         why: String,
-        torn_down: bool,
+        old_path: OldPath,
     },
 }
 
@@ -344,7 +344,12 @@ impl<P: RolePath + ?Sized> Session<P> {
         let started = Instant::now();
         let outcome = resumption
             .life
-            .on_trigger(trigger, core.progress(), core.tell_peer_on_break(), started)
+            .on_trigger(
+                trigger,
+                core.progress(),
+                core.old_control_on_break(),
+                started,
+            )
             .and_then(|()| self.run_resume(&mut resumption, core));
         resumption.set_parked(None);
         resumption.counters.spent(started.elapsed());
@@ -417,9 +422,9 @@ impl<P: RolePath + ?Sized> Session<P> {
                         "a client's attempt said it has no session".into(),
                     ))
                 }
-                (AttemptEnd::Failed { why, torn_down }, _) => {
+                (AttemptEnd::Failed { why, old_path }, _) => {
                     log::info!("a resume attempt failed: {why}");
-                    if life.on_attempt_failed(why, torn_down, Instant::now())
+                    if life.on_attempt_failed(why, old_path, Instant::now())
                         == AfterAttempt::CarryOn
                     {
                         // A stranger (or a client that could not prove the secret) on a
@@ -444,7 +449,7 @@ impl<P: RolePath + ?Sized> Session<P> {
             Err(e) => {
                 return attempt_or_session(e).map(|why| AttemptEnd::Failed {
                     why,
-                    torn_down: true,
+                    old_path: OldPath::TornDown,
                 })
             }
         };
@@ -455,7 +460,7 @@ impl<P: RolePath + ?Sized> Session<P> {
             Err(e) => {
                 return Ok(AttemptEnd::Failed {
                     why: e.chain(),
-                    torn_down: true,
+                    old_path: OldPath::TornDown,
                 })
             }
         };
@@ -567,7 +572,11 @@ impl<P: RolePath + ?Sized> Session<P> {
                 match failure {
                     ResumeFailure::Attempt(why) => Ok(AttemptEnd::Failed {
                         why,
-                        torn_down: torn_down || ours.is_some(),
+                        old_path: if torn_down || ours.is_some() {
+                            OldPath::TornDown
+                        } else {
+                            OldPath::Intact
+                        },
                     }),
                     ResumeFailure::Session(e) => Err(e),
                     ResumeFailure::NoSession => Ok(AttemptEnd::NoSession),

@@ -107,6 +107,26 @@ pub(crate) enum AfterAttempt {
     KeepResuming,
 }
 
+/// What a server that found a break itself does with the old control connection (rule 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OldControl {
+    /// Shuts its write side, so that a client that saw nothing of the break (on RC only the
+    /// sending side sees its QP fail) notices and reconnects.
+    Shut,
+    /// Leaves it as it is: a sender lingering after Finish would take the close for the
+    /// receiver letting it go.
+    Left,
+}
+
+/// Whether a resume attempt that failed had torn our old data path down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OldPath {
+    /// Torn down: the session cannot carry on on it.
+    TornDown,
+    /// Still as it was (a server keeps it until the client has proved the secret).
+    Intact,
+}
+
 /// One session's life after breaks. See the module's rules.
 #[derive(Debug)]
 pub(crate) struct Lifecycle {
@@ -164,14 +184,14 @@ impl Lifecycle {
     }
 
     /// `trigger` at `now`, the role having made `progress` (a sender: messages released; a
-    /// receiver: messages arrived); `tell_peer`: whether the role lets a server shut its old
+    /// receiver: messages arrived); `old_control`: what the role lets a server do with its old
     /// control connection (rule 3). `Err`: the session does not resume; the operation fails
     /// with that error (rules 1 and 5). `Ok`: ask [`Lifecycle::poll_step`].
     pub(crate) fn on_trigger(
         &mut self,
         trigger: Trigger,
         progress: u64,
-        tell_peer: bool,
+        old_control: OldControl,
         now: Instant,
     ) -> Result<(), Error> {
         let cause = match trigger {
@@ -223,7 +243,7 @@ impl Lifecycle {
             started: now,
             progress,
             live,
-            shut_control: !live && self.end == End::Server && tell_peer,
+            shut_control: !live && self.end == End::Server && old_control == OldControl::Shut,
             schedule,
             taken: 0,
             last_failure: None,
@@ -285,18 +305,18 @@ impl Lifecycle {
         }
     }
 
-    /// The attempt failed at `now` for `why`; `torn_down`: our old data path was torn down in
-    /// it (a server: only after the client's proof).
+    /// The attempt failed at `now` for `why`; `old_path`: whether our old data path was torn
+    /// down in it (a server tears it down only after the client's proof).
     pub(crate) fn on_attempt_failed(
         &mut self,
         why: String,
-        torn_down: bool,
+        old_path: OldPath,
         now: Instant,
     ) -> AfterAttempt {
         let Some(r) = self.resuming.as_mut() else {
             return AfterAttempt::KeepResuming;
         };
-        if r.live && !torn_down {
+        if r.live && old_path == OldPath::Intact {
             self.resuming = None;
             return AfterAttempt::CarryOn;
         }

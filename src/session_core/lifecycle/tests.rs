@@ -58,7 +58,7 @@ fn client_gives_up(life: &mut Lifecycle, mut now: Instant) -> (Error, Instant) {
         match step(life, now) {
             LifeStep::Reconnect { .. } => {
                 assert_eq!(
-                    life.on_attempt_failed("refused".into(), true, now),
+                    life.on_attempt_failed("refused".into(), OldPath::TornDown, now),
                     AfterAttempt::KeepResuming
                 );
             }
@@ -79,7 +79,9 @@ fn only_a_lost_peer_or_a_broken_path_starts_a_resume() {
         Error::TransportClosed { transport: "tcp" },
     ] {
         let mut life = Lifecycle::new(End::Client, TIMEOUT);
-        assert!(life.on_trigger(Trigger::Failed(e), 0, true, t0).is_ok());
+        assert!(life
+            .on_trigger(Trigger::Failed(e), 0, OldControl::Shut, t0)
+            .is_ok());
     }
     for e in [
         Error::Rejected("the receiver closed".into()),
@@ -100,7 +102,7 @@ fn only_a_lost_peer_or_a_broken_path_starts_a_resume() {
     ] {
         let kind = e.kind();
         let mut life = Lifecycle::new(End::Server, TIMEOUT);
-        let back = life.on_trigger(Trigger::Failed(e), 0, true, t0);
+        let back = life.on_trigger(Trigger::Failed(e), 0, OldControl::Shut, t0);
         assert!(matches!(back, Err(ref e) if e.kind() == kind), "{back:?}");
         assert!(life.resuming_since().is_none());
     }
@@ -110,12 +112,12 @@ fn only_a_lost_peer_or_a_broken_path_starts_a_resume() {
 fn a_client_reconnects_at_once_then_backs_off_and_gives_up_at_the_timeout() {
     let t0 = Instant::now();
     let mut life = Lifecycle::new(End::Client, TIMEOUT);
-    life.on_trigger(Trigger::Failed(lost(7)), 7, true, t0)
+    life.on_trigger(Trigger::Failed(lost(7)), 7, OldControl::Shut, t0)
         .unwrap();
     assert!(
         matches!(step(&mut life, t0), LifeStep::Reconnect { deadline } if deadline == t0 + ATTEMPT_TIMEOUT)
     );
-    life.on_attempt_failed("refused".into(), true, t0);
+    life.on_attempt_failed("refused".into(), OldPath::TornDown, t0);
     assert!(matches!(step(&mut life, t0), LifeStep::Wait { until } if until > t0));
     let (e, when) = client_gives_up(&mut life, t0);
     assert!(
@@ -136,13 +138,13 @@ fn a_client_reconnects_at_once_then_backs_off_and_gives_up_at_the_timeout() {
 fn a_server_that_found_the_break_shuts_its_old_control_connection_unless_the_role_says_not() {
     let t0 = Instant::now();
     let mut life = Lifecycle::new(End::Server, TIMEOUT);
-    life.on_trigger(Trigger::Failed(flushed()), 0, true, t0)
+    life.on_trigger(Trigger::Failed(flushed()), 0, OldControl::Shut, t0)
         .unwrap();
     assert!(matches!(step(&mut life, t0), LifeStep::ShutControlWrite));
     assert!(matches!(step(&mut life, t0), LifeStep::Wait { until } if until == t0 + TIMEOUT));
     let mut lingering = Lifecycle::new(End::Server, TIMEOUT);
     lingering
-        .on_trigger(Trigger::Failed(flushed()), 0, false, t0)
+        .on_trigger(Trigger::Failed(flushed()), 0, OldControl::Left, t0)
         .unwrap();
     assert!(matches!(step(&mut lingering, t0), LifeStep::Wait { .. }));
 }
@@ -151,10 +153,10 @@ fn a_server_that_found_the_break_shuts_its_old_control_connection_unless_the_rol
 fn a_parked_server_gives_up_with_the_breaks_own_error_and_refuses_a_late_attempt() {
     let t0 = Instant::now();
     let mut life = Lifecycle::new(End::Server, TIMEOUT);
-    life.on_trigger(Trigger::Failed(flushed()), 4, false, t0)
+    life.on_trigger(Trigger::Failed(flushed()), 4, OldControl::Left, t0)
         .unwrap();
     assert!(life.on_attempt_taken(t0 + Duration::from_secs(1)));
-    life.on_attempt_failed("its proof was wrong".into(), true, t0);
+    life.on_attempt_failed("its proof was wrong".into(), OldPath::TornDown, t0);
     assert!(!life.on_attempt_taken(t0 + TIMEOUT), "too late");
     let LifeStep::GiveUp(e) = step(&mut life, t0 + TIMEOUT) else {
         panic!("the parked session ends at its timeout");
@@ -170,7 +172,7 @@ fn a_parked_server_gives_up_with_the_breaks_own_error_and_refuses_a_late_attempt
 fn a_strangers_attempt_on_a_running_session_changes_nothing() {
     let t0 = Instant::now();
     let mut life = Lifecycle::new(End::Server, TIMEOUT);
-    life.on_trigger(Trigger::AttemptArrived, 5, true, t0)
+    life.on_trigger(Trigger::AttemptArrived, 5, OldControl::Shut, t0)
         .unwrap();
     assert!(
         matches!(step(&mut life, t0), LifeStep::Wait { .. }),
@@ -178,7 +180,7 @@ fn a_strangers_attempt_on_a_running_session_changes_nothing() {
     );
     assert!(life.on_attempt_taken(t0));
     assert_eq!(
-        life.on_attempt_failed("no proof".into(), false, t0),
+        life.on_attempt_failed("no proof".into(), OldPath::Intact, t0),
         AfterAttempt::CarryOn
     );
     assert!(life.resuming_since().is_none(), "running again");
@@ -193,18 +195,20 @@ fn a_path_retry_reconnects_the_client_and_is_not_a_break() {
     let t0 = Instant::now();
     let mut client = Lifecycle::new(End::Client, TIMEOUT);
     client
-        .on_trigger(Trigger::Failed(lost(4)), 4, true, t0)
+        .on_trigger(Trigger::Failed(lost(4)), 4, OldControl::Shut, t0)
         .unwrap();
     assert!(matches!(step(&mut client, t0), LifeStep::Reconnect { .. }));
     client.on_resumed(t0);
     let t1 = t0 + TIMEOUT;
-    client.on_trigger(Trigger::RetryPaths, 4, true, t1).unwrap();
+    client
+        .on_trigger(Trigger::RetryPaths, 4, OldControl::Shut, t1)
+        .unwrap();
     assert!(
         matches!(step(&mut client, t1), LifeStep::Reconnect { .. }),
         "reconnects at once"
     );
     assert_eq!(
-        client.on_attempt_failed("the server is away".into(), true, t1),
+        client.on_attempt_failed("the server is away".into(), OldPath::TornDown, t1),
         AfterAttempt::KeepResuming
     );
     let LifeStep::GiveUp(e) = step(&mut client, t1 + TIMEOUT) else {
@@ -216,15 +220,22 @@ fn a_path_retry_reconnects_the_client_and_is_not_a_break() {
     );
 
     let mut client = Lifecycle::new(End::Client, TIMEOUT);
-    client.on_trigger(Trigger::RetryPaths, 4, true, t0).unwrap();
+    client
+        .on_trigger(Trigger::RetryPaths, 4, OldControl::Shut, t0)
+        .unwrap();
     client.on_resumed(t0);
     client
-        .on_trigger(Trigger::Failed(lost(4)), 4, true, t0 + TIMEOUT * 2)
+        .on_trigger(
+            Trigger::Failed(lost(4)),
+            4,
+            OldControl::Shut,
+            t0 + TIMEOUT * 2,
+        )
         .expect("the first break that made none: the retry before it was no break");
 
     let mut server = Lifecycle::new(End::Server, TIMEOUT);
     let e = server
-        .on_trigger(Trigger::RetryPaths, 0, true, t0)
+        .on_trigger(Trigger::RetryPaths, 0, OldControl::Shut, t0)
         .unwrap_err();
     assert!(matches!(e, Error::Internal(_)), "{e}");
 }
@@ -233,11 +244,11 @@ fn a_path_retry_reconnects_the_client_and_is_not_a_break() {
 fn an_attempt_that_failed_after_tearing_down_a_running_session_leaves_it_parked() {
     let t0 = Instant::now();
     let mut life = Lifecycle::new(End::Server, TIMEOUT);
-    life.on_trigger(Trigger::AttemptArrived, 5, true, t0)
+    life.on_trigger(Trigger::AttemptArrived, 5, OldControl::Shut, t0)
         .unwrap();
     assert!(life.on_attempt_taken(t0));
     assert_eq!(
-        life.on_attempt_failed("the new path failed".into(), true, t0),
+        life.on_attempt_failed("the new path failed".into(), OldPath::TornDown, t0),
         AfterAttempt::KeepResuming
     );
     let LifeStep::Wait { .. } = step(&mut life, t0) else {
@@ -257,7 +268,7 @@ fn no_such_session_ends_a_client_at_once_and_a_take_over_ends_a_parked_server() 
     let t0 = Instant::now();
     let mut client = Lifecycle::new(End::Client, TIMEOUT);
     client
-        .on_trigger(Trigger::Failed(lost(2)), 2, true, t0)
+        .on_trigger(Trigger::Failed(lost(2)), 2, OldControl::Shut, t0)
         .unwrap();
     let LifeStep::Reconnect { .. } = step(&mut client, t0) else {
         panic!("reconnects");
@@ -269,7 +280,7 @@ fn no_such_session_ends_a_client_at_once_and_a_take_over_ends_a_parked_server() 
     assert!(e.to_string().contains("has no session with our id"), "{e}");
     let mut parked = Lifecycle::new(End::Server, TIMEOUT);
     parked
-        .on_trigger(Trigger::Failed(lost(9)), 9, false, t0)
+        .on_trigger(Trigger::Failed(lost(9)), 9, OldControl::Left, t0)
         .unwrap();
     parked.on_taken_over(t0 + Duration::from_secs(2));
     let LifeStep::GiveUp(e) = step(&mut parked, t0 + Duration::from_secs(2)) else {
@@ -287,13 +298,13 @@ fn breaks_with_nothing_through_end_the_session_after_the_timeout_from_the_first(
     let mut life = Lifecycle::new(End::Client, TIMEOUT);
     let mut now = t0;
     for _ in 0..3 {
-        life.on_trigger(Trigger::Failed(lost(4)), 4, true, now)
+        life.on_trigger(Trigger::Failed(lost(4)), 4, OldControl::Shut, now)
             .unwrap();
         now += Duration::from_secs(3);
         life.on_resumed(now);
     }
     now += Duration::from_secs(1);
-    let back = life.on_trigger(Trigger::Failed(lost(4)), 4, true, now);
+    let back = life.on_trigger(Trigger::Failed(lost(4)), 4, OldControl::Shut, now);
     let Err(e) = back else {
         panic!("the stall rule ends it");
     };
@@ -304,7 +315,7 @@ fn breaks_with_nothing_through_end_the_session_after_the_timeout_from_the_first(
     let mut moving = Lifecycle::new(End::Client, TIMEOUT);
     for (i, at) in (0..6u64).map(|i| (i, t0 + Duration::from_secs(4 * i))) {
         moving
-            .on_trigger(Trigger::Failed(lost(i)), i, true, at)
+            .on_trigger(Trigger::Failed(lost(i)), i, OldControl::Shut, at)
             .unwrap();
         moving.on_resumed(at + Duration::from_secs(3));
     }
@@ -331,12 +342,13 @@ fn fate() -> impl Strategy<Value = AttemptFate> {
 }
 
 /// One break in the simulation: how many messages got through before it, how long after the
-/// last resume it came, whether the server found it, and its attempts' fates.
+/// last resume it came, what the role lets a server do with its old control connection, and
+/// its attempts' fates.
 #[derive(Debug, Clone)]
 struct Break {
     through: u64,
     after_ms: u64,
-    server: bool,
+    old_control: OldControl,
     fates: Vec<AttemptFate>,
     path_error: bool,
 }
@@ -345,17 +357,19 @@ fn a_break() -> impl Strategy<Value = Break> {
     (
         0u64..3,
         0u64..15_000,
-        any::<bool>(),
+        prop_oneof![Just(OldControl::Shut), Just(OldControl::Left)],
         prop::collection::vec(fate(), 0..12),
         any::<bool>(),
     )
-        .prop_map(|(through, after_ms, server, fates, path_error)| Break {
-            through,
-            after_ms,
-            server,
-            fates,
-            path_error,
-        })
+        .prop_map(
+            |(through, after_ms, old_control, fates, path_error)| Break {
+                through,
+                after_ms,
+                old_control,
+                fates,
+                path_error,
+            },
+        )
 }
 
 /// How one simulated resume ended.
@@ -430,14 +444,14 @@ fn run_resume(
             AttemptFate::Fails | AttemptFate::TimesOut => {
                 now += Duration::from_millis(1);
                 assert_eq!(
-                    life.on_attempt_failed("failed".into(), true, now),
+                    life.on_attempt_failed("failed".into(), OldPath::TornDown, now),
                     AfterAttempt::KeepResuming
                 );
             }
             AttemptFate::NoSession if end == End::Client => life.on_no_session(server()),
             AttemptFate::TakenOver if end == End::Server => life.on_taken_over(now),
             AttemptFate::NoSession | AttemptFate::TakenOver => {
-                life.on_attempt_failed("failed".into(), true, now);
+                life.on_attempt_failed("failed".into(), OldPath::TornDown, now);
             }
         }
     }
@@ -468,7 +482,7 @@ proptest! {
                 }
                 let e = if b.path_error { flushed() } else { lost(progress) };
                 let kind = e.kind();
-                match life.on_trigger(Trigger::Failed(e), progress, b.server, now) {
+                match life.on_trigger(Trigger::Failed(e), progress, b.old_control, now) {
                     Err(e) => {
                         let since = stalled_since.expect("the stall rule without a stall");
                         prop_assert!(now - since >= TIMEOUT, "stall rule fired early");
@@ -508,13 +522,13 @@ proptest! {
         let mut life = Lifecycle::new(End::Server, TIMEOUT);
         for i in 0..n {
             let now = t0 + Duration::from_millis(gap_ms * i as u64);
-            life.on_trigger(Trigger::AttemptArrived, 3, true, now).unwrap();
+            life.on_trigger(Trigger::AttemptArrived, 3, OldControl::Shut, now).unwrap();
             let LifeStep::Wait { .. } = step(&mut life, now) else {
                 panic!("a running session only waits for the attempt");
             };
             prop_assert!(life.on_attempt_taken(now));
             prop_assert_eq!(
-                life.on_attempt_failed("no proof".into(), false, now),
+                life.on_attempt_failed("no proof".into(), OldPath::Intact, now),
                 AfterAttempt::CarryOn
             );
             prop_assert!(life.resuming_since().is_none());
