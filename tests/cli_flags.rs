@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{command, free_port, run, test_ip, FakeSysfs, Proc, LONG, SHORT};
+use common::{command, run, test_ip, FakeSysfs, Proc, LONG, SHORT};
 
 /// Two devices with a RoCE v2 GID each on port 1 and 2: mlx5_0 (10.9.0.1) and mlx5_1
 /// (10.9.1.1, port 2, GID index 3).
@@ -94,16 +94,17 @@ fn environment_variables_set_flags_and_the_command_line_wins() {
 
 #[test]
 fn a_session_configured_only_by_environment_variables() {
-    let port = free_port();
+    let spawn = |port: u16| {
+        let mut server = command(&[]);
+        server.envs([
+            ("RDMA_CONTAINER_SERVER", format!("{}:{port}", test_ip())),
+            ("RDMA_CONTAINER_ONCE", "true".into()),
+            ("RDMA_CONTAINER_TRANSPORT", "tcp".into()),
+        ]);
+        Proc::spawn("server", server)
+    };
+    let (mut server, port) = common::listening_on_free_port(spawn, "listening on", SHORT);
     let addr = format!("{}:{port}", test_ip());
-    let mut server = command(&[]);
-    server.envs([
-        ("RDMA_CONTAINER_SERVER", addr.as_str()),
-        ("RDMA_CONTAINER_ONCE", "true"),
-        ("RDMA_CONTAINER_TRANSPORT", "tcp"),
-    ]);
-    let mut server = Proc::spawn("server", server);
-    server.wait_for_stderr("listening on", SHORT);
     let mut client = command(&[]);
     client.envs([
         ("RDMA_CONTAINER_CLIENT", addr.as_str()),
@@ -161,13 +162,15 @@ fn server_and_client_addresses_take_host_names_and_explain_perftest_habits() {
     let (code, _, err) = common::run(&["--server", "10.0.0.2"], SHORT);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("has no port"), "{err}");
-    let port = common::free_port();
+    let spawn = |port: u16| {
+        let by_name = format!("localhost:{port}");
+        common::start(
+            "server",
+            &["--server", &by_name, "--once", "--transport", "tcp"],
+        )
+    };
+    let (mut s, port) = common::listening_on_free_port(spawn, "listening on 127.0.0.1", SHORT);
     let by_name = format!("localhost:{port}");
-    let mut s = common::start(
-        "server",
-        &["--server", &by_name, "--once", "--transport", "tcp"],
-    );
-    s.wait_for_stderr("listening on 127.0.0.1", SHORT);
     let (code, _, err) = common::run(
         &["--client", &by_name, "--transport", "tcp", "--count", "5"],
         SHORT,

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{client, free_port, server, Proc, LONG, SHORT};
+use common::{client, server, Proc, LONG, SHORT};
 
 /// The `credits` of the JSON result on a process's stderr.
 fn credits_of(p: &Proc) -> u64 {
@@ -90,18 +90,14 @@ fn a_client_keeping_fewer_messages_than_the_servers_credits_runs_with_its_own() 
 
 #[test]
 fn credits_from_the_environment_count_as_given() {
-    let port = free_port();
-    let mut cmd = common::command(&[
-        "--server",
-        &format!("{}:{port}", common::test_ip()),
-        "--quiet",
-        "--once",
-        "--json",
-    ]);
-    cmd.args(common::transport_args(&[]))
-        .env("RDMA_CONTAINER_CREDITS", "4");
-    let mut s = Proc::spawn("server", cmd);
-    s.wait_for_stderr("listening on", SHORT);
+    let spawn = |port: u16| {
+        let addr = format!("{}:{port}", common::test_ip());
+        let mut cmd = common::command(&["--server", &addr, "--quiet", "--once", "--json"]);
+        cmd.args(common::transport_args(&[]))
+            .env("RDMA_CONTAINER_CREDITS", "4");
+        Proc::spawn("server", cmd)
+    };
+    let (mut s, port) = common::listening_on_free_port(spawn, "listening on", SHORT);
     let mut c = client(
         "client",
         port,
@@ -151,12 +147,14 @@ fn a_client_asking_for_more_slot_memory_than_the_servers_limit_is_refused_with_t
 
 /// `bench` follows the same rule: its server takes the client's credits unless given its own.
 fn bench_run(server_credits: &[&str]) -> Proc {
-    let port = free_port();
+    let spawn = |port: u16| {
+        let addr = format!("{}:{port}", common::test_ip());
+        let mut args = vec!["bench", "--server", &addr, "--once", "--transport", "tcp"];
+        args.extend_from_slice(server_credits);
+        common::start("bench server", &args)
+    };
+    let (mut s, port) = common::listening_on_free_port(spawn, "listening on", SHORT);
     let addr = format!("{}:{port}", common::test_ip());
-    let mut args = vec!["bench", "--server", &addr, "--once", "--transport", "tcp"];
-    args.extend_from_slice(server_credits);
-    let mut s = common::start("bench server", &args);
-    s.wait_for_stderr("listening on", SHORT);
     let mut c = common::start(
         "bench client",
         &[

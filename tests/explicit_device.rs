@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, run, FakeSysfs, Proc, SHORT};
+use common::{free_port, listening_on_free_port, run, FakeSysfs, Proc, SHORT};
 
 /// A fixture sysfs with one device, mlx5_0 port 1 (ACTIVE), GIDs 0 and 1 for 10.0.0.1.
 fn fixture() -> FakeSysfs {
@@ -16,6 +16,15 @@ fn fixture() -> FakeSysfs {
 
 fn root(sysfs: &FakeSysfs) -> String {
     sysfs.root().display().to_string()
+}
+
+/// A `--once` server on 127.0.0.1 and a free port (its default transport), listening.
+fn once_server() -> (Proc, u16) {
+    let spawn = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        common::start("server", &["--server", &addr, "--once"])
+    };
+    listening_on_free_port(spawn, "listening on", SHORT)
 }
 
 /// Each wrong override, on the client, the server and `bench`, with the words it must say.
@@ -93,10 +102,8 @@ fn a_wrong_device_in_the_environment_is_refused_the_same_way() {
 fn a_named_device_that_cannot_serve_the_session_never_falls_back_to_tcp() {
     let sysfs = fixture();
     let root = root(&sysfs);
-    let port = free_port();
+    let (mut server, port) = once_server();
     let addr = format!("127.0.0.1:{port}");
-    let mut server = common::start("server", &["--server", &addr, "--once"]);
-    server.wait_for_stderr("listening on", SHORT);
     let (code, _, err) = run(
         &[
             "--client",
@@ -125,10 +132,8 @@ fn a_named_device_that_cannot_serve_the_session_never_falls_back_to_tcp() {
 /// summary of each end names the transport that ran.
 #[test]
 fn a_tcp_fallback_is_a_warning_and_each_summary_names_the_transport() {
-    let port = free_port();
+    let (mut server, port) = once_server();
     let addr = format!("127.0.0.1:{port}");
-    let mut server = common::start("server", &["--server", &addr, "--once"]);
-    server.wait_for_stderr("listening on", SHORT);
     let (code, _, err) = run(
         &["--client", &addr, "--count", "3", "--connect-timeout", "10"],
         SHORT,

@@ -184,14 +184,16 @@ fn two_devices_for_one_resource_is_an_error_naming_both() {
         "{p}"
     );
     // A session refuses to guess too, even with --transport auto (the server runs TCP).
-    let port = common::free_port();
-    let addr = format!("{}:{port}", common::test_ip());
     // Started here, not with common::server (which adds RDMA_TEST_TRANSPORT's transport).
-    let mut server = Proc::spawn(
-        "server",
-        command(&["--server", &addr, "--transport", "tcp", "--quiet"]),
-    );
-    server.wait_for_stderr("listening on", SHORT);
+    let spawn = |port: u16| {
+        let addr = format!("{}:{port}", common::test_ip());
+        Proc::spawn(
+            "server",
+            command(&["--server", &addr, "--transport", "tcp", "--quiet"]),
+        )
+    };
+    let (_server, port) = common::listening_on_free_port(spawn, "listening on", SHORT);
+    let addr = format!("{}:{port}", common::test_ip());
     let root = host.path("sys");
     let mut cmd = command(&[
         "--client",

@@ -6,7 +6,7 @@ mod common;
 
 use std::os::unix::process::CommandExt;
 
-use common::{free_port, Proc, SHORT};
+use common::{listening_on_free_port, Proc, SHORT};
 
 /// A command for the binary under test that runs with `RLIMIT_AS` = `bytes`.
 fn limited(args: &[&str], bytes: u64) -> std::process::Command {
@@ -26,27 +26,24 @@ const TWO_GIB: u64 = 2 << 30;
 
 #[test]
 fn a_server_whose_slots_exceed_its_address_space_limit_refuses_with_the_figures() {
-    let port = free_port();
+    let spawn = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        let args = [
+            "--server",
+            &addr,
+            "--once",
+            "--transport",
+            "tcp",
+            "--credits",
+            "1024",
+            // Above the session's 4 GiB of slots: the address-space limit is what refuses.
+            "--max-receive-memory",
+            "8589934592",
+        ];
+        Proc::spawn("server", limited(&args, TWO_GIB))
+    };
+    let (mut s, port) = listening_on_free_port(spawn, "listening on", SHORT);
     let addr = format!("127.0.0.1:{port}");
-    let mut s = Proc::spawn(
-        "server",
-        limited(
-            &[
-                "--server",
-                &addr,
-                "--once",
-                "--transport",
-                "tcp",
-                "--credits",
-                "1024",
-                // Above the session's 4 GiB of slots: the address-space limit is what refuses.
-                "--max-receive-memory",
-                "8589934592",
-            ],
-            TWO_GIB,
-        ),
-    );
-    s.wait_for_stderr("listening on", SHORT);
     // The client keeps 1024 messages of up to 4 MiB in flight (its own staging is allocated
     // lazily), so the server's session has 1024 slots of 4 MiB.
     let mut c = common::start(
@@ -86,13 +83,15 @@ fn a_server_whose_slots_exceed_its_address_space_limit_refuses_with_the_figures(
 
 #[test]
 fn a_client_whose_slots_exceed_its_address_space_limit_refuses_with_the_figures() {
-    let port = free_port();
+    let spawn = |port: u16| {
+        let addr = format!("127.0.0.1:{port}");
+        common::start(
+            "server",
+            &["--server", &addr, "--once", "--transport", "tcp"],
+        )
+    };
+    let (mut s, port) = listening_on_free_port(spawn, "listening on", SHORT);
     let addr = format!("127.0.0.1:{port}");
-    let mut s = common::start(
-        "server",
-        &["--server", &addr, "--once", "--transport", "tcp"],
-    );
-    s.wait_for_stderr("listening on", SHORT);
     let mut c = Proc::spawn(
         "client",
         limited(

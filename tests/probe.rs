@@ -19,14 +19,16 @@ fn probe(args: &[&str]) -> (i32, Value) {
 
 #[test]
 fn a_probe_over_tcp_is_a_real_session_with_the_server() {
-    let port = free_port();
-    let addr = format!("{}:{port}", test_ip());
     // Started here, not with common::server (which adds RDMA_TEST_TRANSPORT's transport).
-    let mut s = Proc::spawn(
-        "server",
-        command(&["--server", &addr, "--once", "--transport", "tcp"]),
-    );
-    s.wait_for_stderr("listening on", SHORT);
+    let spawn = |port: u16| {
+        let addr = format!("{}:{port}", test_ip());
+        Proc::spawn(
+            "server",
+            command(&["--server", &addr, "--once", "--transport", "tcp"]),
+        )
+    };
+    let (mut s, port) = common::listening_on_free_port(spawn, "listening on", SHORT);
+    let addr = format!("{}:{port}", test_ip());
     let (code, p) = probe(&["--probe", &addr, "--transport", "tcp"]);
     assert_eq!(code, 0, "{p}");
     assert_eq!(p["ok"], true, "{p}");

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, start, test_config, test_ip, Proc, SHORT};
+use common::{test_config, test_ip, Proc, SHORT};
 use rdma_container::{Config, RdmaSink};
 
 /// Sessions before the baseline is taken (buffers, caches and lazily created state settle).
@@ -81,19 +81,8 @@ fn one_session(addr: std::net::SocketAddr, config: &Config, i: usize) {
 
 #[test]
 fn a_thousand_sequential_sessions_leave_the_server_as_they_found_it() {
-    let port = free_port();
+    let (mut server, port) = common::server("server", &["--quiet", "--max-msg-size", "4096"]);
     let listen = format!("{}:{port}", test_ip());
-    let transport = common::transport_args(&[]);
-    let mut args = vec![
-        "--server",
-        listen.as_str(),
-        "--quiet",
-        "--max-msg-size",
-        "4096",
-    ];
-    args.extend(transport.iter().map(String::as_str));
-    let mut server = start("server", &args);
-    server.wait_for_stderr("listening on", SHORT);
     let config = test_config(
         Config::default()
             .with_max_msg_size(4096)
