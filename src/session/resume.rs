@@ -288,7 +288,8 @@ enum AttemptEnd {
     Resumed(ResumeOutcome),
     /// The server has no session with our id: nothing can resume it.
     NoSession,
-    /// Failed; with whether our old path was torn down in it (server: only after the proof).
+    /// Failed; with what became of our old path in it (a server tears it down only after the
+    /// proof).
     Failed {
         why: String,
         old_path: OldPath,
