@@ -283,6 +283,14 @@ impl Resumption {
     }
 }
 
+/// Where `drive_attempt` starts an attempt.
+enum AttemptStart {
+    /// Client: our old data path is torn down already, leaving these counts.
+    TornDown(Counts),
+    /// Server: the client proved the secret; tear our old path down and prepare first.
+    PrepareFirst,
+}
+
 /// How one attempt ended.
 enum AttemptEnd {
     Resumed(ResumeOutcome),
@@ -469,7 +477,8 @@ impl<P: RolePath + ?Sized> Session<P> {
         let setup = self.resume_setup(ticket, deadline)?;
         let blob = self.transport.local_blob();
         let mut handshake = ResumeHandshake::client(setup, counts, blob);
-        self.drive_attempt(&mut control, &mut handshake, core, Some(counts), false)
+        let start = AttemptStart::TornDown(counts);
+        self.drive_attempt(&mut control, &mut handshake, core, start)
     }
 
     /// A proven attempt: the session's side, from the `Prepare` the client's proof led to.
@@ -478,13 +487,8 @@ impl<P: RolePath + ?Sized> Session<P> {
         mut attempt: ProvenAttempt,
         core: &mut dyn ResumeCore,
     ) -> Result<AttemptEnd> {
-        self.drive_attempt(
-            &mut attempt.control,
-            &mut attempt.handshake,
-            core,
-            None,
-            true,
-        )
+        let start = AttemptStart::PrepareFirst;
+        self.drive_attempt(&mut attempt.control, &mut attempt.handshake, core, start)
     }
 
     fn resume_setup(&self, ticket: &ResumeTicket, deadline: Instant) -> Result<ResumeSetup> {
@@ -511,19 +515,20 @@ impl<P: RolePath + ?Sized> Session<P> {
         core.begin_resume()
     }
 
-    /// Runs one attempt's handshake on `control` to its end. On success the session's control
-    /// channel is the attempt's.
+    /// Runs one attempt's handshake on `control` from `start` to its end. On success the
+    /// session's control channel is the attempt's.
     fn drive_attempt(
         &mut self,
         control: &mut ControlChannel,
         handshake: &mut ResumeHandshake,
         core: &mut dyn ResumeCore,
-        client_counts: Option<Counts>,
-        prepare_first: bool,
+        start: AttemptStart,
     ) -> Result<AttemptEnd> {
-        let mut ours = client_counts;
-        let mut torn_down = client_counts.is_some();
-        let mut prepare = prepare_first;
+        let (mut ours, mut prepare) = match start {
+            AttemptStart::TornDown(counts) => (Some(counts), false),
+            AttemptStart::PrepareFirst => (None, true),
+        };
+        let mut torn_down = ours.is_some();
         let result = loop {
             if std::mem::take(&mut prepare) {
                 if let Err(failure) = self.prepare(handshake, core, &mut ours) {
