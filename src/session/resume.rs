@@ -528,7 +528,6 @@ impl<P: RolePath + ?Sized> Session<P> {
             AttemptStart::TornDown(counts) => (Some(counts), false),
             AttemptStart::PrepareFirst => (None, true),
         };
-        let mut torn_down = ours.is_some();
         let result = loop {
             if std::mem::take(&mut prepare) {
                 if let Err(failure) = self.prepare(handshake, core, &mut ours) {
@@ -540,9 +539,6 @@ impl<P: RolePath + ?Sized> Session<P> {
             }
             if let Some(ours) = ours.filter(|_| handshake.resumed().is_some()) {
                 break Ok(ours);
-            }
-            if ours.is_some() {
-                torn_down = true;
             }
             if self.config.stopped() {
                 return Err(Error::Interrupted);
@@ -578,7 +574,8 @@ impl<P: RolePath + ?Sized> Session<P> {
                 match failure {
                     ResumeFailure::Attempt(why) => Ok(AttemptEnd::Failed {
                         why,
-                        old_path: if torn_down || ours.is_some() {
+                        // `ours` is set only once our old path was torn down.
+                        old_path: if ours.is_some() {
                             OldPath::TornDown
                         } else {
                             OldPath::Intact
