@@ -405,7 +405,6 @@ impl RdmaSrc {
 
     /// Whether a message is delivered (`false`: end of stream), waiting as `patience` allows.
     fn next_message(&mut self, patience: Patience) -> Result<Flow<bool>> {
-        let mut polled = false;
         let mut busy = BusyPoll::new(
             self.session.config.busy_poll,
             self.session.transport.device_work(),
@@ -418,62 +417,73 @@ impl RdmaSrc {
             }
             // The released slot goes back to the transport before we look for more.
             self.run_actions()?;
-            if !polled {
-                // Nothing buffered: look at the transport (and the control channel if it may
-                // have news) before sleeping.
-                polled = true;
-                self.progress()?;
-                continue;
-            }
-            polled = false;
-            match busy.next_round() {
-                _ if !patience.may_spin() => {}
-                Spin::Again | Spin::AgainChecked(_) => continue,
-                Spin::YieldThenAgain => {
-                    std::thread::yield_now();
-                    continue;
+            // Nothing buffered: look at the transport (and the control channel if it may have
+            // news) until something comes. The core's answer cannot change before that, so a
+            // polling round that finds nothing asks it nothing.
+            while self.progress()? == Polled::Quiet {
+                match busy.next_round() {
+                    _ if !patience.may_spin() => {}
+                    Spin::Again | Spin::AgainChecked(_) => continue,
+                    Spin::YieldThenAgain => {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    Spin::AgainLookAround(_) => {
+                        // Now and then, the control channel too.
+                        self.control_readable = true;
+                        continue;
+                    }
+                    Spin::Sleep => {}
                 }
-                Spin::AgainLookAround(_) => {
-                    // Now and then, the control channel too.
-                    self.control_readable = true;
-                    continue;
+                match self.sleep(patience)? {
+                    // The deadlines were handled before the sleep: the core decides again.
+                    Flow::Done(()) => break,
+                    Flow::Resume(planned) => return Ok(Flow::Resume(planned)),
+                    Flow::NotReady => return Ok(Flow::NotReady),
                 }
-                Spin::Sleep => {}
             }
-            // A clock reading only when about to sleep: a poll that found work costs none.
-            let now = Instant::now();
-            if self.stamp.take() {
-                self.core.restamp_last_arrival(now);
-            }
-            self.core.handle_timeout(now)?;
-            let watch = Watch {
-                control: !self.core.control_closed(),
-                data: !self.core.data_closed(),
-                stop: StopFlag::Honoured,
-            };
-            // A path's retry, as a resume attempt, is taken only here: nothing to deliver,
-            // the transport and the control channel looked at (a Finish read ends the stream).
-            let streaming = self.core.streaming();
-            if let Some(planned) = streaming
-                .then(|| self.session.paths_retry_due(now))
-                .flatten()
-            {
-                return Ok(Flow::Resume(planned));
-            }
-            let retry_paths_at = streaming.then(|| self.session.paths_retry_at()).flatten();
-            let until = earliest(self.core.poll_timeout(), retry_paths_at);
-            match self
-                .session
-                .pause(patience, &mut self.readiness, now, until, watch)?
-            {
-                Paused::Ready { control } => self.control_readable = control,
-                Paused::Resume(planned) => return Ok(Flow::Resume(planned)),
-                Paused::NotReady => return Ok(Flow::NotReady),
-            }
-            // What arrives after the wait is stamped with this reading (re-stamped before the
-            // next wait): a wait costs one clock read.
-            self.stamp.prime(now);
         }
+    }
+
+    /// Sleeps (or arms the readiness descriptor, as `patience` says) until the transport or
+    /// the control channel may have news, or the core's next deadline (or a path's retry)
+    /// passes; the core's deadlines that passed are handled first. `Done` when the caller
+    /// goes on.
+    fn sleep(&mut self, patience: Patience) -> Result<Flow<()>> {
+        // A clock reading only when about to sleep: a poll that found work costs none.
+        let now = Instant::now();
+        if self.stamp.take() {
+            self.core.restamp_last_arrival(now);
+        }
+        self.core.handle_timeout(now)?;
+        let watch = Watch {
+            control: !self.core.control_closed(),
+            data: !self.core.data_closed(),
+            stop: StopFlag::Honoured,
+        };
+        // A path's retry, as a resume attempt, is taken only here: nothing to deliver, the
+        // transport and the control channel looked at (a Finish read ends the stream).
+        let streaming = self.core.streaming();
+        if let Some(planned) = streaming
+            .then(|| self.session.paths_retry_due(now))
+            .flatten()
+        {
+            return Ok(Flow::Resume(planned));
+        }
+        let retry_paths_at = streaming.then(|| self.session.paths_retry_at()).flatten();
+        let until = earliest(self.core.poll_timeout(), retry_paths_at);
+        match self
+            .session
+            .pause(patience, &mut self.readiness, now, until, watch)?
+        {
+            Paused::Ready { control } => self.control_readable = control,
+            Paused::Resume(planned) => return Ok(Flow::Resume(planned)),
+            Paused::NotReady => return Ok(Flow::NotReady),
+        }
+        // What arrives after the wait is stamped with this reading (re-stamped before the
+        // next wait): a wait costs one clock read.
+        self.stamp.prime(now);
+        Ok(Flow::Done(()))
     }
 
     /// The sender closed the control connection while we wrote to it: a sender that aborts
@@ -487,12 +497,18 @@ impl RdmaSrc {
         lost.into_error(self.core.arrived())
     }
 
-    /// Feeds arrivals, the data path's close and control messages to the core.
-    fn progress(&mut self) -> Result<()> {
+    /// Feeds arrivals, the data path's close and control messages to the core: `Quiet` when
+    /// there were none (the core is as it was).
+    fn progress(&mut self) -> Result<Polled> {
         let polled = if self.core.data_closed() || self.core.data_broken() {
             Ok(())
         } else {
             self.session.transport.poll_arrivals(&mut self.arrivals)
+        };
+        let mut found = if self.arrivals.is_empty() && polled.is_ok() {
+            Polled::Quiet
+        } else {
+            Polled::News
         };
         if !self.arrivals.is_empty() {
             let now = self.stamp.get();
@@ -522,24 +538,36 @@ impl RdmaSrc {
                 }
             }
         }
-        if self.control_readable {
-            self.read_control()?;
+        if self.control_readable && self.read_control()? == Polled::News {
+            found = Polled::News;
         }
-        Ok(())
+        Ok(found)
     }
 
-    /// Feeds every control message available now to the core.
-    fn read_control(&mut self) -> Result<()> {
+    /// Feeds every control message available now to the core: `Quiet` when there was none.
+    fn read_control(&mut self) -> Result<Polled> {
+        let mut found = Polled::Quiet;
         while !self.core.control_closed() {
             match self.session.control.try_recv()? {
                 Received::Message(msg) => self.core.on_control(msg)?,
                 Received::Nothing => break,
                 Received::Closed(lost) => self.core.on_control_closed(lost)?,
             }
+            found = Polled::News;
         }
         self.control_readable = false;
-        Ok(())
+        Ok(found)
     }
+}
+
+/// What one look at the data path and the control channel found ([`RdmaSrc::progress`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polled {
+    /// Something for the core: an arrival, the data path's close or failure, a control message
+    /// or the control connection's close.
+    News,
+    /// Nothing: the core is as it was.
+    Quiet,
 }
 
 crate::session::readiness::descriptor_of!(
