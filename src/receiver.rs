@@ -418,25 +418,32 @@ impl RdmaSrc {
             // The released slot goes back to the transport before we look for more.
             self.run_actions()?;
             // Nothing buffered: look at the transport (and the control channel if it may have
-            // news) until something comes. The core's answer cannot change before that, so a
-            // polling round that finds nothing asks it nothing.
+            // news) until something comes or a pause ends. The core's answer cannot change
+            // before that, so a polling round that finds nothing asks it nothing.
             while self.progress()? == Polled::Quiet {
                 match busy.next_round() {
                     _ if !patience.may_spin() => {}
-                    Spin::Again | Spin::AgainChecked(_) => continue,
+                    Spin::Again => continue,
                     Spin::YieldThenAgain => {
                         std::thread::yield_now();
                         continue;
                     }
-                    Spin::AgainLookAround(_) => {
+                    Spin::AgainChecked(now) => {
+                        if !self.spin_must_end(patience, now) {
+                            continue;
+                        }
+                    }
+                    Spin::AgainLookAround(now) => {
                         // Now and then, the control channel too.
                         self.control_readable = true;
-                        continue;
+                        if !self.spin_must_end(patience, now) {
+                            continue;
+                        }
                     }
                     Spin::Sleep => {}
                 }
-                match self.sleep(patience)? {
-                    // The deadlines were handled before the sleep: the core decides again.
+                match self.pause(patience)? {
+                    // After a pause the core is asked again, as after news.
                     Flow::Done(()) => break,
                     Flow::Resume(planned) => return Ok(Flow::Resume(planned)),
                     Flow::NotReady => return Ok(Flow::NotReady),
@@ -445,11 +452,12 @@ impl RdmaSrc {
         }
     }
 
-    /// Sleeps (or arms the readiness descriptor, as `patience` says) until the transport or
-    /// the control channel may have news, or the core's next deadline (or a path's retry)
-    /// passes; the core's deadlines that passed are handled first. `Done` when the caller
-    /// goes on.
-    fn sleep(&mut self, patience: Patience) -> Result<Flow<()>> {
+    /// Pauses as `patience` says: sleeps until the transport or the control channel may have
+    /// news or the next deadline ([`RdmaSrc::next_deadline`]) passes, arms the readiness
+    /// descriptor (`NotReady`), or gives up at the caller's deadline (`NotReady`). The core's
+    /// deadlines that passed are handled first, and a path's retry that is due comes back as
+    /// `Resume`. `Done` when the caller goes on.
+    fn pause(&mut self, patience: Patience) -> Result<Flow<()>> {
         // A clock reading only when about to sleep: a poll that found work costs none.
         let now = Instant::now();
         if self.stamp.take() {
@@ -463,15 +471,15 @@ impl RdmaSrc {
         };
         // A path's retry, as a resume attempt, is taken only here: nothing to deliver, the
         // transport and the control channel looked at (a Finish read ends the stream).
-        let streaming = self.core.streaming();
-        if let Some(planned) = streaming
+        if let Some(planned) = self
+            .core
+            .streaming()
             .then(|| self.session.paths_retry_due(now))
             .flatten()
         {
             return Ok(Flow::Resume(planned));
         }
-        let retry_paths_at = streaming.then(|| self.session.paths_retry_at()).flatten();
-        let until = earliest(self.core.poll_timeout(), retry_paths_at);
+        let until = self.next_deadline();
         match self
             .session
             .pause(patience, &mut self.readiness, now, until, watch)?
@@ -484,6 +492,24 @@ impl RdmaSrc {
         // next wait): a wait costs one clock read.
         self.stamp.prime(now);
         Ok(Flow::Done(()))
+    }
+
+    /// The earliest of the core's next deadline and, while the stream runs, a path's retry.
+    fn next_deadline(&self) -> Option<Instant> {
+        let retry_paths_at = self
+            .core
+            .streaming()
+            .then(|| self.session.paths_retry_at())
+            .flatten();
+        earliest(self.core.poll_timeout(), retry_paths_at)
+    }
+
+    /// At a clock check of busy polling: whether to stop spinning and pause
+    /// ([`Session::spin_must_end`]).
+    fn spin_must_end(&mut self, patience: Patience, now: Instant) -> bool {
+        let until = self.next_deadline();
+        self.session
+            .spin_must_end(patience, now, until, StopFlag::Honoured)
     }
 
     /// The sender closed the control connection while we wrote to it: a sender that aborts
@@ -500,12 +526,12 @@ impl RdmaSrc {
     /// Feeds arrivals, the data path's close and control messages to the core: `Quiet` when
     /// there were none (the core is as it was).
     fn progress(&mut self) -> Result<Polled> {
-        let polled = if self.core.data_closed() || self.core.data_broken() {
+        let poll_result = if self.core.data_closed() || self.core.data_broken() {
             Ok(())
         } else {
             self.session.transport.poll_arrivals(&mut self.arrivals)
         };
-        let mut found = if self.arrivals.is_empty() && polled.is_ok() {
+        let mut found = if self.arrivals.is_empty() && poll_result.is_ok() {
             Polled::Quiet
         } else {
             Polled::News
@@ -516,7 +542,7 @@ impl RdmaSrc {
                 self.core.on_arrival(msg, now)?;
             }
         }
-        match polled {
+        match poll_result {
             Ok(()) => {}
             // Resumable, a data path that closes or fails before everything arrived is a
             // break (unless the sender's words on the control channel say otherwise).

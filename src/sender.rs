@@ -412,7 +412,13 @@ impl RdmaSink {
                 }
                 Spin::AgainChecked(now) | Spin::AgainLookAround(now) => {
                     stalled_since.get_or_insert(now);
-                    continue;
+                    let until = earliest(self.core.poll_timeout(), self.session.paths_retry_at());
+                    if !self
+                        .session
+                        .spin_must_end(patience, now, until, StopFlag::Honoured)
+                    {
+                        continue;
+                    }
                 }
                 Spin::Sleep => {}
             }

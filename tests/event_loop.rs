@@ -145,6 +145,106 @@ fn recv_timeout_gives_up_at_its_deadline_and_the_session_goes_on() {
     assert_eq!(tx.join().unwrap(), 1);
 }
 
+/// Runs `call` on its own thread and returns what it gave, or panics naming `what` if it has
+/// not returned within `limit` (a call that overshoots its own deadline fails the test instead
+/// of holding it).
+fn returns_within<T: Send + 'static>(
+    what: &str,
+    limit: Duration,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (done, result) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = done.send(call());
+    });
+    result
+        .recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("{what} had not returned after {limit:?}"))
+}
+
+#[test]
+fn deadlines_hold_while_busy_polling_for_ever() {
+    // A busy poll longer than any deadline: recv_timeout and send_timeout still give up at
+    // theirs (within a clock check of the spin), and the session goes on.
+    let cfg = || config().with_busy_poll(Some(Duration::MAX)).with_credits(2);
+    let limit = scaled(Duration::from_secs(10));
+    let (addr, accept) = server(cfg());
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    let (gave_up, sender_gave_up) = std::sync::mpsc::channel();
+    let tx = thread::spawn(move || {
+        let mut sink = RdmaSink::connect(addr, &cfg()).unwrap();
+        wait_go.recv().unwrap();
+        sink.send(b"one").unwrap();
+        sink.send(b"two").unwrap();
+        // the receiver holds both credits: the third waits, and gives up at its deadline
+        let e = sink.send_timeout(b"three", Duration::from_millis(200));
+        gave_up.send(e).unwrap();
+        wait_go.recv().unwrap();
+        sink.send(b"three").unwrap();
+        sink.finish().unwrap()
+    });
+    let src = accept().accept_src().unwrap();
+    let (mut src, e) = returns_within("recv_timeout(200 ms)", limit, move || {
+        let mut src = src;
+        let e = src
+            .recv_timeout(Duration::from_millis(200))
+            .map(|m| m.is_some());
+        (src, e)
+    });
+    assert!(matches!(e, Err(Error::DeadlinePassed { .. })), "{e:?}");
+    go.send(()).unwrap();
+    let e = sender_gave_up
+        .recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("send_timeout(200 ms) had not returned after {limit:?}"));
+    assert!(matches!(e, Err(Error::DeadlinePassed { .. })), "{e:?}");
+    assert_eq!(src.recv().unwrap(), Some(&b"one"[..]));
+    assert_eq!(src.recv().unwrap(), Some(&b"two"[..]));
+    go.send(()).unwrap();
+    assert_eq!(src.recv().unwrap(), Some(&b"three"[..]));
+    assert_eq!(src.recv().unwrap(), None);
+    assert_eq!(tx.join().unwrap(), 3);
+}
+
+#[test]
+fn the_stop_flag_ends_a_wait_while_busy_polling_for_ever() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cfg = config().with_busy_poll(Some(Duration::MAX));
+    let (addr, accept) = server(cfg.clone().with_stop(Some(stop.clone())));
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    let tx = thread::spawn(move || {
+        let mut sink = RdmaSink::connect(addr, &cfg).unwrap();
+        wait_go.recv().unwrap();
+        sink.send(b"after").unwrap();
+        sink.finish().unwrap()
+    });
+    let src = accept().accept_src().unwrap();
+    let waiting = returns_within(
+        "recv with the stop flag set",
+        scaled(Duration::from_secs(10)),
+        {
+            let stop = stop.clone();
+            move || {
+                let mut src = src;
+                let spinning = thread::spawn(move || {
+                    thread::sleep(Duration::from_millis(200));
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                });
+                let e = src.recv().map(|m| m.is_some());
+                spinning.join().unwrap();
+                (src, e)
+            }
+        },
+    );
+    let (mut src, e) = waiting;
+    assert!(matches!(e, Err(Error::Interrupted)), "{e:?}");
+    // the session stays usable
+    stop.store(false, std::sync::atomic::Ordering::Relaxed);
+    go.send(()).unwrap();
+    assert_eq!(src.recv().unwrap(), Some(&b"after"[..]));
+    assert_eq!(src.recv().unwrap(), None);
+    assert_eq!(tx.join().unwrap(), 1);
+}
+
 #[test]
 fn try_send_takes_one_message_per_free_credit_then_says_would_block_until_one_returns() {
     let cfg = config_without_ticks().with_credits(2);

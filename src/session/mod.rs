@@ -505,6 +505,25 @@ impl<P: RolePath + ?Sized> Session<P> {
         }
     }
 
+    /// At one of busy polling's clock checks (`now`): whether the spin must end here and go to
+    /// the pause, which deals with what it found: the caller's deadline passed, the driver's
+    /// next deadline (`until`: its core's, or a path's retry) is due, the stop flag is set
+    /// (where `stop` honours it), or a client's resume attempt waits for this session. Without
+    /// this, a busy poll longer than these ([`Config::busy_poll`]) would hold them off for as
+    /// long as it lasts.
+    pub(crate) fn spin_must_end(
+        &mut self,
+        patience: Patience,
+        now: Instant,
+        until: Option<Instant>,
+        stop: StopFlag,
+    ) -> bool {
+        patience.expired(now)
+            || until.is_some_and(|t| now >= t)
+            || (stop == StopFlag::Honoured && self.config.stopped())
+            || resume::poll_attempt(&mut self.resume)
+    }
+
     /// At the start of a call after one that armed the readiness descriptor: the application
     /// waited on it, so the transport hears of a wake-up ([`DataPath::on_wakeup`]; it cannot
     /// tell whether the descriptor fired) and the control channel is read. `true` when it was
@@ -585,6 +604,11 @@ impl Patience {
             }
             Patience::Never => Pause::Arm,
         }
+    }
+
+    /// Whether the caller's deadline has passed at `now`.
+    pub(crate) fn expired(self, now: Instant) -> bool {
+        matches!(self, Patience::Until { deadline, .. } if now >= deadline)
     }
 
     /// The error of a call whose patience ran out ([`Flow::NotReady`]).
