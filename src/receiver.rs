@@ -460,9 +460,7 @@ impl RdmaSrc {
     fn pause(&mut self, patience: Patience) -> Result<Flow<()>> {
         // A clock reading only when about to sleep: a poll that found work costs none.
         let now = Instant::now();
-        if self.stamp.take() {
-            self.core.restamp_last_arrival(now);
-        }
+        self.restamp(now);
         self.core.handle_timeout(now)?;
         let watch = Watch {
             control: !self.core.control_closed(),
@@ -504,9 +502,21 @@ impl RdmaSrc {
         earliest(self.core.poll_timeout(), retry_paths_at)
     }
 
+    /// Messages stamped with an older reading since the last pause (or clock check) count as
+    /// arrived at `now`, a fresh reading ([`Stamp`]).
+    fn restamp(&mut self, now: Instant) {
+        if self.stamp.take() {
+            self.core.restamp_last_arrival(now);
+        }
+    }
+
     /// At a clock check of busy polling: whether to stop spinning and pause
     /// ([`Session::spin_must_end`]).
     fn spin_must_end(&mut self, patience: Patience, now: Instant) -> bool {
+        // A long spin reads no other clock: stamps from before it would make the core's
+        // deadlines look due (and end the spin for nothing).
+        self.restamp(now);
+        self.stamp.prime(now);
         let until = self.next_deadline();
         self.session
             .spin_must_end(patience, now, until, StopFlag::Honoured)

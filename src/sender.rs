@@ -412,6 +412,10 @@ impl RdmaSink {
                 }
                 Spin::AgainChecked(now) | Spin::AgainLookAround(now) => {
                     stalled_since.get_or_insert(now);
+                    // A long spin reads no other clock: stamps from before it would make the
+                    // core's deadlines look due (and end the spin for nothing).
+                    self.restamp(now);
+                    self.stamp.prime(now);
                     let until = earliest(self.core.poll_timeout(), self.session.paths_retry_at());
                     if !self
                         .session
@@ -510,11 +514,17 @@ impl RdmaSink {
     /// as released now ([`Stamp`]).
     fn now_for_wait(&mut self) -> Instant {
         let now = Instant::now();
+        self.restamp(now);
+        now
+    }
+
+    /// Credits stamped with an older reading since the last wait (or clock check) count as
+    /// released at `now`, a fresh reading ([`Stamp`]).
+    fn restamp(&mut self, now: Instant) {
         if self.stamp.take() && self.core.released() != self.released_at_wait {
             self.core.restamp_last_credit(now);
         }
         self.released_at_wait = self.core.released();
-        now
     }
 
     /// Sleeps (or arms the readiness descriptor, as `patience` says) until the transport or

@@ -162,11 +162,45 @@ fn returns_within<T: Send + 'static>(
         .unwrap_or_else(|_| panic!("{what} had not returned after {limit:?}"))
 }
 
+/// A busy poll far longer than the bound the tests below give a call to return in (and finite,
+/// so that a call that overshoots stops spinning on a core some time after its test failed).
+fn outlasting() -> Duration {
+    scaled(Duration::from_secs(120))
+}
+
 #[test]
-fn deadlines_hold_while_busy_polling_for_ever() {
+fn the_idle_timeout_ends_a_session_while_a_busy_poll_outlasts_it() {
+    let cfg = config().with_busy_poll(Some(outlasting()));
+    let (addr, accept) = server(
+        cfg.clone()
+            .with_idle_timeout(Some(Duration::from_millis(300))),
+    );
+    let (done, wait_done) = std::sync::mpsc::channel::<()>();
+    let tx = thread::spawn(move || {
+        let sink = RdmaSink::connect(addr, &cfg).unwrap();
+        // sends nothing, and keeps the session up until the receiver gave up
+        wait_done.recv().unwrap();
+        drop(sink);
+    });
+    let src = accept().accept_src().unwrap();
+    let e = returns_within(
+        "recv with a 300 ms idle timeout",
+        scaled(Duration::from_secs(10)),
+        move || {
+            let mut src = src;
+            src.recv().map(|m| m.is_some())
+        },
+    );
+    assert!(matches!(e, Err(Error::IdleTimeout { .. })), "{e:?}");
+    done.send(()).unwrap();
+    tx.join().unwrap();
+}
+
+#[test]
+fn deadlines_hold_while_a_busy_poll_outlasts_them() {
     // A busy poll longer than any deadline: recv_timeout and send_timeout still give up at
     // theirs (within a clock check of the spin), and the session goes on.
-    let cfg = || config().with_busy_poll(Some(Duration::MAX)).with_credits(2);
+    let cfg = || config().with_busy_poll(Some(outlasting())).with_credits(2);
     let limit = scaled(Duration::from_secs(10));
     let (addr, accept) = server(cfg());
     let (go, wait_go) = std::sync::mpsc::channel::<()>();
@@ -206,9 +240,9 @@ fn deadlines_hold_while_busy_polling_for_ever() {
 }
 
 #[test]
-fn the_stop_flag_ends_a_wait_while_busy_polling_for_ever() {
+fn the_stop_flag_ends_a_wait_while_a_busy_poll_outlasts_it() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let cfg = config().with_busy_poll(Some(Duration::MAX));
+    let cfg = config().with_busy_poll(Some(outlasting()));
     let (addr, accept) = server(cfg.clone().with_stop(Some(stop.clone())));
     let (go, wait_go) = std::sync::mpsc::channel::<()>();
     let tx = thread::spawn(move || {
@@ -225,12 +259,12 @@ fn the_stop_flag_ends_a_wait_while_busy_polling_for_ever() {
             let stop = stop.clone();
             move || {
                 let mut src = src;
-                let spinning = thread::spawn(move || {
+                let stopper = thread::spawn(move || {
                     thread::sleep(Duration::from_millis(200));
                     stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 });
                 let e = src.recv().map(|m| m.is_some());
-                spinning.join().unwrap();
+                stopper.join().unwrap();
                 (src, e)
             }
         },
