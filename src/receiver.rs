@@ -419,7 +419,8 @@ impl RdmaSrc {
             self.run_actions()?;
             // Nothing buffered: look at the transport (and the control channel if it may have
             // news) until something comes or a pause ends. The core's answer cannot change
-            // before that, so a polling round that finds nothing asks it nothing.
+            // before that, so a polling round that finds nothing asks it nothing (a clock-check
+            // round only re-stamps it and reads its next deadline).
             while self.progress()? == Polled::Quiet {
                 match busy.next_round() {
                     _ if !patience.may_spin() => {}
