@@ -102,6 +102,20 @@ impl BusyPoll {
     }
 }
 
+impl BusyPoll {
+    /// [`BusyPoll::next_round`], having given the CPU away where it said to: never
+    /// [`Spin::YieldThenAgain`] (what both drivers' spins call).
+    pub(crate) fn next_round_yielding(&mut self) -> Spin {
+        match self.next_round() {
+            Spin::YieldThenAgain => {
+                std::thread::yield_now();
+                Spin::Again
+            }
+            spin => spin,
+        }
+    }
+}
+
 /// The rounds between two clock checks for a spin of at most `limit` (see [`CHECK_EVERY_MIN`]).
 fn check_every(limit: Option<Duration>) -> u32 {
     let micros = limit.map_or(0, |l| l.as_micros());

@@ -422,13 +422,8 @@ impl RdmaSrc {
             // before that, so a polling round that finds nothing asks it nothing (a clock-check
             // round only re-stamps it and reads its next deadline).
             while self.progress()? == Polled::Quiet {
-                match busy.next_round() {
-                    _ if !patience.may_spin() => {}
-                    Spin::Again => continue,
-                    Spin::YieldThenAgain => {
-                        std::thread::yield_now();
-                        continue;
-                    }
+                match patience.next_spin(&mut busy) {
+                    Spin::Again | Spin::YieldThenAgain => continue,
                     Spin::AgainChecked(now) => {
                         if !self.spin_must_end(patience, now) {
                             continue;

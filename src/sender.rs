@@ -403,24 +403,11 @@ impl RdmaSink {
                 return Ok(Flow::Done(taken));
             }
             // The clock is read only where polling reads it anyway, or before a sleep.
-            match busy.next_round() {
-                _ if !patience.may_spin() => {}
-                Spin::Again => continue,
-                Spin::YieldThenAgain => {
-                    std::thread::yield_now();
-                    continue;
-                }
+            match patience.next_spin(&mut busy) {
+                Spin::Again | Spin::YieldThenAgain => continue,
                 Spin::AgainChecked(now) | Spin::AgainLookAround(now) => {
                     stalled_since.get_or_insert(now);
-                    // A long spin reads no other clock: stamps from before it would make the
-                    // core's deadlines look due (and end the spin for nothing).
-                    self.restamp(now);
-                    self.stamp.prime(now);
-                    let until = earliest(self.core.poll_timeout(), self.session.paths_retry_at());
-                    if !self
-                        .session
-                        .spin_must_end(patience, now, until, StopFlag::Honoured)
-                    {
+                    if !self.spin_must_end(patience, now) {
                         continue;
                     }
                 }
@@ -516,6 +503,18 @@ impl RdmaSink {
         let now = Instant::now();
         self.restamp(now);
         now
+    }
+
+    /// At a clock check of busy polling: whether to stop spinning and wait
+    /// ([`Session::spin_must_end`](crate::session::Session)).
+    fn spin_must_end(&mut self, patience: Patience, now: Instant) -> bool {
+        // A long spin reads no other clock: stamps from before it would make the core's
+        // deadlines look due (and end the spin for nothing).
+        self.restamp(now);
+        self.stamp.prime(now);
+        let until = earliest(self.core.poll_timeout(), self.session.paths_retry_at());
+        self.session
+            .spin_must_end(patience, now, until, StopFlag::Honoured)
     }
 
     /// Credits stamped with an older reading since the last wait (or clock check) count as

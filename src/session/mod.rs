@@ -16,6 +16,7 @@ mod route_paths;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
+use crate::busy_poll::{BusyPoll, Spin};
 use crate::config::Config;
 use crate::net::iface::PathInfo;
 use crate::net::wait::{wait_any, Interest};
@@ -603,6 +604,17 @@ impl Patience {
                 Pause::Sleep(Some(core_until.map_or(deadline, |t| t.min(deadline))))
             }
             Patience::Never => Pause::Arm,
+        }
+    }
+
+    /// The next round of `busy` when this call may spin
+    /// ([`BusyPoll::next_round_yielding`]), else [`Spin::Sleep`]: a call that may not wait goes
+    /// straight to its pause.
+    pub(crate) fn next_spin(self, busy: &mut BusyPoll) -> Spin {
+        if self.may_spin() {
+            busy.next_round_yielding()
+        } else {
+            Spin::Sleep
         }
     }
 
