@@ -103,9 +103,10 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               over verbs (examples/event_loop_cost.rs, built in release here). Not in the
               default set, nor in .ci/run: run it by hand (BENCHMARKS.md has its figures)
   lat-profile where a ping-pong's user-space instructions go: bench lat and ib_send_lat, both
-              ends under valgrind's callgrind, instructions per round trip and the functions
-              that take them (needs valgrind on the host). Not in the default set, nor in
-              .ci/run: a diagnostic to run by hand
+              ends under valgrind's callgrind, instructions per round trip, the functions
+              that take them and the footprint (the distinct instructions run every round
+              trip) (needs valgrind on the host). Not in the default set, nor in .ci/run: a
+              diagnostic to run by hand
   qp-pingpong a 2 B ping-pong over one queue pair per end, over one each way, and over one
               per end touching 256 pages per round trip (verbs-sys's examples/qp_pingpong.rs,
               built here), ib_send_lat and bench lat, alternated over 5 rounds: does bench

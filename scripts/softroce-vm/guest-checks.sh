@@ -1468,7 +1468,7 @@ lat_syscalls() {
 # tools also spin while they wait, and that spin is counted too (in the CQ poll functions: the
 # table names them). A diagnostic: the figures are printed, nothing is judged.
 LAT_PROFILE_COUNTS=(200 1200)
-CALLGRIND=(valgrind --tool=callgrind --compress-strings=no --compress-pos=no)
+CALLGRIND=(valgrind --tool=callgrind --compress-strings=no --compress-pos=no --dump-instr=yes --dump-line=no)
 
 # Self cost (Ir) by object and function of a callgrind file: "cost<TAB>object:function" lines.
 callgrind_self() { # file
@@ -1480,6 +1480,26 @@ callgrind_self() { # file
 		/^[0-9+*-]/ { if (skip) { skip = 0; next } self[ob ":" fn] += $2 }
 		END { for (k in self) printf "%d\t%s\n", self[k], k }
 	' "$1"
+}
+
+# The code a round trip runs (its footprint): how many distinct instructions ran at least once
+# per round trip more in the second run than in the first (set-up cancels out), as "all N" and
+# per object "OBJ N" lines. Under TCG a round trip pays for code it runs beyond its instruction
+# count (each distinct block is looked up; round twelve's distinct calls), so this is the second
+# figure to compare after the instructions.
+callgrind_footprint() { # lo-file hi-file round-trips
+	awk -v d="$3" '
+		/^ob=/ { ob = substr($0, 4); sub(/.*\//, "", ob); next }
+		/^fn=/ { skip = 0; next }
+		/^calls=/ { skip = 1; next }
+		/^[a-z]+=/ { next }
+		/^0x/ { if (skip) { skip = 0; next } k = ob ":" $1; if (FILENAME == ARGV[1]) lo[k] += $2; else hi[k] += $2 }
+		END {
+			for (k in hi) if (hi[k] - lo[k] >= d) { n++; split(k, p, ":"); per[p[1]]++ }
+			printf "all %d\n", n
+			for (o in per) printf "%s %d\n", o, per[o]
+		}
+	' "$1" "$2"
 }
 
 # Calls by callee (object:function) of a callgrind file: "calls<TAB>object:function" lines.
@@ -1602,6 +1622,7 @@ check_lat_profile() {
 				'BEGIN { printf "%.0f", (y - x) / d }')
 			summary="$summary $tool $side $per;"
 			echo "SOFTROCE-LAT-PROFILE $tool $side: $per instructions (Ir) per round trip in user space"
+			callgrind_footprint "$f_lo" "$f_hi" $((hi - lo)) | sed "s/^/SOFTROCE-LAT-PROFILE $tool $side   footprint (instructions run every round trip) /"
 			callgrind_top "$f_lo" "$f_hi" $((hi - lo)) 25 | sed "s/^/SOFTROCE-LAT-PROFILE $tool $side   /"
 			echo "SOFTROCE-LAT-PROFILE $tool $side: calls per round trip (a busy-polling round calls the provider's CQ poll once)"
 			callgrind_top "$f_lo" "$f_hi" $((hi - lo)) 12 calls | sed "s/^/SOFTROCE-LAT-PROFILE $tool $side   calls /"
