@@ -279,6 +279,60 @@ fn the_stop_flag_ends_a_wait_while_a_busy_poll_outlasts_it() {
     assert_eq!(tx.join().unwrap(), 1);
 }
 
+/// A client resumes the session while its server spins in `recv` (a busy poll far longer
+/// than the test): the client's control connection is cut (`ss -K`) while nothing is in
+/// flight, and no deadline of the server's own is due (no idle timeout). The spin must end
+/// at a clock check on what it finds there (the reset control connection, read now and then,
+/// or the client's resume attempt; on tcp also the old data connection's end), so that the
+/// session resumes, the client's Finish comes in on the new connection, and the stream ends.
+#[test]
+fn a_client_resumes_a_session_whose_server_busy_polls_longer_than_the_test() {
+    if common::on_path("ss").is_none() {
+        common::skip_or_fail("ss (iproute2) is not installed: the test cuts a connection");
+        return;
+    }
+    // The listener lives to the end: it hands the session its client's attempt.
+    let listener = Listener::bind(
+        test_listen_addr(),
+        &config().with_busy_poll(Some(outlasting())),
+    )
+    .unwrap();
+    let addr = listener.local_addr();
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    let tx = thread::spawn(move || {
+        let mut sink = RdmaSink::connect(addr, &config()).unwrap();
+        sink.send(b"before").unwrap();
+        wait_go.recv().unwrap();
+        common::ss::kill(std::process::id(), addr.port(), common::ss::Conn::Control);
+        let counters = sink.resume_counters();
+        // its Finish meets the cut connection: the sink resumes, then finishes
+        let sent = sink.finish().unwrap();
+        (sent, counters.get().resumes)
+    });
+    let mut src = listener.accept().unwrap().accept_src().unwrap();
+    assert_eq!(src.recv().unwrap(), Some(&b"before"[..]));
+    // releases it: its credit goes back before anything is cut, so nothing is in flight
+    let e = src.recv_timeout(Duration::from_millis(200));
+    assert!(matches!(e, Err(Error::DeadlinePassed { .. })), "{e:?}");
+    go.send(()).unwrap();
+    let (end, resumes) = returns_within(
+        "recv while its client resumed the session",
+        scaled(Duration::from_secs(20)),
+        move || {
+            let end = src.recv().map(|m| m.map(<[u8]>::to_vec));
+            (end, src.resume_counters().get().resumes)
+        },
+    );
+    assert!(matches!(end, Ok(None)), "the end of the stream: {end:?}");
+    assert_eq!(resumes, 1, "the server resumed once");
+    assert_eq!(
+        tx.join().unwrap(),
+        (1, 1),
+        "the client sent 1 and resumed once"
+    );
+    drop(listener);
+}
+
 #[test]
 fn try_send_takes_one_message_per_free_credit_then_says_would_block_until_one_returns() {
     let cfg = config_without_ticks().with_credits(2);
