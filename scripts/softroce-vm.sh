@@ -114,11 +114,13 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               latency on rxe? Medians of t_avg, t_typical and t_min, and the client's
               send call against the rest of its round trip. Not in the default set, nor
               in .ci/run: a diagnostic to run by hand
-  lat-perf    where the guest's time goes during a ping-pong: qp_pingpong (one queue pair each
-              way), ib_send_lat and bench lat, 20,000 round trips each under a system-wide
-              perf record (the host's perf, copied in: apt-get install linux-perf), the
-              shares by CPU, program and library, and the top symbols. Not in the default
-              set, nor in .ci/run: a diagnostic to run by hand
+  lat-perf    what the guest's kernel does during a ping-pong and where its time goes:
+              qp_pingpong (one queue pair each way), ib_send_lat and bench lat, first their
+              tracepoints and system calls per round trip (perf stat -a), then 20,000
+              round trips each under a system-wide perf record (the host's perf, copied
+              in: apt-get install linux-perf), the shares by CPU, program and library, and
+              the top symbols. Not in the default set, nor in .ci/run: a diagnostic to run
+              by hand
   lat-trace   where each half of a ping-pong's round trip goes, as the guest kernel sees it:
               kprobes on rxe_post_send, rxe_receiver and rxe_cq_post time the sender's post to
               the responder's start, the responder's work to the completion, and the receiving

@@ -1767,6 +1767,67 @@ lat_perf_run() { # name command... -> samples under /tmp/name.perf.data
 	return "$rc"
 }
 
+# The kernel's work per round trip by tracepoint: every event of the groups below that this
+# kernel has, counted system-wide (perf stat -a) while a tool runs LAT_TP_COUNTS round trips
+# (the difference of the two runs over the difference in round trips: set-up cancels out).
+# Tracepoints count what happened (wake-ups, work items, timers, interrupts, packets), not
+# how long it took, so the counts hold under the tracing's own cost.
+LAT_TP_COUNTS=(2000 10000)
+LAT_TP_GROUPS=(sched workqueue irq irq_vectors timer ipi tlb exceptions raw_syscalls net skb napi)
+lat_tp_count() { # file command... -> "event count" lines in file
+	local out=$1 pp rc=0 g
+	shift
+	local -a ev=()
+	for g in "${LAT_TP_GROUPS[@]}"; do
+		[ -d "$TRACEFS/events/$g" ] && ev+=(-e "$g:*")
+	done
+	# which system calls (each one's entry; with CONFIG_FTRACE_SYSCALLS)
+	[ -d "$TRACEFS/events/syscalls" ] && ev+=(-e 'syscalls:sys_enter_*')
+	local raw="${out%/*}/raw.${out##*/}"
+	# without a workload, perf stat -a counts until SIGINT and then writes its counts
+	perf stat -a -x, "${ev[@]}" -o "$raw" >/dev/null 2>&1 &
+	pp=$!
+	sleep 0.5
+	"$@" >/dev/null || rc=1
+	kill -INT "$pp" 2>/dev/null
+	wait_pid "$pp" "$T_STEP"
+	awk -F, '$1 ~ /^[0-9]+$/ { print $3, $1 }' "$raw" >"$out"
+	[ -s "$out" ] || rc=1
+	return "$rc"
+}
+
+# Per tool (qp_pingpong one queue pair each way, ib_send_lat, bench lat) the events per round
+# trip, on SOFTROCE-LAT-TP lines: "event qpp X perftest Y ours Z" for every event that one of
+# them had at least 0.02 times a round trip.
+lat_tracepoints() {
+	local tool n lo=${LAT_TP_COUNTS[0]} hi=${LAT_TP_COUNTS[1]} fail=''
+	[ -d "$TRACEFS/events" ] || mount -t tracefs nodev "$TRACEFS" 2>/dev/null
+	for n in "$lo" "$hi"; do
+		local QPP_COUNT=$n
+		lat_tp_count "/tmp/ltp.qpp.$n" qp_pingpong_run "ltp_qpp$n" 2 || fail="$fail qp_pingpong -n $n;"
+		lat_tp_count "/tmp/ltp.perftest.$n" perftest "ltp_pt$n" ib_send_lat -s "$LAT_SIZE" -n "$n" || fail="$fail ib_send_lat -n $n;"
+		lat_tp_count "/tmp/ltp.ours.$n" bench_pair "ltp_ours$n" "" --mode lat -s "$LAT_SIZE" -n "$n" || fail="$fail bench lat -n $n;"
+	done
+	awk -v d=$((hi - lo)) '
+		{ split(FILENAME, p, "."); tool = p[2]; n = p[3]; c[$1, tool, n] = $2; ev[$1] = 1; tools[tool] = 1; ns[n] = 1 }
+		END {
+			for (e in ev) {
+				line = ""; show = 0
+				for (t = 1; t <= 3; t++) {
+					tool = (t == 1 ? "qpp" : t == 2 ? "perftest" : "ours")
+					lo = ""; hi = ""
+					for (n in ns) { if (lo == "" || n + 0 < lo + 0) lo = n; if (hi == "" || n + 0 > hi + 0) hi = n }
+					per = (c[e, tool, hi] - c[e, tool, lo]) / d
+					if (per >= 0.02 || per <= -0.02) show = 1
+					line = line sprintf(" %s %.2f", tool, per)
+				}
+				if (show) print e line
+			}
+		}
+	' /tmp/ltp.qpp.* /tmp/ltp.perftest.* /tmp/ltp.ours.* 2>/dev/null | sort | sed 's/^/SOFTROCE-LAT-TP /'
+	LAT_TP_FAIL=$fail
+}
+
 check_lat_perf() {
 	local fail=''
 	if ! command -v perf >/dev/null 2>&1; then
@@ -1774,6 +1835,8 @@ check_lat_perf() {
 		return
 	fi
 	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	lat_tracepoints
+	fail=$LAT_TP_FAIL
 	local QPP_COUNT=$LAT_PERF_COUNT
 	if lat_perf_run qp-pingpong qp_pingpong_run lperf_qpp 2; then
 		echo "SOFTROCE-LAT-PERF qp-pingpong t_avg $QPP_AVG us"
