@@ -514,8 +514,7 @@ impl RdmaSrc {
         self.restamp(now);
         self.stamp.prime(now);
         let until = self.next_deadline();
-        self.session
-            .spin_must_end(patience, now, until, StopFlag::Honoured)
+        self.session.spin_must_end(patience, now, until)
     }
 
     /// The sender closed the control connection while we wrote to it: a sender that aborts

@@ -513,8 +513,7 @@ impl RdmaSink {
         self.restamp(now);
         self.stamp.prime(now);
         let until = earliest(self.core.poll_timeout(), self.session.paths_retry_at());
-        self.session
-            .spin_must_end(patience, now, until, StopFlag::Honoured)
+        self.session.spin_must_end(patience, now, until)
     }
 
     /// Credits stamped with an older reading since the last wait (or clock check) count as

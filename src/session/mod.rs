@@ -509,19 +509,19 @@ impl<P: RolePath + ?Sized> Session<P> {
     /// At one of busy polling's clock checks (`now`): whether the spin must end here and go to
     /// the pause, which deals with what it found: the caller's deadline passed, the driver's
     /// next deadline (`until`: its core's, or a path's retry) is due, the stop flag is set
-    /// (where `stop` honours it), or a client's resume attempt waits for this session. Without
-    /// this, a busy poll longer than these ([`Config::busy_poll`]) would hold them off for as
-    /// long as it lasts.
+    /// (the waits that spin all honour it: those that do not, after a message counted as
+    /// sent and in `finish`, never spin), or a client's resume attempt waits for this
+    /// session. Without this, a busy poll longer than these ([`Config::busy_poll`]) would
+    /// hold them off for as long as it lasts.
     pub(crate) fn spin_must_end(
         &mut self,
         patience: Patience,
         now: Instant,
         until: Option<Instant>,
-        stop: StopFlag,
     ) -> bool {
         patience.expired(now)
             || until.is_some_and(|t| now >= t)
-            || (stop == StopFlag::Honoured && self.config.stopped())
+            || self.config.stopped()
             || resume::poll_attempt(&mut self.resume)
     }
 
