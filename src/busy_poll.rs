@@ -100,9 +100,7 @@ impl BusyPoll {
             Spin::AgainChecked(now)
         }
     }
-}
 
-impl BusyPoll {
     /// [`BusyPoll::next_round`], having given the CPU away where it said to: never
     /// [`Spin::YieldThenAgain`] (what both drivers' spins call).
     pub(crate) fn next_round_yielding(&mut self) -> Spin {
