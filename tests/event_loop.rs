@@ -303,7 +303,7 @@ fn a_client_resumes_a_session_whose_server_busy_polls_longer_than_the_test() {
         let mut sink = RdmaSink::connect(addr, &config()).unwrap();
         sink.send(b"before").unwrap();
         wait_go.recv().unwrap();
-        common::ss::kill(std::process::id(), addr.port(), common::ss::Conn::Control);
+        common::ss::kill_at(std::process::id(), addr, common::ss::Conn::Control);
         let counters = sink.resume_counters();
         // its Finish meets the cut connection: the sink resumes, then finishes
         let sent = sink.finish().unwrap();

@@ -1,6 +1,7 @@
 //! Breaking a session's connections from outside, as a dying middlebox or a flapping link
 //! would: `ss -K` destroys the client's socket and the kernel resets the server's.
 
+use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
@@ -37,10 +38,16 @@ pub fn have_ss_kill() -> bool {
 /// of the client process `client_pid` on 127.0.0.1 are touched. Returns the killed socket's
 /// "local peer" pair.
 pub fn kill(client_pid: u32, port: u16, which: Conn) -> String {
+    kill_at(client_pid, SocketAddr::from(([127, 0, 0, 1], port)), which)
+}
+
+/// [`kill`] for a server at `server` (a test address such as `RDMA_TEST_ADDR`'s), the
+/// client's connections being to that address.
+pub fn kill_at(client_pid: u32, server: SocketAddr, which: Conn) -> String {
     // A connection being replaced (a resume under way) shows up within moments.
     let deadline = std::time::Instant::now() + rdma_test_support::scaled(Duration::from_secs(10));
     loop {
-        match try_kill(client_pid, port, which) {
+        match try_kill_at(client_pid, server, which) {
             Ok(pair) => return pair,
             Err(listing) if std::time::Instant::now() >= deadline => {
                 panic!("no {which:?} connection of pid {client_pid} in:\n{listing}")
@@ -52,13 +59,19 @@ pub fn kill(client_pid: u32, port: u16, which: Conn) -> String {
 
 /// One try of [`kill`]: `Err` with the listing when there is no such connection yet.
 pub fn try_kill(client_pid: u32, port: u16, which: Conn) -> Result<String, String> {
+    try_kill_at(client_pid, SocketAddr::from(([127, 0, 0, 1], port)), which)
+}
+
+/// One try of [`kill_at`].
+fn try_kill_at(client_pid: u32, server: SocketAddr, which: Conn) -> Result<String, String> {
     let listing = Command::new("ss")
         .args(["-tnpH", "state", "established"])
         .output()
         .expect("ss runs");
     let text = String::from_utf8_lossy(&listing.stdout);
     let owner = format!("pid={client_pid},");
-    let server_port = format!("127.0.0.1:{port}");
+    let server_port = server.to_string();
+    let server_host = format!("{}:", server.ip());
     let pair = text
         .lines()
         .filter(|l| l.contains(&owner))
@@ -69,7 +82,7 @@ pub fn try_kill(client_pid: u32, port: u16, which: Conn) -> Result<String, Strin
             let control = *peer == server_port;
             let wanted = match which {
                 Conn::Control => control,
-                Conn::Data => !control && peer.starts_with("127.0.0.1:"),
+                Conn::Data => !control && peer.starts_with(&server_host),
             };
             wanted.then(|| (local.to_string(), peer.to_string()))
         })
