@@ -1800,7 +1800,7 @@ lat_tp_count() { # file command... -> "event count" lines in file
 # trip, on SOFTROCE-LAT-TP lines: "event qpp X perftest Y ours Z" for every event that one of
 # them had at least 0.02 times a round trip.
 lat_tracepoints() {
-	local tool n lo=${LAT_TP_COUNTS[0]} hi=${LAT_TP_COUNTS[1]} fail=''
+	local n lo=${LAT_TP_COUNTS[0]} hi=${LAT_TP_COUNTS[1]} fail=''
 	[ -d "$TRACEFS/events" ] || mount -t tracefs nodev "$TRACEFS" 2>/dev/null
 	for n in "$lo" "$hi"; do
 		local QPP_COUNT=$n
@@ -1808,18 +1808,17 @@ lat_tracepoints() {
 		lat_tp_count "/tmp/ltp.perftest.$n" perftest "ltp_pt$n" ib_send_lat -s "$LAT_SIZE" -n "$n" || fail="$fail ib_send_lat -n $n;"
 		lat_tp_count "/tmp/ltp.ours.$n" bench_pair "ltp_ours$n" "" --mode lat -s "$LAT_SIZE" -n "$n" || fail="$fail bench lat -n $n;"
 	done
-	awk -v d=$((hi - lo)) '
-		{ split(FILENAME, p, "."); tool = p[2]; n = p[3]; c[$1, tool, n] = $2; ev[$1] = 1; tools[tool] = 1; ns[n] = 1 }
+	# file names /tmp/ltp.TOOL.N
+	awk -v lo="$lo" -v hi="$hi" '
+		{ split(FILENAME, p, "."); c[$1, p[2], p[3]] = $2; ev[$1] = 1 }
 		END {
+			split("qpp perftest ours", tool, " ")
 			for (e in ev) {
 				line = ""; show = 0
 				for (t = 1; t <= 3; t++) {
-					tool = (t == 1 ? "qpp" : t == 2 ? "perftest" : "ours")
-					lo = ""; hi = ""
-					for (n in ns) { if (lo == "" || n + 0 < lo + 0) lo = n; if (hi == "" || n + 0 > hi + 0) hi = n }
-					per = (c[e, tool, hi] - c[e, tool, lo]) / d
+					per = (c[e, tool[t], hi] - c[e, tool[t], lo]) / (hi - lo)
 					if (per >= 0.02 || per <= -0.02) show = 1
-					line = line sprintf(" %s %.2f", tool, per)
+					line = line sprintf(" %s %.2f", tool[t], per)
 				}
 				if (show) print e line
 			}
