@@ -468,12 +468,18 @@ fn second_path(net: &Net) -> (String, String, String, String) {
         "link", "add", &veth1, "netns", &net.ns1, "type", "veth", "peer", "name", &veth2, "netns",
         &net.ns2,
     ]);
-    let (addr1, addr2) = (format!("10.233.{sub}.1"), format!("10.233.{sub}.2"));
+    let (addr1, addr2) = second_path_addresses(net);
     for (ns, veth, addr) in [(&net.ns1, &veth1, &addr1), (&net.ns2, &veth2, &addr2)] {
         ip_ok(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", veth]);
         ip_ok(&["-n", ns, "link", "set", veth, "up"]);
     }
     (addr1, addr2, veth1, veth2)
+}
+
+/// The addresses of [`second_path`] (server's end, client's end).
+fn second_path_addresses(net: &Net) -> (String, String) {
+    let sub = net.octets.0[2];
+    (format!("10.233.{sub}.1"), format!("10.233.{sub}.2"))
 }
 
 /// `GET /metrics` from the metrics server on port `port` of namespace `ns`'s loopback (bash's
@@ -636,17 +642,28 @@ fn parse(addr: &str) -> [u8; 4] {
         .octets()
 }
 
+/// How a test takes the second path away from the server's side.
+#[derive(Clone, Copy)]
+enum PathLoss {
+    /// Its veth goes down.
+    LinkDown,
+    /// Its address is deleted (the link stays up): nothing can be bound to it.
+    AddressGone,
+}
+
 /// A tcp session over two paths between two new namespaces (tag `tag`), `count` messages on
-/// `qps` data connections (`both`: more arguments for both ends), broken after 20,000 arrived: the second veth pair goes down on the
-/// server's side and the client's data connections on it are killed (`ss -K`). `None` where
-/// the test cannot run (another transport, or no network namespaces: said). Returns the
-/// namespaces, the second veth's name on the server's side, the server and the client.
+/// `qps` data connections (`both`: more arguments for both ends), broken after 20,000
+/// arrived: the second path is taken from the server's side (`loss`) and the client's data
+/// connections on it are killed (`ss -K`). `None` where the test cannot run (another
+/// transport, or no network namespaces: said). Returns the namespaces, the second veth's name
+/// on the server's side, the server and the client.
 fn two_path_session_losing_the_second(
     tag: &str,
     count: u64,
     qps: &str,
     both: &[&str],
     vm_check: &str,
+    loss: PathLoss,
 ) -> Option<(Net, String, Proc, Proc)> {
     let kind = std::env::var("RDMA_TEST_TRANSPORT").unwrap_or_default();
     if !matches!(kind.as_str(), "" | "auto" | "tcp") {
@@ -682,7 +699,18 @@ fn two_path_session_losing_the_second(
     client_args.extend(&common);
     let client = in_netns("client", &net.ns2, &client_args);
     server.wait_for_stdout_lines(20_000, LONG);
-    ip_ok(&["-n", &net.ns1, "link", "set", &vb1, "down"]);
+    match loss {
+        PathLoss::LinkDown => ip_ok(&["-n", &net.ns1, "link", "set", &vb1, "down"]),
+        PathLoss::AddressGone => ip_ok(&[
+            "-n",
+            &net.ns1,
+            "addr",
+            "del",
+            &format!("{b1}/30"),
+            "dev",
+            &vb1,
+        ]),
+    }
     let mut ss = Command::new("ip");
     ss.args(["netns", "exec", &net.ns2, "ss", "-K", "-tn", "dst", &b1]);
     let mut killed = Proc::spawn("ss -K", ss);
@@ -716,7 +744,7 @@ fn finished_in_order(
 fn a_session_over_two_paths_goes_on_over_one_when_the_other_is_lost_for_good() {
     const COUNT: u64 = 200_000;
     let Some((_net, _vb1, mut server, mut client)) =
-        two_path_session_losing_the_second("l", COUNT, "4", &[], "paths_lost")
+        two_path_session_losing_the_second("l", COUNT, "4", &[], "paths_lost", PathLoss::LinkDown)
     else {
         return;
     };
@@ -754,9 +782,14 @@ fn a_path_lost_mid_stream_is_used_again_once_it_comes_back() {
         "--metrics",
         "9464",
     ];
-    let Some((net, vb1, mut server, mut client)) =
-        two_path_session_losing_the_second("b", COUNT, "2", &both, "paths_back")
-    else {
+    let Some((net, vb1, mut server, mut client)) = two_path_session_losing_the_second(
+        "b",
+        COUNT,
+        "2",
+        &both,
+        "paths_back",
+        PathLoss::LinkDown,
+    ) else {
         return;
     };
     client.wait_for_stderr("path 1 failed", SHORT);
@@ -808,4 +841,49 @@ fn a_path_lost_mid_stream_is_used_again_once_it_comes_back() {
         client.report()
     );
     assert_eq!(result["checksum"], "crc32c", "{result}");
+}
+
+/// `--paths`, a path whose address disappears: mid-stream the server's address on the second
+/// path is deleted (its link stays up) and the client's data connections on it are killed.
+/// The server, which saw nothing fail on that path, cannot make its data connection on it
+/// again (nothing can be bound to the address): it leaves the path out of that same resume
+/// instead of failing every attempt until the resume timeout. Once the address is back, the
+/// client's probe is answered and the path carries messages again. Every message arrives
+/// once, in order, with checksums.
+#[test]
+fn a_path_whose_address_disappears_is_left_out_and_used_again_once_it_is_back() {
+    const COUNT: u64 = 400_000;
+    let Some((net, vb1, mut server, mut client)) = two_path_session_losing_the_second(
+        "a",
+        COUNT,
+        "2",
+        &["--checksum", "crc32c"],
+        "paths_back",
+        PathLoss::AddressGone,
+    ) else {
+        return;
+    };
+    client.wait_for_stderr("path 1 failed", SHORT);
+    server.wait_for_stderr("could not be made again", SHORT);
+    client.wait_for_stderr("path 1: no answer on it yet", SHORT);
+    let (b1, ..) = second_path_addresses(&net);
+    ip_ok(&[
+        "-n",
+        &net.ns1,
+        "addr",
+        "add",
+        &format!("{b1}/30"),
+        "dev",
+        &vb1,
+    ]);
+    client.wait_for_stderr("path 1 is back", LONG);
+    let (_, result) = finished_in_order(&mut server, &mut client, COUNT);
+    assert_eq!(result["paths_lost"], 1, "{result}\n{}", client.report());
+    assert_eq!(result["paths_rebuilt"], 1, "{result}\n{}", client.report());
+    assert_eq!(
+        result["resumes"],
+        2,
+        "one for the break (no failed attempt), one to bring the path back: {result}\n{}",
+        server.report()
+    );
 }

@@ -150,10 +150,24 @@ struct Held {
     epoch: u64,
 }
 
-/// The role's part of a reset for resumption.
+/// The role's part of a reset for resumption: each lane, then the role's bookkeeping.
 pub(crate) trait LaneRole<P: ?Sized>: Send + std::fmt::Debug {
-    /// Resets every lane ([`DataPath::reset_for_resume`]) and the role's bookkeeping.
-    fn reset(&mut self, lanes: &mut [Box<P>], reclaimed: &mut Vec<StagingSlot>) -> Result<()>;
+    /// Resets `lane` ([`DataPath::reset_for_resume`]) and takes back what it gives back, even
+    /// when the reset fails.
+    fn reset_lane(
+        &mut self,
+        lane: usize,
+        path: &mut P,
+        reclaimed: &mut Vec<StagingSlot>,
+    ) -> Result<()>;
+
+    /// After every lane was reset: the role's own state for the new data path.
+    fn after_reset(&mut self, lanes: &mut [Box<P>], reclaimed: &mut Vec<StagingSlot>)
+        -> Result<()>;
+
+    /// Whether `lane` still holds a slot of the session's (its reset failed before giving
+    /// it back): such a lane cannot be left behind.
+    fn lane_holds_slots(&self, lane: usize) -> bool;
 }
 
 /// A sender over `lanes` (lane `i` on path `i % paths`), each made with `slots` slots (the
@@ -524,12 +538,35 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
         self.lanes.iter().all(|l| l.can_resume())
     }
 
+    /// Every lane is reset, whatever one of them said (each gives its slots back). A lane
+    /// that cannot be set up again (its path's address or device is gone, say) is left behind
+    /// when its path is parked, or can be now, and it gave back every slot: the session goes
+    /// on over the other paths, and the lane is reset again when its path is tried again.
     fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
         self.connected.fill(false);
         self.closed.fill(false);
         self.watched.fill(None);
-        self.parking.on_reset(Instant::now());
-        self.role.reset(&mut self.lanes, reclaimed)
+        let now = Instant::now();
+        self.parking.on_reset(now);
+        let mut result = Ok(());
+        let mut left_behind = Vec::new();
+        for (lane, path) in self.lanes.iter_mut().enumerate() {
+            if let Err(e) = self.role.reset_lane(lane, path, reclaimed) {
+                if self.parking.park_after_failed_reset(lane, now) {
+                    log::debug!("striped: lane {lane} left behind at this reset: {e}");
+                    left_behind.push((lane, e));
+                } else {
+                    result = result.and(Err(e));
+                }
+            }
+        }
+        result = result.and(self.role.after_reset(&mut self.lanes, reclaimed));
+        for (lane, e) in left_behind {
+            if self.role.lane_holds_slots(lane) {
+                result = result.and(Err(e));
+            }
+        }
+        result
     }
 
     fn take_path_events(&mut self) -> PathEvents {
@@ -558,23 +595,28 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
 }
 
 impl<P: SendPath + ?Sized> LaneRole<P> for SenderLanes {
-    fn reset(&mut self, lanes: &mut [Box<P>], reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
-        let mut result = Ok(());
+    fn reset_lane(
+        &mut self,
+        lane: usize,
+        path: &mut P,
+        reclaimed: &mut Vec<StagingSlot>,
+    ) -> Result<()> {
         let mut back = Vec::new();
-        for (lane, path) in lanes.iter_mut().enumerate() {
-            // Every lane is reset, whatever one of them said: each gives its slots back.
-            result = result.and(path.reset_for_resume(&mut back));
-            for slot in back.drain(..) {
-                let i = slot.index();
-                if let Some(home) = self.home[lane].get_mut(i) {
-                    *home = Some(slot);
-                }
-                if let Some(ours) = self.posted.get_mut(i).and_then(Option::take) {
-                    reclaimed.push(ours);
-                }
+        let result = path.reset_for_resume(&mut back);
+        for slot in back {
+            let i = slot.index();
+            if let Some(home) = self.home[lane].get_mut(i) {
+                *home = Some(slot);
             }
-            self.outstanding[lane] = 0;
+            if let Some(ours) = self.posted.get_mut(i).and_then(Option::take) {
+                reclaimed.push(ours);
+            }
         }
+        self.outstanding[lane] = 0;
+        result
+    }
+
+    fn after_reset(&mut self, _: &mut [Box<P>], reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
         // A send its lane completed but the session did not hear of yet (an older one on
         // another lane had not completed): its slot is home, its token still ours.
         for (i, ours) in self.posted.iter_mut().enumerate() {
@@ -585,7 +627,13 @@ impl<P: SendPath + ?Sized> LaneRole<P> for SenderLanes {
         }
         self.post_order.clear();
         self.next_number = 0;
-        result
+        Ok(())
+    }
+
+    fn lane_holds_slots(&self, lane: usize) -> bool {
+        self.home
+            .get(lane)
+            .is_some_and(|home| home.iter().any(Option::is_none))
     }
 }
 
@@ -761,12 +809,17 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
 }
 
 impl<P: RecvPath + ?Sized> LaneRole<P> for ReceiverLanes {
-    fn reset(&mut self, lanes: &mut [Box<P>], _: &mut Vec<StagingSlot>) -> Result<()> {
+    fn reset_lane(&mut self, _: usize, path: &mut P, _: &mut Vec<StagingSlot>) -> Result<()> {
+        path.reset_for_resume(&mut Vec::new())
+    }
+
+    fn lane_holds_slots(&self, _: usize) -> bool {
+        // The session's receive slots are tokens only; a lane's own slots are its own.
+        false
+    }
+
+    fn after_reset(&mut self, lanes: &mut [Box<P>], _: &mut Vec<StagingSlot>) -> Result<()> {
         let mut result = Ok(());
-        let mut none = Vec::new();
-        for path in lanes.iter_mut() {
-            result = result.and(path.reset_for_resume(&mut none));
-        }
         // What waited for its turn did not arrive, for the session: sent again.
         let window = std::mem::replace(
             &mut self.window,

@@ -85,6 +85,14 @@ impl PathState {
         self.backoff
             .map_or(FIRST_BACKOFF, |b| (b * 2).min(MAX_BACKOFF))
     }
+
+    /// Failed at `now`: its next backoff starts (returned).
+    fn leave_out(&mut self, now: Instant) -> Duration {
+        let backoff = self.next_backoff();
+        self.backoff = Some(backoff);
+        self.retry_at = Some(now + backoff);
+        backoff
+    }
 }
 
 /// The parking state of a striped data path's paths and lanes.
@@ -169,14 +177,12 @@ impl Parking {
             for (p, state) in self.paths.iter_mut().enumerate() {
                 match state.hold {
                     Hold::Failed => {
-                        let backoff = state.next_backoff();
+                        let backoff = state.leave_out(now);
                         log::warn!(
                             "path {p} failed: the session goes on over the other path(s) \
                              without it; it is tried again in {} s (the client resumes for it)",
                             backoff.as_secs()
                         );
-                        state.backoff = Some(backoff);
-                        state.retry_at = Some(now + backoff);
                     }
                     Hold::No if state.out_when_connected => {
                         log::info!("path {p}: trying it again");
@@ -188,6 +194,36 @@ impl Parking {
         for lane in 0..self.parked.len() {
             self.parked[lane] = self.paths[self.path_of(lane)].hold != Hold::No;
         }
+    }
+
+    /// `lane` could not be set up again at the reset of `now` (its path's address or device
+    /// is gone, say): whether the data path being made can go on without it. A lane already
+    /// parked can; otherwise its path is parked now, as a failed one, unless that would park
+    /// every path (or there is only one), when the reset fails as it would without paths.
+    pub(crate) fn park_after_failed_reset(&mut self, lane: usize, now: Instant) -> bool {
+        if self.is_parked(lane) {
+            return true;
+        }
+        let path = self.path_of(lane);
+        let others_in_use =
+            (0..self.paths.len()).any(|p| p != path && self.paths[p].hold == Hold::No);
+        if !others_in_use {
+            return false;
+        }
+        let state = &mut self.paths[path];
+        state.hold = Hold::Failed;
+        let backoff = state.leave_out(now);
+        log::warn!(
+            "path {path} failed: its queue pair or connection could not be made again; the \
+             session goes on over the other path(s) without it; it is tried again in {} s",
+            backoff.as_secs()
+        );
+        for l in 0..self.parked.len() {
+            if self.path_of(l) == path {
+                self.parked[l] = true;
+            }
+        }
+        true
     }
 
     /// The peer's blob says it parked `lane`: so do we (for this data path).

@@ -30,6 +30,16 @@ struct HandLane {
     pause: Option<Duration>,
     /// Where this lane's device works (a software device: on the host's CPUs).
     work: Option<DeviceWork>,
+    /// Its resets fail (its path's address is gone, say): after giving back what it held, as
+    /// tcp's does, or (`Keeping`) before, as a queue pair that cannot be made again does.
+    reset_fails: Option<Keeps>,
+}
+
+/// What a lane whose reset fails keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keeps {
+    Nothing,
+    Slots,
 }
 
 impl HandLane {
@@ -98,6 +108,13 @@ impl DataPath for HandLane {
     }
     fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
         self.resets += 1;
+        let cannot = Error::TransportProtocol {
+            transport: "hand",
+            detail: "the lane cannot be made again".to_owned(),
+        };
+        if self.reset_fails == Some(Keeps::Slots) {
+            return Err(cannot);
+        }
         self.broken = false;
         // Landed but not reported: not arrived (posted again, in front).
         for msg in self.arrived.drain(..).rev() {
@@ -109,7 +126,10 @@ impl DataPath for HandLane {
                 reclaimed.push(slot);
             }
         }
-        Ok(())
+        match self.reset_fails {
+            Some(_) => Err(cannot),
+            None => Ok(()),
+        }
     }
 }
 
@@ -251,6 +271,34 @@ fn arrivals(r: &mut HandReceiver) -> Vec<(Vec<u8>, usize)> {
     out.into_iter()
         .map(|a| (r.message(&a).to_vec(), a.slot_index()))
         .collect()
+}
+
+/// The session's resume: every reclaimed slot posted again, in slot order, bytes untouched.
+fn send_again(s: &mut HandSender, mut reclaimed: Vec<StagingSlot>) {
+    reclaimed.sort_by_key(StagingSlot::index);
+    for slot in reclaimed {
+        s.post_send(slot, 1).unwrap();
+    }
+}
+
+/// Completes every send posted on `lanes`.
+fn complete_every_send(s: &mut HandSender, lanes: &[usize]) {
+    for &lane in lanes {
+        while !s.lanes[lane].sends.is_empty() {
+            s.lanes[lane].complete_oldest();
+        }
+    }
+}
+
+/// What `lanes` carried of [`post_letters`]' messages: (number, letter), sorted.
+fn numbered_letters(s: &HandSender, lanes: &[usize]) -> Vec<(u32, u8)> {
+    let mut all: Vec<(u32, u8)> = lanes
+        .iter()
+        .flat_map(|&l| s.lanes[l].wire.clone())
+        .map(|w| (u32::from_le_bytes([w[0], w[1], w[2], w[3]]), w[8]))
+        .collect();
+    all.sort_unstable();
+    all
 }
 
 #[test]
@@ -565,39 +613,23 @@ fn a_broken_lane_leaves_its_path_out_and_its_messages_go_out_again_on_the_others
         SetupStep::Done
     );
     // The session sends the four again, in order, from the same slots (bytes untouched).
-    reclaimed.sort_by_key(StagingSlot::index);
-    for slot in reclaimed {
-        s.post_send(slot, 1).unwrap();
-    }
+    send_again(&mut s, reclaimed);
     // And two new ones.
     for n in 0..2 {
         let mut slot = StagingSlot::mint(n);
         let mut out = Vec::new();
-        for lane in [0, 2] {
-            while !s.lanes[lane].sends.is_empty() {
-                s.lanes[lane].complete_oldest();
-            }
-        }
+        complete_every_send(&mut s, &[0, 2]);
         s.poll_sends(&mut out).unwrap();
         assert!(!out.is_empty(), "completions come back");
         s.staging(&mut slot)[..1].copy_from_slice(&[b'e' + n as u8]);
         s.post_send(slot, 1).unwrap();
     }
-    for lane in [0, 2] {
-        while !s.lanes[lane].sends.is_empty() {
-            s.lanes[lane].complete_oldest();
-        }
-    }
+    complete_every_send(&mut s, &[0, 2]);
     // Nothing completed before the break (the reset took those sends back): what lanes 0
     // and 2 carried is the resumed stream, and lanes 1 and 3 carried nothing since.
     assert!(s.lanes[1].sends.is_empty() && s.lanes[3].sends.is_empty());
     assert!(s.lanes[1].wire.is_empty() && s.lanes[3].wire.is_empty());
-    let mut after: Vec<(u32, u8)> = [0, 2]
-        .iter()
-        .flat_map(|&l| s.lanes[l].wire.clone())
-        .map(|w| (u32::from_le_bytes([w[0], w[1], w[2], w[3]]), w[8]))
-        .collect();
-    after.sort_unstable();
+    let after = numbered_letters(&s, &[0, 2]);
     assert_eq!(
         after,
         [
@@ -646,4 +678,94 @@ fn the_peers_parked_lanes_are_parked_here_and_credits_go_on_a_lane_in_use() {
         .connect(&peer_blob_parking(2, &[0, 1]), Instant::now() + SOON)
         .unwrap_err();
     assert!(e.to_string().contains("every path"), "{e}");
+}
+
+/// A lane that cannot be made again at a reset (its path's address or device is gone), while
+/// nothing had failed on it: its path is parked at that reset, after the lane gave its slots
+/// back, and the reset succeeds. Its messages go out on the other path, the path counts as
+/// lost, and once the lane can be made again it is used again when its path is tried.
+#[test]
+fn a_lane_that_cannot_be_made_again_leaves_its_path_out_of_that_reset() {
+    let mut s = sender(hand_lanes(4), 2, Retries::Schedules, SLOTS).expect("sender");
+    s.connect(&peer_blob(4), Instant::now() + SOON).unwrap();
+    post_letters(&mut s, 4); // a on lane 0, b on 1, c on 2, d on 3
+    s.lanes[3].reset_fails = Some(Keeps::Nothing);
+    let mut reclaimed = Vec::new();
+    s.reset_for_resume(&mut reclaimed)
+        .expect("the other path goes on");
+    assert_eq!(reclaimed.len(), 4, "every posted slot comes back");
+    assert_eq!(
+        s.lanes.iter().map(|l| l.resets).collect::<Vec<_>>(),
+        [1; 4],
+        "every lane was reset"
+    );
+    assert_eq!(parked_in_blob(&s.local_blob()), [false, true, false, true]);
+    assert_eq!(
+        s.connect(&peer_blob(4), Instant::now() + SOON).unwrap(),
+        SetupStep::Done
+    );
+    send_again(&mut s, reclaimed);
+    complete_every_send(&mut s, &[0, 2]);
+    let after = numbered_letters(&s, &[0, 2]);
+    assert_eq!(after, [(0, b'a'), (1, b'b'), (2, b'c'), (3, b'd')]);
+    assert_eq!(s.take_path_events().lost, 1);
+
+    // The next reset, within the path's backoff, leaves it out again without failing.
+    s.reset_for_resume(&mut Vec::new()).expect("still left out");
+    assert_eq!(parked_in_blob(&s.local_blob()), [false, true, false, true]);
+}
+
+/// A lane that cannot be made again is not left behind when there is no other path, nor
+/// when it still holds a slot of the session's (a queue pair that could not be replaced may
+/// still use it): the reset fails, as it would with one lane.
+#[test]
+fn a_lane_that_cannot_be_made_again_fails_the_reset_without_another_path_or_holding_slots() {
+    let mut one_path = sender(hand_lanes(2), 1, Retries::Schedules, SLOTS).expect("sender");
+    one_path
+        .connect(&peer_blob(2), Instant::now() + SOON)
+        .unwrap();
+    one_path.lanes[1].reset_fails = Some(Keeps::Nothing);
+    assert!(one_path.reset_for_resume(&mut Vec::new()).is_err());
+
+    let mut holding = sender(hand_lanes(2), 2, Retries::Schedules, SLOTS).expect("sender");
+    holding
+        .connect(&peer_blob(2), Instant::now() + SOON)
+        .unwrap();
+    post_letters(&mut holding, 2); // a on lane 0, b on lane 1
+    holding.lanes[1].reset_fails = Some(Keeps::Slots);
+    let mut reclaimed = Vec::new();
+    let e = holding.reset_for_resume(&mut reclaimed).unwrap_err();
+    assert!(e.to_string().contains("cannot be made again"), "{e}");
+    assert_eq!(
+        reclaimed.iter().map(StagingSlot::index).collect::<Vec<_>>(),
+        [0],
+        "only what came back"
+    );
+
+    // The same lane without slots of the session's is left behind.
+    let mut idle = sender(hand_lanes(2), 2, Retries::Schedules, SLOTS).expect("sender");
+    idle.connect(&peer_blob(2), Instant::now() + SOON).unwrap();
+    idle.lanes[1].reset_fails = Some(Keeps::Slots);
+    idle.reset_for_resume(&mut Vec::new())
+        .expect("nothing of the session's on it");
+    assert_eq!(parked_in_blob(&idle.local_blob()), [false, true]);
+}
+
+/// A receiver's lane that cannot be made again parks its path too, and its blob says so.
+#[test]
+fn a_receivers_lane_that_cannot_be_made_again_leaves_its_path_out() {
+    let mut r = receiver(hand_lanes(2), 2, Retries::Follows, SLOTS).expect("receiver");
+    r.connect(&peer_blob(2), Instant::now() + SOON).unwrap();
+    for i in 0..SLOTS {
+        r.post_recv(RecvSlot::mint(i)).unwrap();
+    }
+    r.lanes[1].reset_fails = Some(Keeps::Nothing);
+    r.reset_for_resume(&mut Vec::new()).expect("lane 0 goes on");
+    assert_eq!(parked_in_blob(&r.local_blob()), [false, true]);
+    assert_eq!(
+        r.connect(&peer_blob(2), Instant::now() + SOON).unwrap(),
+        SetupStep::Done
+    );
+    r.lanes[0].arrive(&framed(0, b"zero"));
+    assert_eq!(arrivals(&mut r).len(), 1);
 }

@@ -401,3 +401,46 @@ proptest! {
         prop_assert_eq!(events.0.lost, events.0.rebuilt, "every loss was rebuilt");
     }
 }
+
+/// A lane that cannot be made again at a reset parks its path at that same reset, as a
+/// failed one (counted lost when the data path connects, tried again after its backoff),
+/// unless no other path would be left: then the reset has to fail.
+#[test]
+fn a_lane_that_cannot_be_made_again_parks_its_path_at_that_reset_if_another_is_left() {
+    let t0 = Instant::now();
+    let mut p = Parking::new(4, 2, Retries::Follows);
+    p.on_reset(t0);
+    assert!(p.park_after_failed_reset(3, t0));
+    assert_eq!(parked(&p), [false, true, false, true]);
+    assert!(p.park_after_failed_reset(1, t0), "already parked");
+    assert!(
+        !p.park_after_failed_reset(0, t0),
+        "path 1 is out: path 0 must stay"
+    );
+    assert_eq!(parked(&p), [false, true, false, true]);
+    p.on_connected(t0);
+    assert_eq!(
+        p.take_events(),
+        PathEvents {
+            lost: 1,
+            rebuilt: 0
+        }
+    );
+
+    let mut alone = Parking::new(2, 1, Retries::Schedules);
+    alone.on_reset(t0);
+    assert!(
+        !alone.park_after_failed_reset(1, t0),
+        "one path: nothing to go on over"
+    );
+    assert_eq!(parked(&alone), [false, false]);
+
+    // The client's schedule for it runs from the connect.
+    let mut c = Parking::new(2, 2, Retries::Schedules);
+    c.on_reset(t0);
+    assert!(c.park_after_failed_reset(1, t0));
+    c.on_connected(t0);
+    assert_eq!(c.retry_at(), Some(t0 + FIRST_BACKOFF));
+    c.on_reset(t0 + FIRST_BACKOFF);
+    assert_eq!(parked(&c), [false, false], "tried again after its backoff");
+}
