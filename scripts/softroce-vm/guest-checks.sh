@@ -50,7 +50,7 @@ declare -gA CHECK_RESULTS=(
 	[rnr]="rnr_strict"
 	[suite]="suite_process suite_sessions suite_session suite_rules suite_soak suite_alloc suite_checksum suite_restart suite_credits_rule suite_event_loop suite_tokio"
 	[transport]="transport_verbs"
-	[paths]="paths_both_ways paths_flap paths_back_stream paths_back paths_lost paths_lost_said"
+	[paths]="paths_both_ways paths_flap paths_back_stream paths_back paths_lost paths_lost_said paths_address_gone paths_address_gone_said"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -839,6 +839,13 @@ check_link_flap() {
 #                    resume that needed both paths would wait out its 60 s and fail)
 #   paths_lost_said  the client's log of that session says the path failed and the session went
 #                    on without it, and its summary counts one path left out
+#   paths_address_gone
+#                    as paths_lost, but vB2 keeps its link and loses its address (so rxeB2 its
+#                    RoCE v2 GID): the same outcome
+#   paths_address_gone_said
+#                    that client's log says the path failed and its summary counts it left out
+#                    (the server's failed resume attempts, if any, are shown: none expected, as
+#                    a queue pair is made without an address)
 # ---------------------------------------------------------------------------------------------
 SECOND_IP_A=198.18.2.1 SECOND_IP_B=198.18.2.2 SECOND_RXE_A=rxeA2 SECOND_RXE_B=rxeB2
 
@@ -874,6 +881,11 @@ break_second_path_for_good() {
 }
 
 break_second_path() { flap_link vB2 "$SECOND_RXE_B"; }
+
+delete_second_address() {
+	echo "deleting $SECOND_IP_B from vB2 (the second path; its link stays up) for the rest of the stream"
+	ip -n "$NS_B" addr del "$SECOND_IP_B/24" dev vB2
+}
 
 # One --paths session from the client's namespace to the server's: NAME, the server's second
 # address, the rxe device the server's second path must name, then the client's arguments.
@@ -972,6 +984,15 @@ check_paths() {
 		result paths_lost_said PASS "$(grep -m 1 -o 'path 1 failed: [^;]*' "$CLIENT_ERR")"
 	else
 		result paths_lost_said FAIL "the client's log does not say that path 1 failed and was left out"
+	fi
+	resume_check paths_address_gone delete_second_address 2000 /tmp/expected.10k \
+		--paths "$SECOND_IP_B" --credits 8 --ack-timeout 14 --retry-count 1
+	grep -h "a resume attempt failed" "$SERVER_ERR" | head -n 3 | sed 's/^/paths_address_gone: the server: /'
+	if grep -q "path 1 failed: the session goes on over the other path(s) without it" "$CLIENT_ERR" &&
+		grep -q "1 path(s) left out after a failure" "$CLIENT_ERR"; then
+		result paths_address_gone_said PASS "$(grep -m 1 -o '[0-9]* path(s) left out after a failure[^;]*' "$CLIENT_ERR")"
+	else
+		result paths_address_gone_said FAIL "the client's log does not say that path 1 failed and was left out: $(grep -h 'path 1' "$CLIENT_ERR" | head -n 4)"
 	fi
 	remove_second_path
 }
