@@ -291,19 +291,77 @@ fn a_client_resumes_a_session_whose_server_busy_polls_longer_than_the_test() {
         common::skip_or_fail("ss (iproute2) is not installed: the test cuts a connection");
         return;
     }
-    // The listener lives to the end: it hands the session its client's attempt.
-    let listener = Listener::bind(
+    client_resumes_while_its_server_busy_polls(
         test_listen_addr(),
-        &config().with_busy_poll(Some(outlasting())),
-    )
-    .unwrap();
+        scaled(Duration::from_secs(20)),
+        |addr| {
+            common::ss::kill_at(std::process::id(), addr, common::ss::Conn::Control);
+        },
+    );
+}
+
+/// The same with a break the server never hears of: in a network namespace of the test's own,
+/// every packet the client sends on its connections of the session is dropped (nftables)
+/// before its control connection is killed, so neither the reset nor the client closing its
+/// old data connection reaches the server. Only the client's resume attempt, which the
+/// listener hands the session, can end the server's spin, and it must: within 8 s (scaled),
+/// where the server's own end would need its keepalive, 11 s or more, to notice the old
+/// connection is dead. (At `RDMA_TEST_TIME_SCALE` 2 or more the bound no longer tells the
+/// two apart.) tcp only: the namespace has nothing but loopback.
+#[test]
+fn a_busy_polling_server_resumes_for_its_clients_attempt_when_its_own_end_saw_no_break() {
+    if !common::ss::have_ss_kill() {
+        return;
+    }
+    if common::on_path("nft").is_none() {
+        common::skip_or_fail(
+            "nft (nftables) is not installed: the test drops a connection's packets",
+        );
+        return;
+    }
+    let body = thread::spawn(|| {
+        // This thread, and what it starts, in a network namespace of its own.
+        if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
+            return Err(format!("unshare(CLONE_NEWNET): {e} (not root?)"));
+        }
+        let up = std::process::Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .map_err(|e| e.to_string())?;
+        assert!(up.success(), "ip link set lo up: {up}");
+        client_resumes_while_its_server_busy_polls(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            scaled(Duration::from_secs(8)),
+            |addr| {
+                common::ss::kill_silently(std::process::id(), addr);
+            },
+        );
+        Ok(())
+    });
+    match body.join().unwrap() {
+        Ok(()) => {}
+        Err(why) => common::skip_or_fail(&format!("no network namespace of the test's own: {why}")),
+    }
+}
+
+/// A server on `listen` spins in `recv` (busy polling longer than the test) after one message,
+/// with nothing in flight; its client's connections are cut (`cut`, given the server's
+/// address) and its `finish` resumes; the server's `recv` must see the stream end within
+/// `bound`, after one resume on each end.
+fn client_resumes_while_its_server_busy_polls(
+    listen: SocketAddr,
+    bound: Duration,
+    cut: impl FnOnce(SocketAddr) + Send + 'static,
+) {
+    // The listener lives to the end: it hands the session its client's attempt.
+    let listener = Listener::bind(listen, &config().with_busy_poll(Some(outlasting()))).unwrap();
     let addr = listener.local_addr();
     let (go, wait_go) = std::sync::mpsc::channel::<()>();
     let tx = thread::spawn(move || {
         let mut sink = RdmaSink::connect(addr, &config()).unwrap();
         sink.send(b"before").unwrap();
         wait_go.recv().unwrap();
-        common::ss::kill_at(std::process::id(), addr, common::ss::Conn::Control);
+        cut(addr);
         let counters = sink.resume_counters();
         // its Finish meets the cut connection: the sink resumes, then finishes
         let sent = sink.finish().unwrap();
@@ -317,7 +375,7 @@ fn a_client_resumes_a_session_whose_server_busy_polls_longer_than_the_test() {
     go.send(()).unwrap();
     let (end, resumes) = returns_within(
         "recv while its client resumed the session",
-        scaled(Duration::from_secs(20)),
+        bound,
         move || {
             let end = src.recv().map(|m| m.map(<[u8]>::to_vec));
             (end, src.resume_counters().get().resumes)

@@ -62,17 +62,18 @@ pub fn try_kill(client_pid: u32, port: u16, which: Conn) -> Result<String, Strin
     try_kill_at(client_pid, SocketAddr::from(([127, 0, 0, 1], port)), which)
 }
 
-/// One try of [`kill_at`].
-fn try_kill_at(client_pid: u32, server: SocketAddr, which: Conn) -> Result<String, String> {
+/// The client process `client_pid`'s established connections to the server at `server`:
+/// (its local address, the peer's, whether it is the control connection), or the listing.
+fn connections(client_pid: u32, server: SocketAddr) -> (Vec<(String, String, bool)>, String) {
     let listing = Command::new("ss")
         .args(["-tnpH", "state", "established"])
         .output()
         .expect("ss runs");
-    let text = String::from_utf8_lossy(&listing.stdout);
+    let text = String::from_utf8_lossy(&listing.stdout).into_owned();
     let owner = format!("pid={client_pid},");
     let server_port = server.to_string();
     let server_host = format!("{}:", server.ip());
-    let pair = text
+    let found = text
         .lines()
         .filter(|l| l.contains(&owner))
         .filter_map(|l| {
@@ -80,15 +81,70 @@ fn try_kill_at(client_pid: u32, server: SocketAddr, which: Conn) -> Result<Strin
             // Recv-Q Send-Q Local Peer Process (the state column is left out with `state`).
             let (local, peer) = (cols.get(2)?, cols.get(3)?);
             let control = *peer == server_port;
-            let wanted = match which {
-                Conn::Control => control,
-                Conn::Data => !control && peer.starts_with(&server_host),
-            };
-            wanted.then(|| (local.to_string(), peer.to_string()))
+            (control || peer.starts_with(&server_host))
+                .then(|| (local.to_string(), peer.to_string(), control))
         })
-        .next();
+        .collect();
+    (found, text)
+}
+
+/// Drops, from now on, every packet the client process `client_pid` sends on its established
+/// connections to the server at `server` (an nftables table of the calling thread's network
+/// namespace, which must be the test's own), then kills its control connection (`ss -K`): a
+/// break the server's end never hears of, neither the reset nor, later, the client closing
+/// its other connections. Returns the killed connection's pair.
+pub fn kill_silently(client_pid: u32, server: SocketAddr) -> String {
+    let (found, listing) = connections(client_pid, server);
+    assert!(
+        found.iter().any(|c| c.2),
+        "no control connection of pid {client_pid} in:\n{listing}"
+    );
+    let mut rules = String::from(
+        "table inet silent { chain out { type filter hook output priority 0; policy accept;\n",
+    );
+    for (local, peer, _) in &found {
+        let (l, p) = (parse(local), parse(peer));
+        rules.push_str(&format!(
+            "ip saddr {} tcp sport {} ip daddr {} tcp dport {} drop\n",
+            l.ip(),
+            l.port(),
+            p.ip(),
+            p.port()
+        ));
+    }
+    rules.push_str("}\n}\n");
+    let mut nft = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("nft runs");
+    std::io::Write::write_all(nft.stdin.as_mut().expect("stdin"), rules.as_bytes())
+        .expect("rules written");
+    drop(nft.stdin.take());
+    assert!(
+        nft.wait().expect("nft ends").success(),
+        "nft -f failed on:\n{rules}"
+    );
+    try_kill_at(client_pid, server, Conn::Control).unwrap_or_else(|l| panic!("gone:\n{l}"))
+}
+
+fn parse(addr: &str) -> SocketAddr {
+    addr.parse()
+        .unwrap_or_else(|e| panic!("{addr} from ss is not an address: {e}"))
+}
+
+/// One try of [`kill_at`].
+fn try_kill_at(client_pid: u32, server: SocketAddr, which: Conn) -> Result<String, String> {
+    let (found, text) = connections(client_pid, server);
+    let pair = found
+        .into_iter()
+        .find(|(_, _, control)| match which {
+            Conn::Control => *control,
+            Conn::Data => !*control,
+        })
+        .map(|(local, peer, _)| (local, peer));
     let Some(pair) = pair else {
-        return Err(text.into_owned());
+        return Err(text);
     };
     let filter = format!("src {} and dst {}", pair.0, pair.1);
     let out = Command::new("ss")
