@@ -822,6 +822,22 @@ fn dropped_doca_connections_are_resumed_and_every_message_arrives_once_in_order(
     assert_resumed_exactly_once_in_order(&case, &server, &client, 10_000, 3);
 }
 
+/// The same drops with the stream striped over two queue pairs (`--qps 2`): a dropped
+/// connection fails its lane, the session resumes on two new ones, and every message arrives
+/// once, in order.
+#[test]
+fn dropped_doca_connections_under_two_queue_pairs_are_resumed_in_order() {
+    let case = Case::new();
+    let (server, client) = resumed_run(
+        &case,
+        &[("DOCA_SIM_DROP_AFTER", "3000")],
+        &[],
+        10_000,
+        &["--qps", "2"],
+    );
+    assert_resumed_exactly_once_in_order(&case, &server, &client, 10_000, 1);
+}
+
 /// The simulator fails the 50th send completion (set on the client: its 50th message).
 const FAIL_50TH_SEND_COMPLETION: (&str, &str) = (
     "DOCA_SIM_FAIL",

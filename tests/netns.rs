@@ -526,20 +526,7 @@ fn messages_spread_over_two_paths_between_two_network_namespaces_arrive_in_order
     match kind.as_str() {
         "" | "auto" | "tcp" => transport.extend(["--transport".to_owned(), "tcp".to_owned()]),
         "doca" if std::env::var_os("RDMA_TEST_ADDR").is_none() => {
-            for (dev, pairs) in [
-                (
-                    "mlx5_0",
-                    [(net.octets.0, &net.veth1), (net.octets.1, &net.veth2)],
-                ),
-                ("mlx5_1", [(parse(&b1), &vb1), (parse(&b2), &vb2)]),
-            ] {
-                sysfs.active(dev, 1);
-                for (i, (ip, ndev)) in (1..).zip(pairs) {
-                    sysfs.gid(dev, 1, i, &ipv4_gid(ip), "RoCE v2", ndev);
-                }
-            }
-            let root = sysfs.root().display().to_string();
-            transport.extend(["--transport", "doca", "--sysfs-root", &root].map(str::to_owned));
+            transport = doca_device_per_path(&net, &sysfs, (&b1, &b2, &vb1, &vb2));
             env.push(("DOCA_SIM_DEVICES", "mlx5_0,mlx5_1"));
         }
         other => {
@@ -634,6 +621,36 @@ fn messages_spread_over_two_paths_between_two_network_namespaces_arrive_in_order
             server.report()
         );
     }
+}
+
+/// The DOCA simulator's arguments for a device per path: `mlx5_0` on the namespaces' first
+/// pair, `mlx5_1` on the second (`b1`, `b2`, `vb1`, `vb2`, as [`second_path`] made them), each
+/// with its pair's GIDs in `sysfs` (both ends read the same tree). The simulator must be told
+/// of both devices (`DOCA_SIM_DEVICES=mlx5_0,mlx5_1`).
+fn doca_device_per_path(
+    net: &Net,
+    sysfs: &FakeSysfs,
+    (b1, b2, vb1, vb2): (&str, &str, &str, &str),
+) -> Vec<String> {
+    for (dev, pairs) in [
+        (
+            "mlx5_0",
+            [
+                (net.octets.0, net.veth1.as_str()),
+                (net.octets.1, net.veth2.as_str()),
+            ],
+        ),
+        ("mlx5_1", [(parse(b1), vb1), (parse(b2), vb2)]),
+    ] {
+        sysfs.active(dev, 1);
+        for (i, (ip, ndev)) in (1..).zip(pairs) {
+            sysfs.gid(dev, 1, i, &ipv4_gid(ip), "RoCE v2", ndev);
+        }
+    }
+    let root = sysfs.root().display().to_string();
+    ["--transport", "doca", "--sysfs-root", &root]
+        .map(str::to_owned)
+        .to_vec()
 }
 
 fn parse(addr: &str) -> [u8; 4] {
@@ -884,6 +901,86 @@ fn a_path_whose_address_disappears_is_left_out_and_used_again_once_it_is_back() 
         result["resumes"],
         2,
         "one for the break (no failed attempt), one to bring the path back: {result}\n{}",
+        server.report()
+    );
+}
+
+/// `--paths` on the DOCA simulator, a queue pair that cannot be made again: the simulator
+/// drops every connection after 3,000 messages (so every lane of both ends fails, and every
+/// path is tried again), and the server's fourth context start fails (`doca_ctx_start:4`: its
+/// second lane, on the second path, at the first resume). The server leaves that path out of
+/// that same resume, rather than failing the attempt, and says so; the session goes on, and
+/// every message arrives once, in order. (Failing the attempt instead, the next one makes both
+/// lanes and leaves nothing out: `paths_lost` 0.)
+#[test]
+fn a_queue_pair_that_cannot_be_made_again_leaves_its_path_out_on_the_doca_simulator() {
+    if std::env::var("RDMA_TEST_TRANSPORT").as_deref() != Ok("doca")
+        || std::env::var_os("RDMA_TEST_ADDR").is_some()
+    {
+        eprintln!(
+            "not run: the DOCA simulator's pass runs it (tcp: \
+             a_path_whose_address_disappears_is_left_out_and_used_again_once_it_is_back)"
+        );
+        return;
+    }
+    let Some(net) = make_net("q") else { return };
+    let (b1, b2, vb1, vb2) = second_path(&net);
+    let sysfs = FakeSysfs::new();
+    let transport = doca_device_per_path(&net, &sysfs, (&b1, &b2, &vb1, &vb2));
+    let transport: Vec<&str> = transport.iter().map(String::as_str).collect();
+    let devices = ("DOCA_SIM_DEVICES", "mlx5_0,mlx5_1");
+    let drop = ("DOCA_SIM_DROP_AFTER", "3000");
+    let listen = format!("{}:{PORT}", net.addr1);
+    let mut server_args = vec!["--server", listen.as_str(), "--once", "--json"];
+    server_args.extend(&transport);
+    let fail = ("DOCA_SIM_FAIL", "doca_ctx_start:4:DOCA_ERROR_DRIVER");
+    let mut server = in_netns_env("server", &net.ns1, &server_args, &[devices, drop, fail]);
+    server.wait_for_stderr("listening on", SHORT);
+    let mut client_args = vec![
+        "--client",
+        listen.as_str(),
+        "--paths",
+        b1.as_str(),
+        "--count",
+        "10000",
+        "--connect-timeout",
+        "10",
+    ];
+    client_args.extend(&transport);
+    let mut client = in_netns_env("client", &net.ns2, &client_args, &[devices, drop]);
+    // Both ends' logs when the client does not end (a hang shows on either side).
+    let deadline = std::time::Instant::now() + rdma_test_support::scaled(LONG);
+    while client.try_status().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the client did not end\n{}\n{}",
+            client.report(),
+            server.report()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        client.wait_code(SHORT),
+        0,
+        "{}\n{}",
+        client.report(),
+        server.report()
+    );
+    assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
+    if let Err(e) = check_counting(&server.stdout(), 10_000) {
+        panic!("server stdout: {e}\n{}", server.report());
+    }
+    let log = server.stderr();
+    assert!(
+        log.contains("path 1 failed: its queue pair or connection could not be made again"),
+        "{}",
+        server.report()
+    );
+    let result = json_result(&log, &server);
+    assert!(result["resumes"].as_u64() >= Some(1), "{result}");
+    assert!(
+        result["paths_lost"].as_u64() >= Some(1),
+        "the server left path 1 out: {result}\n{}",
         server.report()
     );
 }

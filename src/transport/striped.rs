@@ -25,7 +25,10 @@
 //! - one epoll instance holds every lane's wait descriptor (level-triggered), so the session
 //!   still sleeps on one descriptor;
 //! - a lane whose peer closed it (end of stream) is done; the data path reports the close
-//!   once every lane is closed, so what the other lanes still carry arrives;
+//!   once every lane is closed, so what the other lanes still carry arrives; if the open
+//!   lanes bring nothing for [`LANE_CLOSE_GRACE`] after such a close, it was a failure (a
+//!   reset under one queue pair, a middlebox closing one connection), and the data path
+//!   reports its close then (before Finish: the session's break);
 //! - a lane that fails fails the data path: the session resumes (or ends) as with one lane,
 //!   every lane is torn down and rebuilt, and messages waiting in the window count as not
 //!   arrived (the sender sends them again);
@@ -84,6 +87,12 @@ fn lane_result(closed: &mut [bool], lane: usize, polled: Result<()>) -> Result<(
 /// blob a hello carries.
 const PARKED: u16 = u16::MAX;
 
+/// How long lanes may stay open, bringing nothing, after the peer closed one of them. At the
+/// end of a stream the peer closes every lane at once (after its last message arrived), so
+/// an open lane that stays quiet this long means the close was a failure: a connection reset
+/// under one queue pair (DOCA reports it as a close), a middlebox's FIN on one tcp connection.
+const LANE_CLOSE_GRACE: Duration = Duration::from_secs(2);
+
 /// Bytes in front of every message on a striped data path.
 pub(crate) const LANE_HEADER_LEN: usize = 8;
 
@@ -92,8 +101,13 @@ pub(crate) const LANE_HEADER_LEN: usize = 8;
 pub(crate) struct Striped<P: ?Sized, R> {
     lanes: Vec<Box<P>>,
     connected: Vec<bool>,
-    /// Lanes whose peer closed them (end of stream): not polled again until a reset.
+    /// Lanes whose peer closed them (end of stream), or parked: not polled again until a reset.
     closed: Vec<bool>,
+    /// Since when a lane the peer closed waits for the open ones to close too (the last
+    /// progress of an open lane since): see [`LANE_CLOSE_GRACE`].
+    lone_close: Option<Instant>,
+    /// [`LANE_CLOSE_GRACE`] (tests shorten it).
+    close_grace: Duration,
     epoll: Epoll,
     /// What the epoll set is known to hold for each lane (its descriptor and events).
     watched: Vec<Option<(RawFd, EpollFlags)>>,
@@ -227,6 +241,8 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
             counters: PathCounters::new(parking.paths()),
             connected: vec![false; lanes.len()],
             closed: vec![false; lanes.len()],
+            lone_close: None,
+            close_grace: LANE_CLOSE_GRACE,
             watched: vec![None; lanes.len()],
             parking,
             lanes,
@@ -302,6 +318,41 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
             return Err(malformed(format!("has {} bytes too many", rest.len())));
         }
         Ok(blobs)
+    }
+
+    /// After a poll that brought `progress` events: a lane the peer closed while others stay
+    /// open starts (or, with progress, restarts) [`LANE_CLOSE_GRACE`]; once it passes with
+    /// nothing from the open lanes, every lane counts as closed and the data path reports its
+    /// close (before Finish, the session's break).
+    fn watch_lone_close(&mut self, progress: usize) -> Result<()> {
+        let closed_by_peer =
+            (0..self.lanes.len()).find(|&i| self.closed[i] && !self.parking.is_parked(i));
+        let Some(lane) = closed_by_peer.filter(|_| self.closed.iter().any(|&c| !c)) else {
+            self.lone_close = None;
+            return Ok(());
+        };
+        let now = Instant::now();
+        match self.lone_close {
+            Some(since) if progress == 0 => {
+                if now.saturating_duration_since(since) < self.close_grace {
+                    return Ok(());
+                }
+                log::warn!(
+                    "lane {lane} was closed by the peer, and the other lanes brought nothing \
+                     for {:?} after it: taken as the data path's failure, not its end",
+                    self.close_grace
+                );
+                self.closed.fill(true);
+                self.lone_close = None;
+                Err(Error::TransportClosed {
+                    transport: self.lanes[lane].kind().name(),
+                })
+            }
+            _ => {
+                self.lone_close = Some(now);
+                Ok(())
+            }
+        }
     }
 
     /// Arms every lane with `arm` (`before_wait` or `arm_for_readiness`) and the epoll set
@@ -545,6 +596,7 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
     fn reset_for_resume(&mut self, reclaimed: &mut Vec<StagingSlot>) -> Result<()> {
         self.connected.fill(false);
         self.closed.fill(false);
+        self.lone_close = None;
         self.watched.fill(None);
         let now = Instant::now();
         self.parking.on_reset(now);
@@ -753,6 +805,7 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
 
     fn poll_sends(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
         let mut result = Ok(());
+        let mut progress = 0;
         for (lane, path) in self.lanes.iter_mut().enumerate() {
             if self.closed[lane] {
                 continue;
@@ -763,6 +816,7 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
                 self.parking.lane_failed(lane);
             }
             result = result.and(lane_result(&mut self.closed, lane, polled));
+            progress += self.role.events.len();
             for event in self.role.events.drain(..) {
                 match event {
                     SendEvent::Sent(own) => {
@@ -800,7 +854,7 @@ impl<P: SendPath + ?Sized> SendPath for Striped<P, SenderLanes> {
                 result = result.and(flushed);
             }
         }
-        result
+        result.and_then(|()| self.watch_lone_close(progress))
     }
 
     fn output_queued(&self) -> bool {
@@ -896,6 +950,7 @@ impl<P: RecvPath + ?Sized> RecvPath for Striped<P, ReceiverLanes> {
 
     fn poll_arrivals(&mut self, out: &mut Vec<Arrived>) -> Result<()> {
         let mut result = Ok(());
+        let mut progress = 0;
         for (lane, path) in self.lanes.iter_mut().enumerate() {
             if self.closed[lane] {
                 continue;
@@ -907,6 +962,7 @@ impl<P: RecvPath + ?Sized> RecvPath for Striped<P, ReceiverLanes> {
             }
             let polled = lane_result(&mut self.closed, lane, polled);
             let mut arrivals = std::mem::take(&mut self.role.arrivals);
+            progress += arrivals.len();
             for message in arrivals.drain(..) {
                 result = result.and(self.role.arrived(lane, &**path, message));
             }
@@ -930,7 +986,7 @@ impl<P: RecvPath + ?Sized> RecvPath for Striped<P, ReceiverLanes> {
             });
             out.push(Arrived::new(slot, len));
         }
-        result
+        result.and_then(|()| self.watch_lone_close(progress))
     }
 
     fn return_credits(&mut self, count: usize) -> Result<()> {

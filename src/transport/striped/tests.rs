@@ -147,6 +147,9 @@ impl SendPath for HandLane {
                 out.push(SendEvent::Sent(slot));
             }
         }
+        if self.closed {
+            return Err(Error::TransportClosed { transport: "hand" });
+        }
         self.result()
     }
     fn flush_sends(&mut self) -> Result<()> {
@@ -521,6 +524,39 @@ fn one_closed_lane_does_not_end_the_stream_while_another_still_delivers() {
     r.lanes[1].closed = true;
     let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
     assert!(matches!(e, Error::TransportClosed { .. }), "{e}");
+}
+
+/// A lane the peer closed while another stays open and brings nothing: once the grace has
+/// passed, the data path reports its close (a failure under one queue pair, not the end);
+/// while the open lane brings messages, the grace starts again.
+#[test]
+fn a_lone_closed_lane_ends_the_data_path_once_the_open_ones_stay_quiet_for_the_grace() {
+    let mut r = receiver_of(2);
+    r.close_grace = Duration::from_secs(3600);
+    r.lanes[0].closed = true;
+    assert!(arrivals(&mut r).is_empty(), "within the grace: no end");
+    r.lanes[1].arrive(&framed(0, b"zero"));
+    assert_eq!(arrivals(&mut r).len(), 1, "the open lane still delivers");
+    r.close_grace = Duration::ZERO;
+    r.lanes[1].arrive(&framed(1, b"one"));
+    assert_eq!(arrivals(&mut r).len(), 1, "progress restarts the grace");
+    let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
+    assert!(matches!(e, Error::TransportClosed { .. }), "{e}");
+    assert!(
+        r.poll_arrivals(&mut Vec::new()).is_ok(),
+        "reported once, as a close of every lane"
+    );
+
+    // The sender's side: its lane 1 closed by the peer, lane 0 open and quiet.
+    let mut s = sender_of(2);
+    s.close_grace = Duration::ZERO;
+    s.lanes[1].closed = true;
+    assert!(s.poll_sends(&mut Vec::new()).is_ok(), "the grace starts");
+    let e = s.poll_sends(&mut Vec::new()).unwrap_err();
+    assert!(matches!(e, Error::TransportClosed { .. }), "{e}");
+    // A reset starts over.
+    s.reset_for_resume(&mut Vec::new()).unwrap();
+    assert!(s.lone_close.is_none());
 }
 
 #[test]
