@@ -751,9 +751,23 @@ fn resumed_run(
     count: usize,
     client_args: &[&str],
 ) -> (Finished, Finished) {
+    resumed_run_with(case, (server_env, &[]), client_env, count, client_args)
+}
+
+/// [`resumed_run`] with more arguments for the server (`server`: its environment and them).
+fn resumed_run_with(
+    case: &Case,
+    server: (&[(&str, &str)], &[&str]),
+    client_env: &[(&str, &str)],
+    count: usize,
+    client_args: &[&str],
+) -> (Finished, Finished) {
+    let (server_env, server_args) = server;
+    let mut args = vec!["--once", "--json"];
+    args.extend_from_slice(server_args);
     let server = Proc::spawn(
         "server",
-        case.printing_command("doca", "--server", server_env, &["--once", "--json"]),
+        case.printing_command("doca", "--server", server_env, &args),
     );
     let count = count.to_string();
     let mut args = vec!["--count", count.as_str()];
@@ -836,6 +850,35 @@ fn dropped_doca_connections_under_two_queue_pairs_are_resumed_in_order() {
         &["--qps", "2"],
     );
     assert_resumed_exactly_once_in_order(&case, &server, &client, 10_000, 1);
+}
+
+/// The same drops with every feature that changes what a message carries or how a session
+/// starts: a key (the resumes authenticate), CRC32C checksums (every message checked after
+/// being sent again), two queue pairs and 8 credits. Every message once, in order.
+#[test]
+fn dropped_doca_connections_with_a_key_checksums_and_two_queue_pairs_are_resumed_in_order() {
+    let case = Case::new();
+    let key = case.dir.path().join("key");
+    fs::write(&key, "doca-drops-and-a-key-0123456789abcdef\n").unwrap();
+    let private = <fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600);
+    fs::set_permissions(&key, private).unwrap();
+    let key = key.to_str().unwrap().to_owned();
+    let keyed = [
+        ("DOCA_SIM_DROP_AFTER", "3000"),
+        ("RDMA_CONTAINER_AUTH_KEY_FILE", key.as_str()),
+    ];
+    let checksums = ["--checksum", "crc32c"];
+    let (server, client) = resumed_run_with(
+        &case,
+        (&keyed, &checksums),
+        &keyed[1..],
+        10_000,
+        &["--qps", "2", "--credits", "8", "--checksum", "crc32c"],
+    );
+    assert_resumed_exactly_once_in_order(&case, &server, &client, 10_000, 1);
+    for out in [&server, &client] {
+        assert!(stderr(out).contains("checksum crc32c"), "{}", stderr(out));
+    }
 }
 
 /// The simulator fails the 50th send completion (set on the client: its 50th message).
