@@ -775,9 +775,11 @@ check_link_flap() {
 	RESUME_RETRIES=2
 	resume_check link_flap break_link 2000 /tmp/expected.10k
 	# Four queue pairs striped into one stream (--qps 4, 8 credits): the flap fails them all,
-	# and the resumed session rebuilds the four.
+	# and the resumed session rebuilds the four. The messages are a few bytes: at the default
+	# 10 MiB --max-msg-size, 32 slots need 320 MiB, more than the guest sometimes has available
+	# (paths_flap was refused so once, 2026-11-30), so these checks ask for 64 KiB slots.
 	RESUME_RETRIES=2
-	resume_check link_flap_qps4 break_link 2000 /tmp/expected.10k --qps 4 --credits 8
+	resume_check link_flap_qps4 break_link 2000 /tmp/expected.10k --qps 4 --credits 8 --max-msg-size 65536
 	RESUME_RETRIES=0
 	resume_check control_kill break_control 3000 /tmp/expected.10k
 	local hooks=/usr/local/bin/rdma-container-test-hooks
@@ -950,7 +952,7 @@ check_paths() {
 	seq 0 9999 >/tmp/expected.10k
 	RESUME_RETRIES=2
 	resume_check paths_flap break_second_path 2000 /tmp/expected.10k \
-		--paths "$SECOND_IP_B" --qps 4 --credits 8 --ack-timeout 14 --retry-count 1
+		--paths "$SECOND_IP_B" --qps 4 --credits 8 --max-msg-size 65536 --ack-timeout 14 --retry-count 1
 	local hooks=/usr/local/bin/rdma-container-test-hooks
 	if [ -x "$hooks" ]; then
 		# Down for 8 s: a resume under TCG may take 3 s, and the first probe comes 1 s after
@@ -959,7 +961,7 @@ check_paths() {
 		BIN=$hooks LINK_DOWN_SECS=8
 		RESUME_CLIENT_ENV=(RDMA_CONTAINER_TEST_SEND_PACE_US=2000) RESUME_RETRIES=2
 		resume_check paths_back_stream break_second_path 1000 /tmp/expected.10k \
-			--paths "$SECOND_IP_B" --credits 8 --ack-timeout 14 --retry-count 1
+			--paths "$SECOND_IP_B" --credits 8 --max-msg-size 65536 --ack-timeout 14 --retry-count 1
 		RESUME_CLIENT_ENV=() BIN=$bin LINK_DOWN_SECS=$down
 		if [ "${REPORTED[paths_back_stream]:-}" != PASS ]; then
 			result paths_back FAIL "the stream failed (paths_back_stream)"
@@ -977,7 +979,7 @@ check_paths() {
 	# carries the whole window (its flush has an entry of its own).
 	RESUME_RETRIES=0
 	resume_check paths_lost break_second_path_for_good 2000 /tmp/expected.10k \
-		--paths "$SECOND_IP_B" --credits 8 --ack-timeout 14 --retry-count 1
+		--paths "$SECOND_IP_B" --credits 8 --max-msg-size 65536 --ack-timeout 14 --retry-count 1
 	ip -n "$NS_B" link set vB2 up
 	if grep -q "path 1 failed: the session goes on over the other path(s) without it" "$CLIENT_ERR" &&
 		grep -q "1 path(s) left out after a failure" "$CLIENT_ERR"; then
@@ -986,7 +988,7 @@ check_paths() {
 		result paths_lost_said FAIL "the client's log does not say that path 1 failed and was left out"
 	fi
 	resume_check paths_address_gone delete_second_address 2000 /tmp/expected.10k \
-		--paths "$SECOND_IP_B" --credits 8 --ack-timeout 14 --retry-count 1
+		--paths "$SECOND_IP_B" --credits 8 --max-msg-size 65536 --ack-timeout 14 --retry-count 1
 	grep -h "a resume attempt failed" "$SERVER_ERR" | head -n 3 | sed 's/^/paths_address_gone: the server: /'
 	if grep -q "path 1 failed: the session goes on over the other path(s) without it" "$CLIENT_ERR" &&
 		grep -q "1 path(s) left out after a failure" "$CLIENT_ERR"; then
