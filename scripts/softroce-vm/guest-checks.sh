@@ -484,6 +484,11 @@ check_suite() {
 		process) threads=1 handshake=30 ;;
 		sessions) threads=1 handshake=30 ;;
 		session) threads=1 floor=20 ;;
+		# restart: two of its tests at once (each a server, an endless client and a restarted
+		# or second client) left a client's start-up and hello past 10 s on a slow host (CI,
+		# 2026-11-30). tokio: one test serves four clients at once (eight endpoints set up).
+		restart) threads=1 handshake=30 ;;
+		tokio) threads=1 floor=30 ;;
 		esac
 		snapshot_counters "/tmp/suite_$name.counters"
 		timeout "$T_SUITE" ip netns exec "$NS_B" env RDMA_TEST_TRANSPORT=verbs RDMA_TEST_ADDR="$IP_B" \
