@@ -37,7 +37,8 @@ dir=${PYTHON_TEST_DIR:-$repo/target/python-test}
 venv=$dir/venv
 python=${PYTHON:-python3}
 
-step() { printf '\n--- python-test: %s\n' "$*"; }
+# Each step says when it started (seconds into the script), so CI's log shows where the time goes.
+step() { printf '\n--- python-test: %s (at %ss)\n' "$*" "$SECONDS"; }
 
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
 	echo "python-test: $python is older than 3.11 (the module's abi3 floor: the buffer protocol)" >&2

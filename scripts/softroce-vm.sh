@@ -46,6 +46,7 @@ TEST_BINARY=
 ACCEL=auto
 VM_TIMEOUT=900
 TRANSFER_TIMEOUT=300
+LAT_ROUNDS=5
 MEM=
 SMP=2
 KERNEL_SUITE=${SOFTROCE_VM_KERNEL_SUITE:-trixie-backports}
@@ -171,6 +172,8 @@ Options:
                      check profiles it too
   --accel A          auto (default: KVM if it really boots a kernel, else TCG), kvm or tcg
   --timeout SEC      wall-clock limit for the whole VM run (default $VM_TIMEOUT)
+  --lat-rounds N     the baseline's alternated latency runs per tool, whose medians it compares
+                     (default 5; CI asks for 3)
   --transfer-timeout SEC
                      limit for one client run inside the VM (default $TRANSFER_TIMEOUT); after
                      one of our transfers hits it, the later ones are not started
@@ -230,7 +233,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 parse_args() {
 	while [ $# -gt 0 ]; do
 		case "$1" in
-		--transport | --checks | --binary | --compare-binary | --accel | --timeout | --transfer-timeout | --mem | --smp | \
+		--transport | --checks | --binary | --compare-binary | --accel | --timeout | --transfer-timeout | --lat-rounds | --mem | --smp | \
 			--kernel-suite | --kernel-pkg | --console | --oci | --test-binary | --arch)
 			if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi ;;
 		esac
@@ -248,6 +251,7 @@ parse_args() {
 		--accel) ACCEL=$2; shift 2 ;;
 		--timeout) VM_TIMEOUT=$2; shift 2 ;;
 		--transfer-timeout) TRANSFER_TIMEOUT=$2; shift 2 ;;
+		--lat-rounds) LAT_ROUNDS=$2; shift 2 ;;
 		--mem) MEM=$2; shift 2 ;;
 		--smp) SMP=$2; shift 2 ;;
 		--kernel-suite) KERNEL_SUITE=$2; shift 2 ;;
@@ -288,6 +292,7 @@ parse_args() {
 	fi
 	[[ "$VM_TIMEOUT" =~ ^[0-9]+$ && "$TRANSFER_TIMEOUT" =~ ^[0-9]+$ && "$MEM" =~ ^[0-9]+$ && "$SMP" =~ ^[0-9]+$ ]] ||
 		usage_error "--timeout, --transfer-timeout, --mem and --smp take whole numbers"
+	[[ "$LAT_ROUNDS" =~ ^[1-9][0-9]?$ ]] || usage_error "--lat-rounds takes a whole number from 1 to 99"
 	return 0
 }
 
@@ -827,6 +832,7 @@ build_initramfs() {
 		CHECKS="${CHECKS//,/ }"
 		SHELL_AT_END=$SHELL_AT_END
 		T_RUN=$TRANSFER_TIMEOUT
+		LAT_ROUNDS=$LAT_ROUNDS
 		SUITE_TESTS="${suite_tests# }"
 		TRANSPORT_TEST="$TRANSPORT_TEST_EXE"
 	EOF
