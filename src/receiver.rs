@@ -488,14 +488,20 @@ impl RdmaSrc {
         Ok(Flow::Done(()))
     }
 
-    /// The earliest of the core's next deadline and, while the stream runs, a path's retry.
+    /// The earliest of the core's next deadline, the data path's next look
+    /// ([`crate::transport::DataPath::poll_again_at`]) and, while the stream runs, a path's
+    /// retry.
     fn next_deadline(&self) -> Option<Instant> {
         let retry_paths_at = self
             .core
             .streaming()
             .then(|| self.session.paths_retry_at())
             .flatten();
-        earliest(self.core.poll_timeout(), retry_paths_at)
+        let data_path_at = self.session.transport.poll_again_at();
+        earliest(
+            self.core.poll_timeout(),
+            earliest(retry_paths_at, data_path_at),
+        )
     }
 
     /// Messages stamped with an older reading since the last pause (or clock check) count as
@@ -587,6 +593,11 @@ impl RdmaSrc {
             found = Polled::News;
         }
         self.control_readable = false;
+        if found == Polled::News && self.core.finish_known() && !self.core.is_resumable() {
+            // The core lets the sender go at its Finish: its lanes all close now, and one
+            // that closes first is no failure (the others may still carry counted messages).
+            self.session.transport.peer_finished();
+        }
         Ok(found)
     }
 }

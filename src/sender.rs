@@ -419,7 +419,7 @@ impl RdmaSink {
             if let Some(planned) = self.session.paths_retry_due(now) {
                 return Ok(Flow::Resume(planned));
             }
-            let until = earliest(self.core.poll_timeout(), self.session.paths_retry_at());
+            let until = self.next_deadline();
             match self.wait(patience, now, until, StopFlag::Honoured)? {
                 Flow::Done(()) => {}
                 Flow::Resume(planned) => return Ok(Flow::Resume(planned)),
@@ -505,6 +505,16 @@ impl RdmaSink {
         now
     }
 
+    /// The earliest of the core's next deadline, the data path's next look
+    /// ([`crate::transport::DataPath::poll_again_at`]) and a path's retry.
+    fn next_deadline(&self) -> Option<Instant> {
+        let data_path_at = self.session.transport.poll_again_at();
+        earliest(
+            self.core.poll_timeout(),
+            earliest(self.session.paths_retry_at(), data_path_at),
+        )
+    }
+
     /// At a clock check of busy polling: whether to stop spinning and wait
     /// ([`Session::spin_must_end`](crate::session::Session)).
     fn spin_must_end(&mut self, patience: Patience, now: Instant) -> bool {
@@ -512,7 +522,7 @@ impl RdmaSink {
         // deadlines look due (and end the spin for nothing).
         self.restamp(now);
         self.stamp.prime(now);
-        let until = earliest(self.core.poll_timeout(), self.session.paths_retry_at());
+        let until = self.next_deadline();
         self.session.spin_must_end(patience, now, until)
     }
 
@@ -669,7 +679,12 @@ impl RdmaSink {
             let now = self.now_for_wait();
             self.core.handle_timeout(now)?;
             if self.core.finish_step()? != FinishStep::Done {
-                let until = self.core.poll_timeout();
+                // No path retry while finishing (the peer may be gone by then); a lane's
+                // grace still counts.
+                let until = earliest(
+                    self.core.poll_timeout(),
+                    self.session.transport.poll_again_at(),
+                );
                 match self.wait(patience, now, until, StopFlag::Ignored)? {
                     Flow::Done(()) => {}
                     Flow::Resume(planned) => return Ok(Flow::Resume(planned)),

@@ -905,13 +905,15 @@ fn a_path_whose_address_disappears_is_left_out_and_used_again_once_it_is_back() 
     );
 }
 
-/// `--paths` on the DOCA simulator, a queue pair that cannot be made again: the simulator
-/// drops every connection after 3,000 messages (so every lane of both ends fails, and every
+/// `--paths` on the DOCA simulator, a queue pair that cannot be made again: the client's
+/// control connection is killed mid-stream (`ss -K`: a break that blames no path, so every
 /// path is tried again), and the server's fourth context start fails (`doca_ctx_start:4`: its
 /// second lane, on the second path, at the first resume). The server leaves that path out of
 /// that same resume, rather than failing the attempt, and says so; the session goes on, and
 /// every message arrives once, in order. (Failing the attempt instead, the next one makes both
-/// lanes and leaves nothing out: `paths_lost` 0.)
+/// lanes and leaves nothing out: `paths_lost` 0.) A dropped connection would not do as the
+/// break: its lane's close, alone, is taken as that lane's failure, which parks its path
+/// (path 0) first, and the last path is never left out.
 #[test]
 fn a_queue_pair_that_cannot_be_made_again_leaves_its_path_out_on_the_doca_simulator() {
     if std::env::var("RDMA_TEST_TRANSPORT").as_deref() != Ok("doca")
@@ -929,12 +931,11 @@ fn a_queue_pair_that_cannot_be_made_again_leaves_its_path_out_on_the_doca_simula
     let transport = doca_device_per_path(&net, &sysfs, (&b1, &b2, &vb1, &vb2));
     let transport: Vec<&str> = transport.iter().map(String::as_str).collect();
     let devices = ("DOCA_SIM_DEVICES", "mlx5_0,mlx5_1");
-    let drop = ("DOCA_SIM_DROP_AFTER", "3000");
     let listen = format!("{}:{PORT}", net.addr1);
     let mut server_args = vec!["--server", listen.as_str(), "--once", "--json"];
     server_args.extend(&transport);
     let fail = ("DOCA_SIM_FAIL", "doca_ctx_start:4:DOCA_ERROR_DRIVER");
-    let mut server = in_netns_env("server", &net.ns1, &server_args, &[devices, drop, fail]);
+    let mut server = in_netns_env("server", &net.ns1, &server_args, &[devices, fail]);
     server.wait_for_stderr("listening on", SHORT);
     let mut client_args = vec![
         "--client",
@@ -942,12 +943,18 @@ fn a_queue_pair_that_cannot_be_made_again_leaves_its_path_out_on_the_doca_simula
         "--paths",
         b1.as_str(),
         "--count",
-        "10000",
+        "100000",
         "--connect-timeout",
         "10",
     ];
     client_args.extend(&transport);
-    let mut client = in_netns_env("client", &net.ns2, &client_args, &[devices, drop]);
+    let mut client = in_netns_env("client", &net.ns2, &client_args, &[devices]);
+    server.wait_for_stderr("session established", SHORT);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut ss = Command::new("ip");
+    ss.args(["netns", "exec", &net.ns2, "ss", "-K", "-tn", "dst", &listen]);
+    let mut killed = Proc::spawn("ss -K", ss);
+    assert_eq!(killed.wait_code(SHORT), 0, "{}", killed.report());
     // Both ends' logs when the client does not end (a hang shows on either side).
     let deadline = std::time::Instant::now() + rdma_test_support::scaled(LONG);
     while client.try_status().is_none() {
@@ -967,7 +974,7 @@ fn a_queue_pair_that_cannot_be_made_again_leaves_its_path_out_on_the_doca_simula
         server.report()
     );
     assert_eq!(server.wait_code(LONG), 0, "{}", server.report());
-    if let Err(e) = check_counting(&server.stdout(), 10_000) {
+    if let Err(e) = check_counting(&server.stdout(), 100_000) {
         panic!("server stdout: {e}\n{}", server.report());
     }
     let log = server.stderr();

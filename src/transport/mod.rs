@@ -370,6 +370,19 @@ pub(crate) trait DataPath: Send + std::fmt::Debug {
         None
     }
 
+    /// When the data path must be polled again though nothing arrives: a striped data path
+    /// whose peer closed one lane while the others stay open decides at the end of its grace
+    /// whether that was a failure ([`striped`]). A driver waits no longer than this, so an
+    /// event loop's readiness descriptor turns readable for it. `None` otherwise.
+    fn poll_again_at(&self) -> Option<Instant> {
+        None
+    }
+
+    /// The receiver's peer said Finish and was let go: it closes every lane, and a lane that
+    /// closes first is its end, however long the others take to bring the rest. Forgotten at
+    /// a reset.
+    fn peer_finished(&mut self) {}
+
     /// Bytes each path carried ([`striped::counters`]); empty for one queue pair.
     fn path_counters(&self) -> striped::counters::PathCounters {
         striped::counters::PathCounters::default()

@@ -91,6 +91,9 @@ const PARKED: u16 = u16::MAX;
 /// end of a stream the peer closes every lane at once (after its last message arrived), so
 /// an open lane that stays quiet this long means the close was a failure: a connection reset
 /// under one queue pair (DOCA reports it as a close), a middlebox's FIN on one tcp connection.
+/// Not once the peer said Finish to a receiver that let it go ([`DataPath::peer_finished`]):
+/// then every lane closes, and a slow one (a tcp connection's tail in a retransmission
+/// stall) still carries counted messages.
 const LANE_CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// Bytes in front of every message on a striped data path.
@@ -108,6 +111,8 @@ pub(crate) struct Striped<P: ?Sized, R> {
     lone_close: Option<Instant>,
     /// [`LANE_CLOSE_GRACE`] (tests shorten it).
     close_grace: Duration,
+    /// The peer finished and was let go: no grace is watched ([`DataPath::peer_finished`]).
+    peer_finished: bool,
     epoll: Epoll,
     /// What the epoll set is known to hold for each lane (its descriptor and events).
     watched: Vec<Option<(RawFd, EpollFlags)>>,
@@ -243,6 +248,7 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
             closed: vec![false; lanes.len()],
             lone_close: None,
             close_grace: LANE_CLOSE_GRACE,
+            peer_finished: false,
             watched: vec![None; lanes.len()],
             parking,
             lanes,
@@ -322,12 +328,14 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
 
     /// After a poll that brought `progress` events: a lane the peer closed while others stay
     /// open starts (or, with progress, restarts) [`LANE_CLOSE_GRACE`]; once it passes with
-    /// nothing from the open lanes, every lane counts as closed and the data path reports its
-    /// close (before Finish, the session's break).
+    /// nothing from the open lanes, the close counts as the lane's failure (its path is
+    /// marked failed, as for any lane error), every lane counts as closed and the data path
+    /// reports its close (before Finish, the session's break).
     fn watch_lone_close(&mut self, progress: usize) -> Result<()> {
         let closed_by_peer =
             (0..self.lanes.len()).find(|&i| self.closed[i] && !self.parking.is_parked(i));
-        let Some(lane) = closed_by_peer.filter(|_| self.closed.iter().any(|&c| !c)) else {
+        let lone = closed_by_peer.filter(|_| !self.peer_finished && self.closed.contains(&false));
+        let Some(lane) = lone else {
             self.lone_close = None;
             return Ok(());
         };
@@ -342,6 +350,7 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
                      for {:?} after it: taken as the data path's failure, not its end",
                     self.close_grace
                 );
+                self.parking.lane_failed(lane);
                 self.closed.fill(true);
                 self.lone_close = None;
                 Err(Error::TransportClosed {
@@ -360,7 +369,9 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
     /// caller polls instead of sleeping, and the next sleep arms again).
     fn arm_lanes(&mut self, arm: impl Fn(&mut P) -> Result<bool>) -> Result<bool> {
         for i in 0..self.lanes.len() {
-            if self.parking.is_parked(i) {
+            // A closed lane brings nothing more: a DOCA lane after a reset keeps reporting its
+            // failure, and asking it would make every wait a spin until the grace passes.
+            if self.parking.is_parked(i) || self.closed[i] {
                 continue;
             }
             match arm(&mut self.lanes[i]) {
@@ -385,7 +396,10 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
                 .zip(&self.watched)
                 .enumerate()
                 .any(|(i, (lane, watched))| {
-                    watched.is_some() && (self.parking.is_parked(i) || lane.wait_handle().is_none())
+                    watched.is_some()
+                        && (self.parking.is_parked(i)
+                            || self.closed[i]
+                            || lane.wait_handle().is_none())
                 });
         if stopped_waiting {
             // A lane with nothing to wait for (a tcp lane at end of file) may keep its
@@ -396,7 +410,7 @@ impl<P: DataPath + ?Sized, R> Striped<P, R> {
             self.watched.fill(None);
         }
         for (i, (lane, watched)) in self.lanes.iter().zip(self.watched.iter_mut()).enumerate() {
-            let handle = if self.parking.is_parked(i) {
+            let handle = if self.parking.is_parked(i) || self.closed[i] {
                 None
             } else {
                 lane.wait_handle()
@@ -597,6 +611,7 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
         self.connected.fill(false);
         self.closed.fill(false);
         self.lone_close = None;
+        self.peer_finished = false;
         self.watched.fill(None);
         let now = Instant::now();
         self.parking.on_reset(now);
@@ -627,6 +642,15 @@ impl<P: DataPath + ?Sized, R: LaneRole<P>> DataPath for Striped<P, R> {
 
     fn retry_paths_at(&self) -> Option<Instant> {
         self.parking.retry_at()
+    }
+
+    fn poll_again_at(&self) -> Option<Instant> {
+        self.lone_close.map(|since| since + self.close_grace)
+    }
+
+    fn peer_finished(&mut self) {
+        self.peer_finished = true;
+        self.lone_close = None;
     }
 
     fn path_counters(&self) -> PathCounters {

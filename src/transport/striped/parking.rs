@@ -5,7 +5,8 @@
 //! Rules kept here (time is an argument):
 //! - lane `i` runs on path `i % paths`; with one path nothing is ever parked;
 //! - a lane that fails (an error from its poll, post, flush or connect; never a close, which is
-//!   the end of the stream) marks its path *failed* until the next reset. A server whose
+//!   the end of the stream, unless the other lanes stayed quiet through its grace: see
+//!   `LANE_CLOSE_GRACE` in `striped.rs`) marks its path *failed* until the next reset. A server whose
 //!   client's resume attempt arrives while the session runs forgets those marks: its lanes'
 //!   errors since are the client tearing down (what failed under the client, the client
 //!   parks);

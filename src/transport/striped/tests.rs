@@ -33,6 +33,8 @@ struct HandLane {
     /// Its resets fail (its path's address is gone, say): after giving back what it held, as
     /// tcp's does, or (`Keeping`) before, as a queue pair that cannot be made again does.
     reset_fails: Option<Keeps>,
+    /// How many times it was armed before a wait.
+    armed: usize,
 }
 
 /// What a lane whose reset fails keeps.
@@ -98,6 +100,10 @@ impl DataPath for HandLane {
     }
     fn pause_before_sleep(&mut self) -> Option<Duration> {
         self.pause.take()
+    }
+    fn before_wait(&mut self) -> Result<bool> {
+        self.armed += 1;
+        Ok(false)
     }
     fn device_work(&self) -> DeviceWork {
         self.work.unwrap_or(DeviceWork::Elsewhere)
@@ -202,7 +208,12 @@ fn hand_lanes(n: usize) -> Vec<Box<HandLane>> {
 }
 
 fn receiver_of(lanes: usize) -> HandReceiver {
-    let mut r = receiver(hand_lanes(lanes), 1, Retries::Schedules, SLOTS).expect("receiver");
+    receiver_over(lanes, 1)
+}
+
+/// A connected receiver of `lanes` lanes over `paths` paths, every slot posted.
+fn receiver_over(lanes: usize, paths: usize) -> HandReceiver {
+    let mut r = receiver(hand_lanes(lanes), paths, Retries::Schedules, SLOTS).expect("receiver");
     let blob = peer_blob(r.lanes.len());
     assert_eq!(
         r.connect(&blob, Instant::now() + SOON).unwrap(),
@@ -557,6 +568,72 @@ fn a_lone_closed_lane_ends_the_data_path_once_the_open_ones_stay_quiet_for_the_g
     // A reset starts over.
     s.reset_for_resume(&mut Vec::new()).unwrap();
     assert!(s.lone_close.is_none());
+}
+
+/// While a lone closed lane waits out its grace, the data path asks to be polled again at
+/// its end (an event loop's readiness timer), and only open lanes are armed for a wait (a
+/// closed DOCA lane keeps reporting its failure: arming it would make each wait a spin).
+#[test]
+fn a_lone_closed_lane_is_not_armed_and_the_grace_is_a_deadline_for_the_next_poll() {
+    let mut r = receiver_of(2);
+    assert_eq!(r.poll_again_at(), None);
+    r.close_grace = Duration::from_secs(3600);
+    r.lanes[0].closed = true;
+    let before = Instant::now();
+    assert!(arrivals(&mut r).is_empty());
+    let at = r.poll_again_at().expect("the grace's end");
+    assert!(at >= before + Duration::from_secs(3600), "{at:?}");
+    assert!(!r.before_wait().unwrap());
+    assert_eq!(
+        (r.lanes[0].armed, r.lanes[1].armed),
+        (0, 1),
+        "the closed lane is not armed"
+    );
+}
+
+/// A close taken as a failure (the grace passed) marks its path failed, as a lane's error
+/// does: the next reset leaves that path out, and the session goes on over the other.
+#[test]
+fn a_lone_close_taken_as_a_failure_parks_its_path_at_the_next_reset() {
+    let mut r = receiver_over(2, 2);
+    r.close_grace = Duration::ZERO;
+    r.lanes[1].closed = true;
+    assert!(arrivals(&mut r).is_empty(), "the grace starts");
+    let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
+    assert!(matches!(e, Error::TransportClosed { .. }), "{e}");
+    r.lanes[1].closed = false;
+    r.reset_for_resume(&mut Vec::new()).unwrap();
+    assert_eq!(parked_in_blob(&r.local_blob()), [false, true]);
+}
+
+/// Once the peer said Finish and was let go, it closes every lane: a lane that closes first
+/// is waited for however long the others take, and what they still carry arrives (a tcp
+/// connection's tail may sit in a retransmission stall). A reset forgets it.
+#[test]
+fn after_the_peer_finished_a_lone_closed_lane_waits_for_the_others_however_long() {
+    let mut r = receiver_of(2);
+    r.close_grace = Duration::ZERO;
+    r.peer_finished();
+    r.lanes[0].arrive(&framed(0, b"zero"));
+    r.lanes[0].closed = true;
+    assert_eq!(arrivals(&mut r).len(), 1);
+    for _ in 0..3 {
+        assert!(
+            arrivals(&mut r).is_empty(),
+            "no failure: lane 1 may still bring"
+        );
+    }
+    assert_eq!(r.poll_again_at(), None, "nothing to wait out");
+    r.lanes[1].arrive(&framed(1, b"one"));
+    assert_eq!(arrivals(&mut r).len(), 1, "the slow lane's message arrives");
+    r.lanes[1].closed = true;
+    let e = r.poll_arrivals(&mut Vec::new()).unwrap_err();
+    assert!(matches!(e, Error::TransportClosed { .. }), "{e}");
+
+    r.lanes[0].closed = false;
+    r.lanes[1].closed = false;
+    r.reset_for_resume(&mut Vec::new()).unwrap();
+    assert!(!r.peer_finished, "a reset forgets it");
 }
 
 #[test]
