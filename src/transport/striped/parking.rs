@@ -6,10 +6,10 @@
 //! - lane `i` runs on path `i % paths`; with one path nothing is ever parked;
 //! - a lane that fails (an error from its poll, post, flush or connect; never a close, which is
 //!   the end of the stream, unless the other lanes stayed quiet through its grace: see
-//!   `LANE_CLOSE_GRACE` in `striped.rs`) marks its path *failed* until the next reset. A server whose
-//!   client's resume attempt arrives while the session runs forgets those marks: its lanes'
-//!   errors since are the client tearing down (what failed under the client, the client
-//!   parks);
+//!   `LANE_CLOSE_GRACE` in `striped.rs`) marks its path *failed* until the next reset. A
+//!   server whose client's resume attempt arrives while the session runs forgets those marks:
+//!   its lanes' errors since are the client tearing down (what failed under the client, the
+//!   client parks);
 //! - at a reset (a resume's new data path) every failed path is parked, with a backoff of
 //!   [`FIRST_BACKOFF`] that doubles each time the path is left out again (at most
 //!   [`MAX_BACKOFF`]). Until a data path connects, a later reset (the resume's next attempt)
