@@ -699,6 +699,7 @@ break_control_after_finish() {
 RESUME_SERVER_ENV=() RESUME_CLIENT_ENV=() RESUME_RETRIES=0 BREAK_CLIENT_PID=
 resume_check() { # name break-function after expected-file [args for both ends...]
 	local name=$1 breaker=$2 after=$3 expected=$4 cpid i lines=0 crc server_rc t0 secs resumed missed
+	local size=0 after_bytes total_bytes
 	local all_args=("$@")
 	shift 4
 	if [ -n "$HUNG" ]; then
@@ -720,22 +721,29 @@ resume_check() { # name break-function after expected-file [args for both ends..
 	timeout "$T_RUN" ip netns exec "$NS_A" env "${RESUME_CLIENT_ENV[@]}" "${PIN_CLIENT[@]}" "$BIN" --client "$IP_B:$PORT" \
 		--transport "$TRANSPORT" --count "$(wc -l <"$expected")" --resume-timeout 60 "$@" >/dev/null 2>"$CLIENT_ERR" &
 	cpid=$!
+	# Counted in bytes (the size of the server's stdout against the expected file's first
+	# $after lines): a wc -l of 64 MiB under TCG takes seconds, and link_flap_64k_crc's flap
+	# landed after its stream once (its first count 1,000 of 1,000) and missed it once (439,
+	# with the client done by then).
+	after_bytes=$(head -n "$after" "$expected" | wc -c)
+	total_bytes=$(stat -c %s "$expected")
 	for ((i = 0; i < T_RUN * 10; i++)); do
-		lines=$(wc -l <"$SERVER_OUT")
-		[ "$lines" -ge "$after" ] && break
+		size=$(stat -c %s "$SERVER_OUT")
+		[ "$size" -ge "$after_bytes" ] && break
 		kill -0 "$cpid" 2>/dev/null || break
 		sleep 0.1
 	done
 	# the break lands only on a stream that still runs: not once every message arrived (the
-	# client may still be exiting; the server's stdout may come in large blocks, and a wc -l
-	# of 64 MiB under TCG is slow: link_flap_64k_crc saw its first count at 1,000 of 1,000)
+	# client may still be exiting)
 	BREAK_CLIENT_PID=$cpid missed=yes
 	t0=$(uptime_s)
-	if [ "$lines" -ge "$after" ] && [ "$lines" -lt "$(wc -l <"$expected")" ] && kill -0 "$cpid" 2>/dev/null; then
+	if [ "$size" -ge "$after_bytes" ] && [ "$size" -lt "$total_bytes" ] && kill -0 "$cpid" 2>/dev/null; then
+		lines=$(head -c "$size" "$SERVER_OUT" | wc -l)
 		echo "$name: breaking the session after $lines messages"
 		"$breaker" && missed=
 	fi
 	if [ -n "$missed" ]; then
+		lines=$(head -c "$size" "$SERVER_OUT" | wc -l)
 		kill "$cpid" 2>/dev/null
 		wait_pid "$SERVER_PID" 1
 		show "$SERVER_ERR" "$CLIENT_ERR"
