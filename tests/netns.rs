@@ -728,11 +728,17 @@ fn two_path_session_losing_the_second(
             &vb1,
         ]),
     }
+    kill_connections_in(&net.ns2, &b1);
+    Some((net, vb1, server, client))
+}
+
+/// Kills (`ss -K`) every tcp connection in namespace `ns` to `dst` (an address, or an
+/// address and port).
+fn kill_connections_in(ns: &str, dst: &str) {
     let mut ss = Command::new("ip");
-    ss.args(["netns", "exec", &net.ns2, "ss", "-K", "-tn", "dst", &b1]);
+    ss.args(["netns", "exec", ns, "ss", "-K", "-tn", "dst", dst]);
     let mut killed = Proc::spawn("ss -K", ss);
     assert_eq!(killed.wait_code(SHORT), 0, "{}", killed.report());
-    Some((net, vb1, server, client))
 }
 
 /// Both ends exit 0 and the server printed 0..`count` once each, in order: the client's log
@@ -951,10 +957,7 @@ fn a_queue_pair_that_cannot_be_made_again_leaves_its_path_out_on_the_doca_simula
     let mut client = in_netns_env("client", &net.ns2, &client_args, &[devices]);
     server.wait_for_stderr("session established", SHORT);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let mut ss = Command::new("ip");
-    ss.args(["netns", "exec", &net.ns2, "ss", "-K", "-tn", "dst", &listen]);
-    let mut killed = Proc::spawn("ss -K", ss);
-    assert_eq!(killed.wait_code(SHORT), 0, "{}", killed.report());
+    kill_connections_in(&net.ns2, &listen);
     // Both ends' logs when the client does not end (a hang shows on either side).
     let deadline = std::time::Instant::now() + rdma_test_support::scaled(LONG);
     while client.try_status().is_none() {
