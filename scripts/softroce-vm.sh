@@ -43,6 +43,7 @@ GUEST_ARCH=amd64 # --arch: amd64 (x86_64) or arm64 (aarch64; scripts/softroce-vm
 CHECKS_GIVEN=
 OCI=${SOFTROCE_VM_OCI:-}
 TEST_BINARY=
+SUITE_TARGET_DIR=      # where the suite check's release test executables are built (--suite-target-dir)
 ACCEL=auto
 VM_TIMEOUT=900
 TRANSFER_TIMEOUT=300
@@ -128,6 +129,11 @@ Checks (all by default; result lines "SOFTROCE-TEST <name> PASS|FAIL|SKIP detail
               end's reaction to its reply's post; qp_pingpong (one queue pair each way),
               ib_send_lat and bench lat, three rounds, medians and means on SOFTROCE-LAT-TRACE
               lines. Not in the default set, nor in .ci/run: a diagnostic to run by hand
+  lat-syscalls
+              system calls per round trip of bench lat and ib_send_lat, each end, by class
+              (our TCP sockets, the RDMA device files, waits, other), from a 300 and a
+              1,300 round-trip run of each under strace (SOFTROCE-LAT-SYSCALLS lines). Not in
+              the default set, nor in .ci/run: a diagnostic to run by hand
   container   the roce image (scripts/container-test.sh) under podman in the guest, with the
               flags docs/containers.md gives (device nodes, IPC_LOCK, memlock, host network),
               RDMA_CONTAINER_STRICT=1, --transport verbs: 10,000 messages in order over rxe,
@@ -159,8 +165,8 @@ Options:
                      container (the arm64 image: scripts/container-test.sh --arch arm64)
                      (default messages,peer-lost); the kernel: the newest of the suite
   --checks LIST      comma-separated subset of: messages,peer-lost,link-flap,paths,doctor,baseline,
-                     event-loop-cost,lat-profile,qp-pingpong,lat-perf,lat-trace,container,rnr,suite,
-                     transport
+                     event-loop-cost,lat-profile,qp-pingpong,lat-perf,lat-trace,lat-syscalls,
+                     container,rnr,suite,transport
                      (default: $CHECKS)
   --binary PATH      use this rdma-container binary instead of building one with
                      'cargo build --release --locked'
@@ -179,6 +185,11 @@ Options:
                      one of our transfers hits it, the later ones are not started
   --test-binary PATH the test build for the rnr, link-flap and paths checks (default: cargo build --release --features
                      test-hooks, in <cache>/test-hooks-target)
+  --suite-target-dir DIR
+                     the cargo target directory the suite check's test executables are built
+                     in (cargo test --release --features test-hooks --no-run; default
+                     <cache>/test-hooks-target, beside the default test build): a directory
+                     that already holds a release test-hooks build compiles only the tests
   --oci DIR          the image for the container check, as an OCI layout (tag rdma-container)
                      made by scripts/container-test.sh --oci-out DIR (env SOFTROCE_VM_OCI;
                      default: run scripts/container-test.sh to make one in the cache)
@@ -234,7 +245,7 @@ parse_args() {
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--transport | --checks | --binary | --compare-binary | --accel | --timeout | --transfer-timeout | --lat-rounds | --mem | --smp | \
-			--kernel-suite | --kernel-pkg | --console | --oci | --test-binary | --arch)
+			--kernel-suite | --kernel-pkg | --console | --oci | --test-binary | --suite-target-dir | --arch)
 			if [ $# -lt 2 ] || [ -z "$2" ]; then usage_error "$1 needs a value"; fi ;;
 		esac
 		case "$1" in
@@ -248,6 +259,7 @@ parse_args() {
 		--compare-binary) COMPARE_BINARY=$2; shift 2 ;;
 		--oci) OCI=$2; shift 2 ;;
 		--test-binary) TEST_BINARY=$2; shift 2 ;;
+		--suite-target-dir) SUITE_TARGET_DIR=$2; shift 2 ;;
 		--accel) ACCEL=$2; shift 2 ;;
 		--timeout) VM_TIMEOUT=$2; shift 2 ;;
 		--transfer-timeout) TRANSFER_TIMEOUT=$2; shift 2 ;;
@@ -281,7 +293,7 @@ parse_args() {
 		done
 	fi
 	for c in ${CHECKS//,/ }; do
-		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | lat-profile | qp-pingpong | lat-perf | lat-trace | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
+		case "$c" in messages | peer-lost | link-flap | paths | doctor | baseline | event-loop-cost | lat-profile | qp-pingpong | lat-perf | lat-trace | lat-syscalls | container | rnr | suite | transport) ;; *) usage_error "unknown check: $c" ;; esac
 	done
 	if [ -n "$COMPARE_BINARY" ] && ! want_check baseline && ! want_check lat-profile; then
 		usage_error "--compare-binary is timed by the baseline and lat-profile checks; --checks has neither"
@@ -409,8 +421,10 @@ prepare_test_binary() {
 		die "$TEST_BINARY is not a test build (--features test-hooks): its --version has no 'test hooks: on'"
 }
 
-# The test executables for the suite check, and the debug binary they run (its path is compiled
-# into them, so the guest gets it at the same path).
+# The test executables for the suite check, and the binary they run (its path is compiled into
+# them, so the guest gets it at the same path). Release builds: under TCG the suites' own code
+# (both ends of every session, checksums over 10 MiB messages) took 996 s of a CI boot as debug
+# builds and 342 s as release builds (2026-11-30); the compile costs about 130 s on the host.
 SUITE_TESTS=(process sessions session rules soak alloc checksum restart credits_rule event_loop tokio)
 SUITE_EXES=()
 prepare_suite() {
@@ -419,7 +433,7 @@ prepare_suite() {
 	for name in "${SUITE_TESTS[@]}"; do args+=(--test "$name"); done
 	# A test build (--features test-hooks), so that the hook-driven tests (a message corrupted
 	# after its CRC32C) run over verbs too; the hooks act only when their variables are set.
-	args+=(--features test-hooks)
+	args+=(--release --features test-hooks --target-dir "${SUITE_TARGET_DIR:-$CACHE/test-hooks-target}")
 	log "building the test suites for the guest (cargo test --no-run ${args[*]})"
 	while read -r kind name exe; do
 		if [ -z "$exe" ] || [ "$exe" = null ]; then continue; fi
@@ -799,8 +813,8 @@ build_initramfs() {
 	local exe suite_tests=""
 	for exe in "${SUITE_EXES[@]}"; do
 		put_elf "$exe" "$exe"
-		# debug builds: 40-75 MB each, mostly debug info; without it the initramfs stays small
-		# enough to unpack in the guest's memory (with it, seven suites left files missing)
+		# mostly debug info (release builds carry line tables; debug builds were 40-75 MB each,
+		# and with it the initramfs was too large to unpack in the guest's memory)
 		strip --strip-debug "$ROOT$exe" 2>/dev/null || true
 		case "$exe" in */deps/*) suite_tests="$suite_tests $exe" ;; esac
 	done

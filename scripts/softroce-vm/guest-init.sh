@@ -140,6 +140,7 @@ main() {
 		lat-profile) check_lat_profile ;;
 		lat-perf) check_lat_perf ;;
 		lat-trace) check_lat_trace ;;
+		lat-syscalls) check_lat_syscalls ;;
 		qp-pingpong) check_qp_pingpong ;;
 		container) check_container; check_container_kube ;;
 		rnr) check_rnr ;;

@@ -1,7 +1,7 @@
 //! Reading the GID table from sysfs.
 
-use std::fs;
-use std::io;
+use std::fs::{self, File};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -137,9 +137,33 @@ fn list_dir(dir: &Path) -> Result<Option<Vec<(String, PathBuf)>>> {
     Ok(Some(out))
 }
 
+/// The most of an attribute file read: sysfs attributes are at most a page.
+const ATTR_MAX: usize = 4096;
+
+/// Reads a sysfs attribute file whole: open, one read, close. A table has an entry per GID
+/// slot (1,024 a port on rxe, all of them files), and `fs::read_to_string` spends five system
+/// calls on each (it asks the size, then reads until a read returns 0). A sysfs attribute is
+/// produced whole at its first read, and a regular file (a test fixture) returns less than was
+/// asked only at its end, so a read that does not fill the buffer ends the file. At most
+/// [`ATTR_MAX`] bytes are kept.
+fn read_sysfs_text(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut buf = [0u8; 256];
+    let mut text = Vec::new();
+    loop {
+        let n = file.read(&mut buf)?;
+        text.extend_from_slice(&buf[..n]);
+        if n < buf.len() || text.len() >= ATTR_MAX {
+            break;
+        }
+    }
+    text.truncate(ATTR_MAX);
+    String::from_utf8(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
 /// Reads a small attribute file, trimmed; `None` when unreadable or empty.
 fn read_attr(path: &Path) -> Option<String> {
-    match fs::read_to_string(path) {
+    match read_sysfs_text(path) {
         Ok(s) => {
             let s = s.trim();
             (!s.is_empty()).then(|| s.to_string())
@@ -185,7 +209,7 @@ fn read_gids(device: &str, port: u32, port_path: &Path, out: &mut Vec<GidEntry>)
         let Ok(index) = name.parse::<u32>() else {
             continue;
         };
-        let gid = match fs::read_to_string(&path) {
+        let gid = match read_sysfs_text(&path) {
             Ok(text) => match parse_gid(&text) {
                 Some(g) => g,
                 None => {
@@ -225,6 +249,37 @@ mod tests {
         assert_eq!(parse_state("1: DOWN"), "DOWN");
         assert_eq!(parse_state("ACTIVE"), "ACTIVE");
         assert_eq!(parse_state(" 2: INIT "), "INIT");
+    }
+
+    #[test]
+    fn an_attribute_is_read_whole_at_any_length_up_to_a_page() {
+        let dir = std::env::temp_dir().join(format!("rdmac-attr-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        for len in [
+            0usize,
+            1,
+            40,
+            255,
+            256,
+            257,
+            512,
+            1000,
+            ATTR_MAX,
+            ATTR_MAX + 100,
+        ] {
+            let body: String = (0..len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            let path = dir.join(format!("attr{len}"));
+            fs::write(&path, &body).expect("write fixture");
+            let read = read_sysfs_text(&path).expect("read");
+            assert_eq!(read, body[..len.min(ATTR_MAX)], "a file of {len} bytes");
+        }
+        assert_eq!(
+            read_sysfs_text(&dir.join("missing")).map_err(|e| e.kind()),
+            Err(io::ErrorKind::NotFound)
+        );
+        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
