@@ -32,6 +32,9 @@ next_port() { PORT=$((PORT + 1)); }
 # CPU pinning of the server and the client (the baseline pins both ends, for perftest and us
 # alike: perftest times with the TSC, which is not reliable across vCPUs under TCG).
 PIN_SERVER=() PIN_CLIENT=()
+# Pins the server to CPU 1 and the client to CPU 0 when there are two; unpin_ends undoes it.
+pin_ends() { if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi; }
+unpin_ends() { PIN_SERVER=() PIN_CLIENT=(); }
 
 # The result names each check reports (guest-init.sh announces them in a SOFTROCE-PLAN line,
 # so that the host can name the ones missing when the VM dies half-way).
@@ -1261,7 +1264,7 @@ check_baseline() {
 	declare -A P_BW P_RATE O_BW O_RATE
 
 	# both ends pinned, each to its own CPU when there are two
-	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	pin_ends
 
 	for size in "${BENCH_SIZES[@]}"; do
 		n=${BENCH_COUNT[$size]}
@@ -1363,7 +1366,7 @@ check_baseline() {
 	fi
 
 	check_syscalls
-	PIN_SERVER=() PIN_CLIENT=()
+	unpin_ends
 
 	if [ ${#pfail[@]} -eq 0 ]; then
 		result baseline_perftest PASS "ib_send_bw -t $BENCH_DEPTH at ${BENCH_SIZES[*]} B; ib_send_lat $LAT_SIZE B: t_typical $p_lat us"
@@ -1475,7 +1478,7 @@ check_lat_syscalls() {
 		result lat_syscalls FAIL "strace is not in the guest"
 		return
 	fi
-	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	pin_ends
 	BENCH_SERVER_ARGS=(--handshake-timeout 240)
 	for n in "$lo" "$hi"; do
 		bench_pair "lsys$n" "strace -f -qq -yy -o /tmp/lsys$n.@SIDE@.strace" --mode lat -s "$LAT_SIZE" -n "$n" \
@@ -1512,7 +1515,7 @@ check_lat_syscalls() {
 		grep -oE '^[0-9]+ +[a-z_0-9]+\(' "$f" | awk '{ print $2 }' | sort | uniq -c | sort -rn | head -8 |
 			sed 's/^/SOFTROCE-LAT-SYSCALLS   /'
 	done
-	PIN_SERVER=() PIN_CLIENT=()
+	unpin_ends
 	if [ "$runs" = 4 ]; then
 		result lat_syscalls PASS "bench lat and ib_send_lat under strace, both ends: SOFTROCE-LAT-SYSCALLS lines above"
 	else
@@ -1646,7 +1649,7 @@ check_lat_profile() {
 		result lat_profile FAIL "valgrind is not in the guest"
 		return
 	fi
-	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	pin_ends
 	BENCH_SERVER_ARGS=(--handshake-timeout 240)
 	local tools=(ours perftest) compare=''
 	command -v rdma-container-compare >/dev/null && compare=rdma-container-compare && tools+=(compare)
@@ -1666,7 +1669,7 @@ check_lat_profile() {
 		PERFTEST_WRAP=""
 	done
 	BENCH_SERVER_ARGS=()
-	PIN_SERVER=() PIN_CLIENT=()
+	unpin_ends
 	local summary=''
 	for tool in "${tools[@]}"; do
 		local pre=lprof
@@ -1746,7 +1749,7 @@ check_qp_pingpong() {
 		result qp_pingpong FAIL "qp-pingpong is not in the guest"
 		return
 	fi
-	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	pin_ends
 	local q
 	for ((round = 1; round <= QPP_ROUNDS; round++)); do
 		# one, two, touched in odd rounds, the other way round in even ones
@@ -1779,7 +1782,7 @@ check_qp_pingpong() {
 			fail="$fail bench lat (round $round): $BENCH_FAIL;"
 		fi
 	done
-	PIN_SERVER=() PIN_CLIENT=()
+	unpin_ends
 	local m1 m2 mt mp mo
 	m1=$(median "${one[@]:-0}") m2=$(median "${two[@]:-0}") mt=$(median "${touched[@]:-0}")
 	mp=$(median "${perf[@]:-0}") mo=$(median "${ours[@]:-0}")
@@ -1894,7 +1897,7 @@ check_lat_perf() {
 		result lat_perf FAIL "perf is not in the guest"
 		return
 	fi
-	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	pin_ends
 	lat_tracepoints
 	fail=$LAT_TP_FAIL
 	local QPP_COUNT=$LAT_PERF_COUNT
@@ -1913,7 +1916,7 @@ check_lat_perf() {
 	else
 		fail="$fail bench lat: $BENCH_FAIL;"
 	fi
-	PIN_SERVER=() PIN_CLIENT=()
+	unpin_ends
 	if [ -n "$fail" ]; then
 		result lat_perf FAIL "$fail"
 	else
@@ -2039,7 +2042,7 @@ check_lat_trace() {
 		lat_trace_teardown
 		return
 	fi
-	if [ "$(nproc)" -ge 2 ]; then PIN_SERVER=(taskset -c 1) PIN_CLIENT=(taskset -c 0); fi
+	pin_ends
 	local QPP_COUNT=$LAT_TRACE_COUNT
 	for round in 1 2 3; do
 		if lat_trace_run "ltrace_qpp_$round" qp_pingpong_run "ltrace_qpp_$round" 2; then
@@ -2058,7 +2061,7 @@ check_lat_trace() {
 			fail="$fail bench lat: $BENCH_FAIL;"
 		fi
 	done
-	PIN_SERVER=() PIN_CLIENT=()
+	unpin_ends
 	lat_trace_teardown
 	if [ -n "$fail" ]; then
 		result lat_trace FAIL "$fail"
