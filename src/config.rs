@@ -180,6 +180,10 @@ pub struct TestFaults {
     /// The verbs queue pair's receive-not-ready retry count (0-7) instead of 7 (for ever), so
     /// that a receive-not-ready race fails the session instead of being retried.
     pub rnr_retry: Option<u8>,
+    /// The receiving end's `SO_RCVBUF` (bytes) on each tcp data connection, instead of the
+    /// kernel's tuning: a receiver that stalls then holds little in its socket, so what the
+    /// sender sends meanwhile waits in the sender, and a broken connection loses it.
+    pub tcp_receive_buffer: Option<u32>,
 }
 
 /// A callback that says whether a blocking wait should stop (see [`Config::with_interrupt`]).

@@ -107,7 +107,8 @@ pub fn validated_config(
 
 /// A test build's faults from its variables: `RDMA_CONTAINER_TEST_CORRUPT_MESSAGE=N` flips a
 /// bit of message N (0-based) after its checksum was computed, as a fault on the path would;
-/// `RDMA_CONTAINER_TEST_RNR_RETRY` (0-7) sets the verbs queue pair's rnr_retry. A shipped
+/// `RDMA_CONTAINER_TEST_RNR_RETRY` (0-7) sets the verbs queue pair's rnr_retry;
+/// `RDMA_CONTAINER_TEST_TCP_RCVBUF=BYTES` sets the receiver's buffer on tcp data connections. A shipped
 /// build (without the `test-hooks` feature) never reads them: the library is the same either
 /// way.
 #[cfg(feature = "test-hooks")]
@@ -116,12 +117,16 @@ fn test_faults() -> rdma_container::TestFaults {
     let faults = rdma_container::TestFaults {
         corrupt_message: var("RDMA_CONTAINER_TEST_CORRUPT_MESSAGE").and_then(|v| v.parse().ok()),
         rnr_retry: var("RDMA_CONTAINER_TEST_RNR_RETRY").and_then(|v| v.parse().ok()),
+        tcp_receive_buffer: var("RDMA_CONTAINER_TEST_TCP_RCVBUF").and_then(|v| v.parse().ok()),
     };
     if let Some(n) = faults.corrupt_message {
         log::info!("test hook: message {n} is corrupted after its checksum (RDMA_CONTAINER_TEST_CORRUPT_MESSAGE)");
     }
     if let Some(n) = faults.rnr_retry {
         log::info!("test hook: verbs rnr_retry {n} (RDMA_CONTAINER_TEST_RNR_RETRY)");
+    }
+    if let Some(n) = faults.tcp_receive_buffer {
+        log::info!("test hook: a {n}-byte receive buffer on tcp data connections (RDMA_CONTAINER_TEST_TCP_RCVBUF)");
     }
     faults
 }

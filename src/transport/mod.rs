@@ -75,7 +75,8 @@ pub(crate) struct SetupParams {
     /// Where sysfs is mounted (the DOCA transport reads the netdev's MTU there).
     #[cfg_attr(not(doca_transport), allow(dead_code))]
     pub sysfs_root: std::path::PathBuf,
-    /// A test build's faults (the verbs transport's `rnr_retry`); none in a shipped program.
+    /// A test build's faults (the verbs transport's `rnr_retry`, the tcp receiver's buffer); none
+    /// in a shipped program.
     pub faults: crate::config::TestFaults,
 }
 

@@ -100,6 +100,9 @@ pub(crate) struct TcpTransport {
     drained: bool,
     /// Receiver: whether to pause before a sleep while a stream runs (see `coalescing`).
     coalescing: ReceiveCoalescing,
+    /// Receiver: `SO_RCVBUF` for the data connection (a test build's fault); `None`: the
+    /// kernel's tuning.
+    receive_buffer: Option<u32>,
 }
 
 impl TcpTransport {
@@ -138,6 +141,7 @@ impl TcpTransport {
             check_readable: true,
             drained: false,
             coalescing: ReceiveCoalescing::default(),
+            receive_buffer: params.faults.tcp_receive_buffer,
         })
     }
 
@@ -271,6 +275,11 @@ the oldest goes",
 
     fn use_data_connection(&mut self, stream: TcpStream) -> Result<()> {
         tune_stream(&stream)?;
+        if let (Role::Receiver, Some(bytes)) = (self.role, self.receive_buffer) {
+            socket2::SockRef::from(&stream)
+                .set_recv_buffer_size(bytes as usize)
+                .map_err(io_err("SO_RCVBUF"))?;
+        }
         // Nagle stays on for the data connection (tune_stream turns it off for control). The
         // connection is one-way, so a small message waits only while an earlier small segment
         // is unacknowledged, and Linux acknowledges a one-way connection as soon as the reader
