@@ -53,6 +53,7 @@ mod error_kind;
 pub mod host;
 mod listener;
 mod log_text;
+mod message_copy;
 pub(crate) mod net;
 pub(crate) mod proto;
 mod receiver;

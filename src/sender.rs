@@ -167,7 +167,7 @@ impl RdmaSink {
     /// (the session stays usable); [`Error::Closed`] after the session ended.
     pub fn send(&mut self, data: &[u8]) -> Result<()> {
         self.send_within(Patience::Unbounded, data.len(), |slot| {
-            slot.copy_from_slice(data)
+            crate::message_copy::copy_message(slot, data)
         })
     }
 
@@ -178,7 +178,7 @@ impl RdmaSink {
     /// stays usable; otherwise as for [`RdmaSink::send`].
     pub fn send_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<()> {
         self.send_within(Patience::after(timeout), data.len(), |slot| {
-            slot.copy_from_slice(data)
+            crate::message_copy::copy_message(slot, data)
         })
     }
 
@@ -196,7 +196,7 @@ impl RdmaSink {
     /// session waits inside the call (up to its resume timeout).
     pub fn try_send(&mut self, data: &[u8]) -> Result<()> {
         self.send_within(Patience::Never, data.len(), |slot| {
-            slot.copy_from_slice(data)
+            crate::message_copy::copy_message(slot, data)
         })
     }
 
