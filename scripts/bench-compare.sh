@@ -23,7 +23,8 @@
 # 64 KiB, about one loopback segment.
 #   the CLI            `--server --quiet` / `--client --size` at 64 KiB and 64 B against bench bw
 #                      at the same size, count and credits, run back to back three times (the medians;
-#                      the CLI's figure is the receiving server's own rate)
+#                      the CLI's figure is the receiving server's own rate); at 64 KiB also with
+#                      --resume-timeout 0, bench's data path (the CLI resumes by default, bench not)
 # Servers are pinned to CPU 1 and clients to CPU 0 (when the machine has two), for ours and the
 # reference alike. Only 127.0.0.1 is used. Ratios are printed, not judged.
 set -euo pipefail
@@ -210,20 +211,22 @@ row "64 B message rate (bench bw vs sockperf tp)" "msg/s" "$ours_rate" "$ref_rat
 # back, three times (bench, CLI, bench, CLI, bench, CLI), with the same count and credits, and
 # the row compares the two medians (a run's figure is bimodal here: one slow run moved a mean
 # of two by 20%).
-# cli_rate SIZE COUNT CREDITS FIELD: the server's "received ..." line, FIELD "msg/s" or "MiB/s"
+# cli_rate SIZE COUNT CREDITS FIELD: the server's "received ..." line, FIELD "msg/s" or "MiB/s";
+# cli_extra: more flags for both ends of the CLI
+cli_extra=()
 cli_rate() {
 	local size=$1 count=$2 cr=$3 field=$4 max=$1
 	[ "$max" -lt 512 ] && max=512
 	next_port
 	"${server_pin[@]}" "$binary" --server "127.0.0.1:$port" --transport tcp --quiet --once \
-		--credits "$cr" --max-msg-size "$max" >/dev/null 2>"$work/cli-server-$size.log" &
+		--credits "$cr" --max-msg-size "$max" "${cli_extra[@]}" >/dev/null 2>"$work/cli-server-$size.log" &
 	local spid=$!
 	pids+=("$spid")
 	sleep 0.3
 	# a client that failed leaves the --once server waiting: end it (this may run in a
 	# subshell, whose pids the cleanup does not see)
 	"${client_pin[@]}" "$binary" --client "127.0.0.1:$port" --transport tcp --size "$size" \
-		--count "$count" --credits "$cr" --max-msg-size "$max" >/dev/null 2>"$work/cli-client-$size.log" ||
+		--count "$count" --credits "$cr" --max-msg-size "$max" "${cli_extra[@]}" >/dev/null 2>"$work/cli-client-$size.log" ||
 		kill "$spid" 2>/dev/null || true
 	wait "$spid" 2>/dev/null || true
 	sed -n "s/.*end of stream: received .*(\([0-9.]*\) msg\/s, \([0-9.]*\) MiB\/s.*/\1 \2/p" \
@@ -264,6 +267,15 @@ cli_pair() {
 read -r cli_bw pair_bw <<<"$(cli_pair 65536 $((seconds * 10000)) "$credits" MiB/s)" || true
 port=$((port + 6))
 row "64 KiB bandwidth (CLI vs bench bw, target 0.95)" "MiB/s" "${cli_bw:-}" "${pair_bw:-}" higher
+# The CLI resumes after a break unless told (--resume-timeout 10 s), bench does not: a resuming
+# sender keeps each message in its slot until the receiver released it, so at 64 credits every
+# send copies into a slot last written 64 messages (4 MiB) earlier, out of the core's cache,
+# where bench's sender reuses one slot. The same pair with the CLI on bench's data path:
+cli_extra=(--resume-timeout 0)
+read -r cli_bw0 pair_bw0 <<<"$(cli_pair 65536 $((seconds * 10000)) "$credits" MiB/s)" || true
+port=$((port + 6))
+cli_extra=()
+row "64 KiB bandwidth (CLI --resume-timeout 0 vs bench bw)" "MiB/s" "${cli_bw0:-}" "${pair_bw0:-}" higher
 read -r cli_msgs pair_msgs <<<"$(cli_pair 64 $((seconds * 200000)) "$rate_credits" msg/s)" || true
 port=$((port + 6))
 row "64 B message rate (CLI vs bench bw, target 0.95)" "msg/s" "${cli_msgs:-}" "${pair_msgs:-}" higher
