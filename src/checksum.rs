@@ -17,13 +17,36 @@ const CRC_LEN: usize = 4;
 /// Writes the trailer of the `len`-byte message at the start of `slot` (which holds at least
 /// `len` plus the trailer). Returns the length to send.
 pub(crate) fn seal(checksum: Checksum, slot: &mut [u8], len: usize) -> usize {
+    let sealed = trailer(checksum, &slot[..len]);
+    slot[len..len + sealed.len].copy_from_slice(sealed.bytes());
+    len + sealed.len
+}
+
+/// The trailer [`seal`] writes after `message`.
+pub(crate) fn trailer(checksum: Checksum, message: &[u8]) -> Trailer {
     match checksum {
-        Checksum::None => len,
-        Checksum::Crc32c => {
-            let crc = crc32c::crc32c(&slot[..len]);
-            slot[len..len + CRC_LEN].copy_from_slice(&crc.to_le_bytes());
-            len + CRC_LEN
-        }
+        Checksum::None => Trailer {
+            value: [0; CRC_LEN],
+            len: 0,
+        },
+        Checksum::Crc32c => Trailer {
+            value: crc32c::crc32c(message).to_le_bytes(),
+            len: CRC_LEN,
+        },
+    }
+}
+
+/// A message's trailer: its CRC32C, or nothing without a checksum.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Trailer {
+    value: [u8; CRC_LEN],
+    len: usize,
+}
+
+impl Trailer {
+    /// The bytes that follow the message on the wire.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.value[..self.len]
     }
 }
 

@@ -29,6 +29,27 @@ use crate::{Error, Result};
 /// messages.
 const RETRY_LOOK_EVERY: u64 = 256;
 
+/// What a send puts in its staging slot.
+enum Content<'a, F> {
+    /// The application's bytes, copied (`send`, `send_timeout`, `try_send`).
+    Copy(&'a [u8]),
+    /// `len` bytes the application's closure writes (`send_in_place`).
+    Fill(usize, F),
+}
+
+/// The closure type of a [`Content::Copy`], which has none.
+type NoFill = fn(&mut [u8]);
+
+impl<F> Content<'_, F> {
+    /// The message's length.
+    fn len(&self) -> usize {
+        match self {
+            Content::Copy(data) => data.len(),
+            Content::Fill(len, _) => *len,
+        }
+    }
+}
+
 /// Sends messages to one [`crate::RdmaSrc`], blocking when the receiver has no free slot.
 ///
 /// `send` copies the message into a registered staging slot, so the caller's buffer may be
@@ -166,9 +187,7 @@ impl RdmaSink {
     /// breaks the protocol; [`Error::Interrupted`] when the stop flag is set while waiting
     /// (the session stays usable); [`Error::Closed`] after the session ended.
     pub fn send(&mut self, data: &[u8]) -> Result<()> {
-        self.send_within(Patience::Unbounded, data.len(), |slot| {
-            crate::message_copy::copy_message(slot, data)
-        })
+        self.send_within(Patience::Unbounded, Content::<NoFill>::Copy(data))
     }
 
     /// Like [`RdmaSink::send`], waiting at most `timeout` for a credit and a staging slot.
@@ -177,9 +196,7 @@ impl RdmaSink {
     /// [`Error::DeadlinePassed`] when none was free in time: nothing was sent, the session
     /// stays usable; otherwise as for [`RdmaSink::send`].
     pub fn send_timeout(&mut self, data: &[u8], timeout: Duration) -> Result<()> {
-        self.send_within(Patience::after(timeout), data.len(), |slot| {
-            crate::message_copy::copy_message(slot, data)
-        })
+        self.send_within(Patience::after(timeout), Content::<NoFill>::Copy(data))
     }
 
     /// Like [`RdmaSink::send`], without waiting: sends `data` if a credit and a staging slot
@@ -195,9 +212,7 @@ impl RdmaSink {
     /// call again); otherwise as for [`RdmaSink::send`]. Repairing a break of a resumable
     /// session waits inside the call (up to its resume timeout).
     pub fn try_send(&mut self, data: &[u8]) -> Result<()> {
-        self.send_within(Patience::Never, data.len(), |slot| {
-            crate::message_copy::copy_message(slot, data)
-        })
+        self.send_within(Patience::Never, Content::<NoFill>::Copy(data))
     }
 
     /// Hands on what a [`RdmaSink::try_send`] left queued (tcp only: bytes the kernel did not
@@ -257,16 +272,16 @@ impl RdmaSink {
     /// # Errors
     /// As for [`RdmaSink::send`].
     pub fn send_in_place(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<()> {
-        self.send_within(Patience::Unbounded, len, fill)
+        self.send_within(Patience::Unbounded, Content::Fill(len, fill))
     }
 
     /// [`RdmaSink::send_in_place`], waiting for a credit and a slot as `patience` allows.
-    fn send_within(
+    fn send_within<F: FnOnce(&mut [u8])>(
         &mut self,
         patience: Patience,
-        len: usize,
-        fill: impl FnOnce(&mut [u8]),
+        content: Content<'_, F>,
     ) -> Result<()> {
+        let len = content.len();
         if !self.core.is_open() {
             return Err(Error::Closed);
         }
@@ -275,7 +290,7 @@ impl RdmaSink {
             return Err(Error::MessageTooLarge { len, max });
         }
         self.after_readiness_wait();
-        let result = self.send_filled(patience, len, fill);
+        let result = self.send_filled(patience, content);
         match self.after(result)? {
             Some(()) => Ok(()),
             None => Err(patience.gave_up()),
@@ -283,14 +298,13 @@ impl RdmaSink {
     }
 
     /// Waits for a credit and a staging slot (as `patience` allows: `None` when it ran out,
-    /// nothing sent), lets `fill` write the message, posts it. A break the session resumes
+    /// nothing sent), puts the message in the slot, posts it. A break the session resumes
     /// from is repaired on the way: before the message was taken, it waits again; after, the
     /// message is the resume's to send again if it did not arrive.
-    fn send_filled(
+    fn send_filled<F: FnOnce(&mut [u8])>(
         &mut self,
         patience: Patience,
-        len: usize,
-        fill: impl FnOnce(&mut [u8]),
+        content: Content<'_, F>,
     ) -> Result<Option<()>> {
         let mut stalled_since = None;
         let taken = loop {
@@ -306,22 +320,47 @@ impl RdmaSink {
             }
         };
         let (seq, mut slot) = taken;
-        // A fill that panics (and is caught by the application) sent nothing: its credit and
-        // slot go back, so the count a later Finish announces stays exact.
-        let buf = self.session.transport.staging(&mut slot);
-        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| fill(&mut buf[..len]))) {
-            self.core.give_back(seq, slot)?;
-            std::panic::resume_unwind(panic);
-        }
-        let wire_len = checksum::seal(self.checksum, buf, len);
-        if self.corrupt == Some(seq) && len > 0 {
-            buf[0] ^= 1;
-        }
-        if let Some(kept) = self.wire_lens.get_mut(slot.index()) {
-            *kept = wire_len;
-        }
-        self.bytes += len as u64;
-        if let Err(e) = self.session.transport.post_send(slot, wire_len) {
+        let index = slot.index();
+        let len = content.len();
+        let posted = match content {
+            // A kept message is read again only by a resume: the transport may write its slot
+            // around the cache (`SendPath::post_send_kept`). Not the message a test build
+            // corrupts after its checksum, which goes the common way.
+            Content::Copy(data) if self.core.keeps_messages() && self.corrupt != Some(seq) => {
+                let trailer = checksum::trailer(self.checksum, data);
+                self.note_posted(index, len, len + trailer.bytes().len());
+                self.session
+                    .transport
+                    .post_send_kept(slot, data, trailer.bytes())
+            }
+            content => {
+                // One call of `staging` a message: a striped transport picks the lane there.
+                let buf = self.session.transport.staging(&mut slot);
+                let filled = match content {
+                    Content::Copy(data) => {
+                        crate::message_copy::copy_message(&mut buf[..len], data);
+                        Ok(())
+                    }
+                    // A fill that panics (and is caught by the application) sent nothing: its
+                    // credit and slot go back, so the count a later Finish announces stays
+                    // exact.
+                    Content::Fill(_, fill) => {
+                        std::panic::catch_unwind(AssertUnwindSafe(|| fill(&mut buf[..len])))
+                    }
+                };
+                if let Err(panic) = filled {
+                    self.core.give_back(seq, slot)?;
+                    std::panic::resume_unwind(panic);
+                }
+                let wire_len = checksum::seal(self.checksum, buf, len);
+                if self.corrupt == Some(seq) && len > 0 {
+                    buf[0] ^= 1;
+                }
+                self.note_posted(index, len, wire_len);
+                self.session.transport.post_send(slot, wire_len)
+            }
+        };
+        if let Err(e) = posted {
             let e = self.explain(e);
             self.resume_or(Trigger::Failed(e))?;
         }
@@ -334,6 +373,15 @@ impl RdmaSink {
                 Err(e) => self.resume_or(Trigger::Failed(e))?,
             }
         }
+    }
+
+    /// Counts a message about to be posted from slot `index`: `len` bytes of the application's,
+    /// `wire_len` on the wire (what a resume sends again).
+    fn note_posted(&mut self, index: usize, len: usize, wire_len: usize) {
+        if let Some(kept) = self.wire_lens.get_mut(index) {
+            *kept = wire_len;
+        }
+        self.bytes += len as u64;
     }
 
     /// After `trigger`: when the lifecycle core resumes the session, sends again what had not

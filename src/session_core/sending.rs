@@ -177,6 +177,11 @@ impl SenderCore {
         self
     }
 
+    /// Whether each message stays in its slot until released ([`SenderCore::keeping_messages`]).
+    pub(crate) fn keeps_messages(&self) -> bool {
+        self.kept.is_some()
+    }
+
     /// Messages sent so far.
     pub(crate) fn sent(&self) -> u64 {
         self.window.sent()

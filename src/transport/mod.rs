@@ -26,6 +26,8 @@ pub(crate) mod coalescing;
 #[cfg(doca_transport)]
 #[allow(unsafe_code)]
 pub(crate) mod doca;
+#[allow(unsafe_code)]
+pub(crate) mod kept_copy;
 #[cfg(feature = "verbs")]
 pub(crate) mod signaling;
 #[allow(unsafe_code)]
@@ -422,6 +424,32 @@ pub(crate) trait SendPath: DataPath {
     /// a [`SendEvent::Sent`] once the send completed (also when it failed: then `poll` reports
     /// the failure).
     fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()>;
+
+    /// Copies `message` and then `trailer` (a checksum's, or empty) into the staging slot and
+    /// sends them as one message of `message.len() + trailer.len()` bytes, for a sender that
+    /// keeps the slot until the receiver released the message (resumption): until then only
+    /// a resume reads the slot again. The default copies as a `send` does and posts; a
+    /// transport whose kernel copies the bytes to send takes them from `message`, still in the
+    /// cache, and writes the slot around the cache (`kept_copy`). The slot holds the message
+    /// whether or not this succeeds. The caller checked that the message fits the slot.
+    fn post_send_kept(
+        &mut self,
+        mut slot: StagingSlot,
+        message: &[u8],
+        trailer: &[u8],
+    ) -> Result<()> {
+        let len = message.len();
+        let wire_len = len + trailer.len();
+        let Some(buf) = self.staging(&mut slot).get_mut(..wire_len) else {
+            return Err(crate::Error::Internal(format!(
+                "a {wire_len}-byte message posted from a smaller staging slot"
+            )));
+        };
+        let (body, tail) = buf.split_at_mut(len);
+        crate::message_copy::copy_message(body, message);
+        tail.copy_from_slice(trailer);
+        self.post_send(slot, wire_len)
+    }
 
     /// Makes sure every send posted so far will report its completion through `poll`. A
     /// transport that signals only some sends posts a signaled request behind the last one

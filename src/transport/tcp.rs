@@ -427,6 +427,64 @@ the oldest goes",
         }
     }
 
+    /// Queues the first `len` bytes of `slot` as one message, behind its length header.
+    fn queue_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
+        if len > self.slot_size {
+            return Err(protocol(format!(
+                "send of {len} bytes from a {}-byte slot",
+                self.slot_size
+            )));
+        }
+        let header = u32::try_from(len)
+            .map_err(|_| {
+                protocol(format!(
+                    "message of {len} bytes exceeds the 4 GiB frame limit"
+                ))
+            })?
+            .to_le_bytes();
+        self.slots[slot.index()][SEND_FRAME_AT..SEND_PAYLOAD_AT].copy_from_slice(&header);
+        self.sends.push_back(PendingSend {
+            slot,
+            next: SEND_FRAME_AT,
+            end: SEND_PAYLOAD_AT + len,
+        });
+        Ok(())
+    }
+
+    /// Hands queued bytes to the kernel now (lowest latency); completions are reported by
+    /// `poll`.
+    fn flush_now(&mut self) -> Result<()> {
+        let mut done = std::mem::take(&mut self.early);
+        let flushed = self.flush(&mut done);
+        self.early = done;
+        flushed
+    }
+
+    /// The first write of the only queued send, whose slot holds `message` and `trailer`
+    /// behind its header: one `writev` of the header (from the slot) and the caller's bytes.
+    /// What the kernel does not take, `flush` writes from the slot.
+    fn write_first_from(&mut self, message: &[u8], trailer: &[u8]) -> Result<()> {
+        let Some(front) = self.sends.front_mut() else {
+            return Ok(());
+        };
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        if front.next != SEND_FRAME_AT {
+            return Ok(());
+        }
+        let header = &self.slots[front.slot.index()][SEND_FRAME_AT..SEND_PAYLOAD_AT];
+        let parts = [
+            io::IoSlice::new(header),
+            io::IoSlice::new(message),
+            io::IoSlice::new(trailer),
+        ];
+        if let Some(n) = moved(stream.write_vectored(&parts), "send")? {
+            front.next += n;
+        }
+        Ok(())
+    }
+
     /// Writes queued sends until the kernel pushes back.
     fn flush(&mut self, out: &mut Vec<SendEvent>) -> Result<()> {
         while let Some(front) = self.sends.front_mut() {
@@ -453,21 +511,31 @@ the oldest goes",
     /// On the sending side the peer never writes: readable means closed (or misbehaving).
     fn check_sender_socket(&mut self) -> Result<()> {
         let mut byte = [0u8; 1];
-        match self.stream()?.read(&mut byte) {
-            Ok(0) => Err(Error::TransportClosed { transport: NAME }),
-            Ok(_) => Err(protocol(
+        match moved(self.stream()?.read(&mut byte), "receive")? {
+            Some(_) => Err(protocol(
                 "the receiver wrote on the data connection".to_owned(),
             )),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(data_io("receive", e)),
+            None => Ok(()),
         }
+    }
+}
+
+/// What a non-blocking read or write did: `Some(n)` bytes moved, `None` when it would block or
+/// was interrupted (nothing moved: try later); an error when the connection closed (0 bytes)
+/// or the call failed (`what`: "send" or "receive").
+fn moved(result: io::Result<usize>, what: &'static str) -> Result<Option<usize>> {
+    match result {
+        Ok(0) => Err(Error::TransportClosed { transport: NAME }),
+        Ok(n) => Ok(Some(n)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(data_io(what, e)),
     }
 }
 
@@ -587,30 +655,29 @@ impl SendPath for TcpTransport {
     }
 
     fn post_send(&mut self, slot: StagingSlot, len: usize) -> Result<()> {
-        if len > self.slot_size {
+        self.queue_send(slot, len)?;
+        self.flush_now()
+    }
+
+    fn post_send_kept(&mut self, slot: StagingSlot, message: &[u8], trailer: &[u8]) -> Result<()> {
+        let len = message.len() + trailer.len();
+        let index = slot.index();
+        let Some(buf) = self.slots[index].get_mut(SEND_PAYLOAD_AT..SEND_PAYLOAD_AT + len) else {
             return Err(protocol(format!(
                 "send of {len} bytes from a {}-byte slot",
                 self.slot_size
             )));
+        };
+        let (body, tail) = buf.split_at_mut(message.len());
+        super::kept_copy::copy_kept(body, message);
+        tail.copy_from_slice(trailer);
+        self.queue_send(slot, len)?;
+        // With nothing queued before it, the kernel takes the message from the caller's
+        // buffer, still in the cache; whatever it does not take is written from the slot.
+        if self.sends.len() == 1 {
+            self.write_first_from(message, trailer)?;
         }
-        let header = u32::try_from(len)
-            .map_err(|_| {
-                protocol(format!(
-                    "message of {len} bytes exceeds the 4 GiB frame limit"
-                ))
-            })?
-            .to_le_bytes();
-        self.slots[slot.index()][SEND_FRAME_AT..SEND_PAYLOAD_AT].copy_from_slice(&header);
-        self.sends.push_back(PendingSend {
-            slot,
-            next: SEND_FRAME_AT,
-            end: SEND_PAYLOAD_AT + len,
-        });
-        // Hand the bytes to the kernel now (lowest latency); completion is reported by `poll`.
-        let mut done = std::mem::take(&mut self.early);
-        let flushed = self.flush(&mut done);
-        self.early = done;
-        flushed
+        self.flush_now()
     }
 
     fn output_queued(&self) -> bool {
@@ -935,6 +1002,68 @@ mod tests {
         assert_eq!(&tx.staging(&mut slot)[..4], &[1; 4]);
         tx.post_send(slot, 4).unwrap();
         assert_eq!(arrivals(&mut rx, 1)[0], (1, vec![1; 4]));
+    }
+
+    #[test]
+    fn a_kept_message_arrives_whole_when_the_kernel_takes_it_in_parts_and_stays_in_its_slot() {
+        // Eight messages of 64 KiB + 17 with a 4-byte trailer, none read until all are posted:
+        // the kernel's buffers fill, so later messages go out in parts or wait queued.
+        let (count, len) = (8usize, 65_536 + 17);
+        let (mut rx, mut tx) = connected_pair(count, len + 4);
+        for slot in 0..count {
+            rx.post_recv(RecvSlot::mint(slot)).unwrap();
+        }
+        socket2::SockRef::from(rx.stream.as_ref().unwrap())
+            .set_recv_buffer_size(32 * 1024)
+            .unwrap();
+        socket2::SockRef::from(tx.stream.as_ref().unwrap())
+            .set_send_buffer_size(32 * 1024)
+            .unwrap();
+        let message = |n: usize| -> Vec<u8> { (0..len).map(|i| (i * 31 + n * 7) as u8).collect() };
+        let trailer = |n: usize| [n as u8 + 1; 4];
+        for n in 0..count {
+            let mut caller = message(n);
+            tx.post_send_kept(StagingSlot::mint(n), &caller, &trailer(n))
+                .unwrap();
+            // `send` returned: the caller may reuse its buffer; what the kernel has not taken
+            // yet must come from the slot.
+            caller.fill(0xAB);
+        }
+        assert!(
+            tx.output_queued(),
+            "the kernel took everything: nothing was sent in parts"
+        );
+        let mut got = Vec::new();
+        let mut arrived = Vec::new();
+        let mut sent = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.len() < count {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {count} arrived",
+                got.len()
+            );
+            tx.poll_sends(&mut sent).unwrap();
+            rx.on_wakeup();
+            rx.poll_arrivals(&mut arrived).unwrap();
+            got.extend(
+                arrived
+                    .drain(..)
+                    .map(|m| (m.slot_index(), rx.message(&m).to_vec())),
+            );
+        }
+        for (n, (slot, bytes)) in got.into_iter().enumerate() {
+            let mut want = message(n);
+            want.extend_from_slice(&trailer(n));
+            assert_eq!(slot, n);
+            assert!(bytes == want, "message {n} arrived other than sent");
+            // A resume sends again from the slot: it holds the message and its trailer.
+            let mut kept = StagingSlot::mint(n);
+            assert!(
+                tx.staging(&mut kept)[..len + 4] == want[..],
+                "slot {n} lost its message"
+            );
+        }
     }
 
     /// `count` frames of `len` bytes each, as a sender puts them on the wire.
