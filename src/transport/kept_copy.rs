@@ -21,13 +21,19 @@
 /// The smallest message written around the cache.
 pub(crate) const AROUND_CACHE_FROM: usize = 16 * 1024;
 
+/// Whether a kept message of `len` bytes is written around the cache: then the transport
+/// hands the kernel the caller's bytes, which are in the cache, rather than the slot's.
+pub(crate) fn goes_around_cache(len: usize) -> bool {
+    len >= AROUND_CACHE_FROM
+}
+
 /// Copies `src` into `dst` (of the same length) as the module's rules say.
 ///
 /// # Panics
 /// If the lengths differ, as `copy_from_slice` does (the caller sizes `dst` from `src`).
 pub(crate) fn copy_kept(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "a kept copy between unequal lengths");
-    if src.len() < AROUND_CACHE_FROM {
+    if !goes_around_cache(src.len()) {
         crate::message_copy::copy_message(dst, src);
         return;
     }

@@ -672,9 +672,11 @@ impl SendPath for TcpTransport {
         super::kept_copy::copy_kept(body, message);
         tail.copy_from_slice(trailer);
         self.queue_send(slot, len)?;
-        // With nothing queued before it, the kernel takes the message from the caller's
-        // buffer, still in the cache; whatever it does not take is written from the slot.
-        if self.sends.len() == 1 {
+        // A slot written around the cache: with nothing queued before it, the kernel takes the
+        // message from the caller's buffer, still in the cache; whatever it does not take is
+        // written from the slot. A smaller message goes from its slot in one plain write (a
+        // `writev` of three parts cost a stream of 64-byte messages 23% of its rate).
+        if super::kept_copy::goes_around_cache(message.len()) && self.sends.len() == 1 {
             self.write_first_from(message, trailer)?;
         }
         self.flush_now()
